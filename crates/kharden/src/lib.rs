@@ -1,0 +1,11 @@
+//! kharden: what does a memory-protection hardening mechanism cost on a given machine and
+//! workload, and does it still protect what it claims to?
+//!
+//! Data flows one way: experiment -> (machine, kernel + defenses, workload) -> engine ->
+//! stats -> report. `arch` and `kernel` are mechanism; `defense` plugs policy into named hooks.
+
+pub mod error;
+pub mod machine;
+pub mod report;
+
+pub use error::{Error, Result};

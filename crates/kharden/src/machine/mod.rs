@@ -1,0 +1,205 @@
+//! The machine library: profiles in `machines/*.toml`, embedded at build time, plus any
+//! profile file a user names by path.
+
+pub mod profile;
+
+pub use profile::*;
+
+use crate::error::{Error, Result};
+use std::path::Path;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/machines.rs"));
+}
+
+/// Names of the machines in the library, sorted.
+pub fn names() -> Vec<&'static str> {
+    embedded::MACHINE_FILES.iter().map(|(name, _)| *name).collect()
+}
+
+/// The library's TOML text of a machine, for `machines show`.
+pub fn source_text(name: &str) -> Option<&'static str> {
+    embedded::MACHINE_FILES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+}
+
+/// A machine by library name, or by path to a TOML file (anything containing '/' or ending in .toml).
+pub fn load(name_or_path: &str) -> Result<MachineProfile> {
+    if let Some(text) = source_text(name_or_path) {
+        return parse(&format!("machines/{name_or_path}.toml"), text);
+    }
+    if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+        let text = std::fs::read_to_string(Path::new(name_or_path))
+            .map_err(|e| Error::at(name_or_path, format!("cannot read machine file: {e}")))?;
+        return parse(name_or_path, &text);
+    }
+    Err(Error::new(format!(
+        "unknown machine '{name_or_path}': expected one of {} or a path to a .toml profile",
+        names().join(", ")
+    )))
+}
+
+/// Parses and validates one profile; `place` names the file in errors.
+pub fn parse(place: &str, text: &str) -> Result<MachineProfile> {
+    let profile: MachineProfile =
+        toml::from_str(text).map_err(|e| Error::at(place, toml_message(&e, text)))?;
+    profile.validate().map_err(|e| Error::at(place, e))?;
+    Ok(profile)
+}
+
+/// toml's messages span several lines; keep the line number and the reason.
+pub(crate) fn toml_message(e: &toml::de::Error, text: &str) -> String {
+    let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+    let msg = e.message().trim().to_string();
+    match line {
+        Some(l) => format!("line {l}: {msg}"),
+        None => msg,
+    }
+}
+
+impl MachineProfile {
+    pub fn threads(&self) -> u32 {
+        self.topology.sockets * self.topology.cores_per_socket * self.topology.threads_per_core
+    }
+    pub fn numa_nodes(&self) -> u32 {
+        self.topology.sockets * self.topology.numa_nodes_per_socket
+    }
+    /// Picoseconds per core cycle.
+    pub fn ps_per_cycle(&self) -> f64 {
+        1000.0 / self.cpu.frequency_ghz
+    }
+
+    /// Checks what serde cannot: ranges and consistency between features and costs.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let t = &self.topology;
+        for (field, v) in [
+            ("topology.sockets", t.sockets),
+            ("topology.cores_per_socket", t.cores_per_socket),
+            ("topology.threads_per_core", t.threads_per_core),
+            ("topology.numa_nodes_per_socket", t.numa_nodes_per_socket),
+        ] {
+            if v == 0 {
+                return Err(format!("{field}: expected a positive integer, got 0"));
+            }
+        }
+        if self.threads() > 4096 {
+            return Err(format!("topology: {} hardware threads, expected at most 4096", self.threads()));
+        }
+        if !(self.cpu.frequency_ghz > 0.05 && self.cpu.frequency_ghz < 10.0) {
+            return Err(format!("cpu.frequency_ghz: expected 0.05..10, got {}", self.cpu.frequency_ghz));
+        }
+        if self.tlb.is_empty() {
+            return Err("tlb: expected at least one [[tlb]] array".into());
+        }
+        for (i, a) in self.tlb.iter().enumerate() {
+            let place = format!("tlb[{i}] ({})", a.name);
+            if a.entries == 0 || a.ways == 0 || a.entries % a.ways != 0 {
+                return Err(format!("{place}: expected entries a positive multiple of ways, got {} entries, {} ways", a.entries, a.ways));
+            }
+            if !(a.entries / a.ways).is_power_of_two() {
+                return Err(format!("{place}: expected a power-of-two number of sets, got {}", a.entries / a.ways));
+            }
+            if !(1..=2).contains(&a.level) {
+                return Err(format!("{place}: level: expected 1 or 2, got {}", a.level));
+            }
+            if a.page_sizes.is_empty() {
+                return Err(format!("{place}: page_sizes: expected at least one of \"4k\", \"2m\", \"1g\""));
+            }
+        }
+        let f = &self.cpu.features;
+        let c = &self.costs;
+        let invpcid_costs = [
+            c.invpcid_individual_cycles,
+            c.invpcid_single_context_cycles,
+            c.invpcid_all_incl_global_cycles,
+            c.invpcid_all_non_global_cycles,
+        ];
+        if f.invpcid && invpcid_costs.iter().any(Option::is_none) {
+            return Err("costs: cpu has INVPCID, expected invpcid_{individual,single_context,all_incl_global,all_non_global}_cycles".into());
+        }
+        if !f.invpcid && invpcid_costs.iter().any(Option::is_some) {
+            return Err("costs: invpcid_*_cycles given but cpu.features.invpcid is false".into());
+        }
+        if f.invpcid && !f.pcid {
+            return Err("cpu.features: invpcid requires pcid".into());
+        }
+        if f.invlpgb != c.invlpgb_ns.is_some() {
+            return Err("costs.invlpgb_ns: expected exactly when cpu.features.invlpgb is true".into());
+        }
+        if f.tlbi_broadcast != c.tlbi_broadcast_ns.is_some() {
+            return Err("costs.tlbi_broadcast_ns: expected exactly when cpu.features.tlbi_broadcast is true".into());
+        }
+        let m = &self.memory;
+        if m.dram_local_ns <= 0.0 || m.dram_remote_ns < m.dram_local_ns {
+            return Err("memory: expected 0 < dram_local_ns <= dram_remote_ns".into());
+        }
+        for (field, kib, ways) in [("l1d", m.l1d_kib, m.l1d_ways), ("l2", m.l2_kib, m.l2_ways), ("llc", m.llc_kib_per_socket, m.llc_ways)] {
+            if kib == 0 || ways == 0 || (kib * 1024 / 64) % ways != 0 {
+                return Err(format!("memory.{field}: expected a positive size divisible into {ways} ways of 64-byte lines"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_library_machine_parses_and_validates() {
+        assert!(!names().is_empty());
+        for name in names() {
+            let m = load(name).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(m.name, name, "machines/{name}.toml: name must equal the file stem");
+        }
+    }
+
+    /// Every number in a profile needs its source: each `key = value` line carries a comment,
+    /// on the line itself or on the line just above. In a `[[tlb]]` array the comment on its
+    /// `name` line is the source of the whole array.
+    #[test]
+    fn every_hardware_number_has_a_source_comment() {
+        for name in names() {
+            let text = source_text(name).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let mut tlb_block_sourced = false;
+            for (i, line) in lines.iter().enumerate() {
+                let code = line.split('#').next().unwrap().trim();
+                if code.starts_with('[') {
+                    tlb_block_sourced = false;
+                }
+                if code.starts_with("name") && line.contains('#') {
+                    tlb_block_sourced = lines[..i].iter().rev().find(|l| l.trim().starts_with('[')).is_some_and(|h| h.trim() == "[[tlb]]");
+                }
+                let Some((_, value)) = code.split_once('=') else { continue };
+                let value = value.trim();
+                let numeric = value.starts_with(|c: char| c.is_ascii_digit()) || value == "true" || value == "false";
+                if !numeric {
+                    continue;
+                }
+                let commented = tlb_block_sourced || line.contains('#') || (i > 0 && lines[i - 1].trim_start().starts_with('#'));
+                assert!(commented, "machines/{name}.toml line {}: '{}' has no source comment", i + 1, line.trim());
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let err = parse("bad.toml", "name = 3").unwrap_err().to_string();
+        assert!(err.starts_with("bad.toml: line 1:"), "{err}");
+        assert!(!err.contains('\n'));
+        let err = load("no-such-machine").unwrap_err().to_string();
+        assert!(err.contains("unknown machine 'no-such-machine'"), "{err}");
+    }
+
+    #[test]
+    fn validation_rejects_inconsistent_profiles() {
+        let good = source_text("haswell-i7-4770").unwrap();
+        let bad = good.replace("entries = 64\nways = 4", "entries = 64\nways = 5");
+        let err = parse("x.toml", &bad).unwrap_err().to_string();
+        assert!(err.contains("multiple of ways"), "{err}");
+        let bad = good.replace("sockets = 1 ", "sockets = 0 ");
+        let err = parse("x.toml", &bad).unwrap_err().to_string();
+        assert!(err.contains("topology.sockets"), "{err}");
+    }
+}

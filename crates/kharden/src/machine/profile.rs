@@ -1,0 +1,211 @@
+//! The machine profile: hardware facts only, one TOML file per machine in `machines/`.
+//!
+//! Every field is a fact about the hardware (a datasheet value, a published measurement or a
+//! `kharden machine detect` reading); the TOML files carry the source of each number as a
+//! comment. Nothing here may be tuned to a reproduction target.
+
+use serde::{Deserialize, Serialize};
+
+/// Instruction-set family; decides which MMU model runs the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+/// A whole machine: topology, core features, translation hardware and the costs of the
+/// operations a kernel performs on it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MachineProfile {
+    /// Short identifier used on the command line (`--machine NAME`); equals the file stem.
+    pub name: String,
+    /// Human description: vendor, model, microarchitecture.
+    pub description: String,
+    pub arch: Arch,
+    /// Where the profile is an assumption (e.g. the seed did not name the exact model), say so.
+    #[serde(default)]
+    pub assumption: Option<String>,
+    pub topology: Topology,
+    pub cpu: Cpu,
+    /// Translation lookaside buffers, one entry per physical array.
+    pub tlb: Vec<TlbArray>,
+    pub paging_structure_cache: PagingStructureCache,
+    pub memory: Memory,
+    pub costs: Costs,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub sockets: u32,
+    pub cores_per_socket: u32,
+    /// SMT threads per core (1 = no SMT).
+    pub threads_per_core: u32,
+    /// NUMA nodes per socket (sub-NUMA clustering / multi-die packages give > 1).
+    pub numa_nodes_per_socket: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Cpu {
+    /// Marketing model name, e.g. "Intel Core i7-4770".
+    pub model: String,
+    /// Microarchitecture, e.g. "Haswell".
+    pub microarchitecture: String,
+    /// Clock the simulation converts cycles with (sustained all-core or single-core turbo,
+    /// as the source states).
+    pub frequency_ghz: f64,
+    pub features: Features,
+}
+
+/// Architectural features that change which kernel path or flush primitive is available.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Features {
+    /// x86: process-context identifiers (CR4.PCIDE); 12-bit tags.
+    #[serde(default)]
+    pub pcid: bool,
+    /// x86: the INVPCID instruction (types 0-3).
+    #[serde(default)]
+    pub invpcid: bool,
+    /// x86: global pages (CR4.PGE).
+    #[serde(default)]
+    pub global_pages: bool,
+    /// AMD: INVLPGB broadcast invalidation + TLBSYNC.
+    #[serde(default)]
+    pub invlpgb: bool,
+    /// x86: 1 GiB pages (PDPE1GB).
+    #[serde(default)]
+    pub gbpages: bool,
+    /// arm64: TLBI ... IS broadcasts invalidations to the inner-shareable domain.
+    #[serde(default)]
+    pub tlbi_broadcast: bool,
+    /// arm64: Large System Extensions (single-instruction atomics).
+    #[serde(default)]
+    pub lse_atomics: bool,
+    /// arm64: ASID width in bits (8 or 16); 0 on x86.
+    #[serde(default)]
+    pub asid_bits: u32,
+}
+
+/// Which accesses a TLB array serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlbServes {
+    Data,
+    Instruction,
+    Unified,
+}
+
+/// Page sizes as they appear in TOML: "4k", "2m", "1g" (arm64 64K granules are not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PageSizeName {
+    #[serde(rename = "4k")]
+    Size4K,
+    #[serde(rename = "2m")]
+    Size2M,
+    #[serde(rename = "1g")]
+    Size1G,
+}
+
+/// One set-associative TLB array. `ways == entries` means fully associative.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlbArray {
+    /// e.g. "l1d-4k", "stlb".
+    pub name: String,
+    /// 1 = first level (looked up in parallel with the cache), 2 = second level (STLB).
+    pub level: u8,
+    pub serves: TlbServes,
+    pub page_sizes: Vec<PageSizeName>,
+    pub entries: u32,
+    pub ways: u32,
+    /// Extra cycles a hit in this array costs over an L1 hit (0 for first level).
+    pub hit_cycles: u32,
+    /// True when each SMT thread has its own copy (entries is then per thread).
+    #[serde(default)]
+    pub per_thread: bool,
+}
+
+/// Paging-structure caches (Intel SDM 4.10.3): entries that let a walk skip upper levels.
+/// Intel does not publish sizes; sources are reverse-engineering measurements.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PagingStructureCache {
+    /// PML4E cache entries (skip level 4 only).
+    pub pml4e_entries: u32,
+    /// PDPTE cache entries (skip levels 4 and 3).
+    pub pdpte_entries: u32,
+    /// PDE cache entries (skip levels 4, 3 and 2: one read left).
+    pub pde_entries: u32,
+}
+
+/// The memory hierarchy as seen by page-walk loads (which go through the data caches).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Memory {
+    pub l1d_kib: u32,
+    pub l1d_ways: u32,
+    pub l1d_hit_cycles: u32,
+    pub l2_kib: u32,
+    pub l2_ways: u32,
+    pub l2_hit_cycles: u32,
+    /// Last-level cache per socket.
+    pub llc_kib_per_socket: u32,
+    pub llc_ways: u32,
+    pub llc_hit_cycles: u32,
+    /// Idle load-to-use latency of DRAM on the local node.
+    pub dram_local_ns: f64,
+    /// Idle latency to another node's DRAM (equal to local on one-node machines).
+    pub dram_remote_ns: f64,
+}
+
+/// Costs of the privileged operations kernels perform. Cycles are core clocks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Costs {
+    /// SYSCALL + SYSRET (x86) or SVC + ERET (arm64) round trip, instruction cost only.
+    pub syscall_roundtrip_cycles: u32,
+    /// x86: MOV to CR3 that keeps TLB entries (PCID with bit 63 set); arm64: TTBR0 write + ISB.
+    pub cr3_write_noflush_cycles: u32,
+    /// x86: MOV to CR3 that flushes (no PCID, or bit 63 clear); the cost of the instruction only,
+    /// the refill is simulated.
+    pub cr3_write_flush_cycles: u32,
+    /// x86: INVLPG of one page; arm64: TLBI VAE1 (local).
+    pub invlpg_cycles: u32,
+    /// INVPCID type 0 (individual address); absent when the CPU has no INVPCID.
+    #[serde(default)]
+    pub invpcid_individual_cycles: Option<u32>,
+    /// INVPCID type 1 (single context).
+    #[serde(default)]
+    pub invpcid_single_context_cycles: Option<u32>,
+    /// INVPCID type 2 (all contexts, including globals).
+    #[serde(default)]
+    pub invpcid_all_incl_global_cycles: Option<u32>,
+    /// INVPCID type 3 (all contexts, except globals).
+    #[serde(default)]
+    pub invpcid_all_non_global_cycles: Option<u32>,
+    /// AMD INVLPGB + TLBSYNC, one broadcast invalidation; absent without INVLPGB.
+    #[serde(default)]
+    pub invlpgb_ns: Option<f64>,
+    /// arm64: TLBI ...IS + DSB ISH broadcast invalidation; absent on x86.
+    #[serde(default)]
+    pub tlbi_broadcast_ns: Option<f64>,
+    /// Hardware interrupt entry + IRET (or exception entry + ERET).
+    pub interrupt_entry_cycles: u32,
+    /// Sending one IPI (ICR write in x2APIC mode, or GIC SGI register write).
+    pub ipi_send_cycles: u32,
+    /// IPI delivery latency from sender to handler start, per distance.
+    pub ipi_latency_ns: IpiLatency,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IpiLatency {
+    /// Sibling hyperthread of the same core.
+    pub same_core_ns: f64,
+    pub same_socket_ns: f64,
+    pub remote_socket_ns: f64,
+}

@@ -1,0 +1,57 @@
+//! Reproduction reports: published vs simulated per table row, and the breakdown that explains it.
+
+pub mod table;
+
+use serde::Serialize;
+
+/// One row of a reproduced table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub label: String,
+    pub unit: String,
+    /// The figure the source published; `None` for a prediction nobody published.
+    pub published: Option<f64>,
+    pub simulated: f64,
+    /// (simulated - published) / published * 100; `None` for predictions.
+    pub error_pct: Option<f64>,
+    pub tolerance_pct: Option<f64>,
+}
+
+impl Row {
+    pub fn compared(label: &str, unit: &str, published: f64, simulated: f64, tolerance_pct: f64) -> Row {
+        Row {
+            label: label.into(),
+            unit: unit.into(),
+            published: Some(published),
+            simulated,
+            error_pct: Some((simulated - published) / published * 100.0),
+            tolerance_pct: Some(tolerance_pct),
+        }
+    }
+    pub fn predicted(label: &str, unit: &str, simulated: f64) -> Row {
+        Row { label: label.into(), unit: unit.into(), published: None, simulated, error_pct: None, tolerance_pct: None }
+    }
+    /// True when the row has a target and misses it.
+    pub fn misses(&self) -> bool {
+        matches!((self.error_pct, self.tolerance_pct), (Some(e), Some(t)) if e.abs() > t)
+    }
+}
+
+/// A whole reproduction: the rows, how many parameters were fitted, and free-form
+/// breakdown tables that show where the time went.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reproduction {
+    pub experiment: String,
+    /// Where the published figures come from.
+    pub source: String,
+    pub rows: Vec<Row>,
+    pub fitted_parameters: u32,
+    /// Named parameters that were fitted, with the figure each was fitted to.
+    pub fitted: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub predictions: Vec<Row>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub breakdowns: Vec<table::Table>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}

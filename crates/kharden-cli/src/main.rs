@@ -15,8 +15,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// List the machine library, or show one profile.
+    /// List the machine library, show one profile, or detect this host.
+    #[command(alias = "machine")]
     Machines(cmd::machines::Args),
+    /// Record a command's kernel activity (perf tracepoints) into a kharden trace.
+    Record(cmd::trace::RecordArgs),
+    /// Inspect kharden traces.
+    Trace(cmd::trace::TraceArgs),
     /// Refcount implementations: native benchmark (LKDTM style).
     Refcount(cmd::refcount::Args),
 }
@@ -26,6 +31,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Machines(args) => cmd::machines::run(args),
         Command::Refcount(args) => cmd::refcount::run(args),
+        Command::Record(args) => cmd::trace::record(args),
+        Command::Trace(args) => cmd::trace::trace(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

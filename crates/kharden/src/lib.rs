@@ -4,8 +4,10 @@
 //! Data flows one way: experiment -> (machine, kernel + defenses, workload) -> engine ->
 //! stats -> report. `arch` and `kernel` are mechanism; `defense` plugs policy into named hooks.
 
+pub mod arch;
 pub mod error;
 pub mod machine;
 pub mod report;
+pub mod sim;
 
 pub use error::{Error, Result};

@@ -1,0 +1,320 @@
+//! One logical CPU's MMU: CR3/CR4 state, PCID-tagged TLB arrays, paging-structure caches and
+//! the hardware walker. Invalidation instructions follow Intel SDM vol. 3A 4.10.4.1 and the
+//! INVPCID reference (vol. 2A) exactly: what they must invalidate, and no more.
+
+use super::psc::{PagingStructureCache, PscEntry};
+use super::tlb::{TlbArray, TlbEntry};
+use super::{PageSize, Pcid, PhysAddr, PhysMem, Pfn, PteFlags, VirtAddr};
+use crate::arch::caches::{CacheHierarchy, HitLevel};
+use crate::machine::{MachineProfile, TlbServes};
+use crate::sim::{Counter, Stats};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+    Exec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No present leaf maps the address.
+    NotPresent(VirtAddr),
+    /// A leaf exists but forbids the access.
+    Protection(VirtAddr),
+}
+
+/// INVPCID's four types (Intel SDM vol. 2A, INVPCID).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvpcidType {
+    /// Type 0: one address in one PCID, global translations excepted.
+    Individual(Pcid, VirtAddr),
+    /// Type 1: every non-global translation of one PCID.
+    SingleContext(Pcid),
+    /// Type 2: everything, globals included.
+    AllInclGlobal,
+    /// Type 3: everything but globals.
+    AllNonGlobal,
+}
+
+/// What a translation cost and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Translated {
+    pub page: PhysAddr,
+    pub size: PageSize,
+    pub flags: PteFlags,
+    /// Cycles beyond an L1 TLB hit (STLB lookup, walk loads).
+    pub cycles: f64,
+    pub walked: bool,
+}
+
+/// Everything outside the MMU that a walk touches.
+pub struct WalkEnv<'a> {
+    pub mem: &'a PhysMem,
+    pub caches: &'a mut CacheHierarchy,
+    pub stats: &'a mut Stats,
+}
+
+pub struct Mmu {
+    root: Pfn,
+    pcid: Pcid,
+    pcide: bool,
+    pge: bool,
+    l1i: Vec<TlbArray>,
+    l1d: Vec<TlbArray>,
+    /// Second-level arrays with what they serve.
+    l2: Vec<(TlbServes, TlbArray, f64)>,
+    psc: PagingStructureCache,
+    core: usize,
+    socket: usize,
+    node: u32,
+}
+
+impl Mmu {
+    /// An MMU for a hardware thread on `core` of `socket`, whose memory is on `node`.
+    pub fn new(m: &MachineProfile, core: usize, socket: usize, node: u32) -> Mmu {
+        let mut l1i = vec![];
+        let mut l1d = vec![];
+        let mut l2 = vec![];
+        for a in &m.tlb {
+            let sizes = a.page_sizes.iter().map(|&s| PageSize::from_name(s)).collect();
+            let arr = TlbArray::new(&a.name, sizes, a.entries as usize, a.ways as usize);
+            match (a.level, a.serves) {
+                (1, TlbServes::Instruction) => l1i.push(arr),
+                (1, TlbServes::Data) => l1d.push(arr),
+                (1, TlbServes::Unified) => {
+                    l1i.push(arr.clone());
+                    l1d.push(arr);
+                }
+                (_, serves) => l2.push((serves, arr, a.hit_cycles as f64)),
+            }
+        }
+        let p = &m.paging_structure_cache;
+        Mmu {
+            root: Pfn(0),
+            pcid: Pcid(0),
+            pcide: false,
+            pge: m.cpu.features.global_pages,
+            l1i,
+            l1d,
+            l2,
+            psc: PagingStructureCache::new(p.pml4e_entries, p.pdpte_entries, p.pde_entries),
+            core,
+            socket,
+            node,
+        }
+    }
+
+    pub fn root(&self) -> Pfn {
+        self.root
+    }
+    /// The PCID translations are currently tagged with (0 when CR4.PCIDE = 0).
+    pub fn current_pcid(&self) -> Pcid {
+        self.pcid
+    }
+    pub fn pcide(&self) -> bool {
+        self.pcide
+    }
+    pub fn node(&self) -> u32 {
+        self.node
+    }
+
+    /// Sets CR4.PCIDE (only with PCID 0 current, as the architecture requires). Clearing it
+    /// flushes all non-global entries of all PCIDs.
+    pub fn set_pcide(&mut self, on: bool) {
+        assert_eq!(self.pcid, Pcid(0), "CR4.PCIDE changes require CR3[11:0] = 0");
+        if self.pcide && !on {
+            self.invalidate_tlbs(|e| !e.global);
+            self.psc.invalidate_where(|_| true);
+        }
+        self.pcide = on;
+    }
+
+    /// Toggling CR4.PGE flushes everything, globals included (SDM 4.10.4.1).
+    pub fn set_pge(&mut self, on: bool) {
+        if on != self.pge {
+            self.invalidate_tlbs(|_| true);
+            self.psc.invalidate_where(|_| true);
+        }
+        self.pge = on;
+    }
+
+    /// MOV to CR3. Without PCIDE every write flushes all non-global entries (PCID 0); with
+    /// PCIDE, a write with bit 63 clear flushes the non-global entries of the new PCID, and
+    /// with bit 63 set flushes nothing. Returns whether anything was flushed.
+    pub fn write_cr3(&mut self, root: Pfn, pcid: Pcid, noflush: bool) -> bool {
+        assert!(self.pcide || (pcid == Pcid(0) && !noflush), "CR3 PCID/no-flush bits need CR4.PCIDE");
+        self.root = root;
+        self.pcid = pcid;
+        if noflush {
+            return false;
+        }
+        self.invalidate_tlbs(|e| e.pcid == pcid && !e.global);
+        self.psc.invalidate_where(|p| p == pcid);
+        true
+    }
+
+    /// INVLPG: entries for the page of `va` in the current PCID, global entries for that page
+    /// in any PCID, and all paging-structure-cache entries of the current PCID.
+    pub fn invlpg(&mut self, va: VirtAddr) {
+        let pcid = self.pcid;
+        self.invalidate_page(va, |e| e.pcid == pcid || e.global);
+        self.psc.invalidate_where(|p| p == pcid);
+    }
+
+    pub fn invpcid(&mut self, kind: InvpcidType) {
+        match kind {
+            InvpcidType::Individual(pcid, va) => {
+                self.invalidate_page(va, |e| e.pcid == pcid && !e.global);
+                self.psc.invalidate_where(|p| p == pcid);
+            }
+            InvpcidType::SingleContext(pcid) => {
+                self.invalidate_tlbs(|e| e.pcid == pcid && !e.global);
+                self.psc.invalidate_where(|p| p == pcid);
+            }
+            InvpcidType::AllInclGlobal => {
+                self.invalidate_tlbs(|_| true);
+                self.psc.invalidate_where(|_| true);
+            }
+            InvpcidType::AllNonGlobal => {
+                self.invalidate_tlbs(|e| !e.global);
+                self.psc.invalidate_where(|_| true);
+            }
+        }
+    }
+
+    fn arrays_mut(&mut self) -> impl Iterator<Item = &mut TlbArray> {
+        self.l1i.iter_mut().chain(self.l1d.iter_mut()).chain(self.l2.iter_mut().map(|(_, a, _)| a))
+    }
+
+    fn invalidate_tlbs(&mut self, kill: impl Fn(&TlbEntry) -> bool) {
+        for a in self.arrays_mut() {
+            a.invalidate_where(&kill);
+        }
+    }
+
+    fn invalidate_page(&mut self, va: VirtAddr, kill: impl Fn(&TlbEntry) -> bool) {
+        for a in self.arrays_mut() {
+            // Fractured entries may sit under smaller page sizes: check every size the array holds.
+            a.invalidate_page_where(va, &kill);
+        }
+    }
+
+    /// Every TLB entry currently held (all arrays; an entry can be in L1 and L2 at once).
+    pub fn tlb_entries(&self) -> impl Iterator<Item = &TlbEntry> {
+        self.l1i.iter().chain(&self.l1d).chain(self.l2.iter().map(|(_, a, _)| a)).flat_map(|a| a.entries())
+    }
+
+    /// Every paging-structure-cache entry with the region it covers.
+    pub fn psc_entries(&self) -> impl Iterator<Item = (PscEntry, VirtAddr, u64)> + '_ {
+        self.psc.entries()
+    }
+
+    /// Translates `va` for an access in user or supervisor mode: L1 TLB, then STLB, then a walk.
+    pub fn translate(&mut self, env: &mut WalkEnv, va: VirtAddr, access: Access, user_mode: bool) -> Result<Translated, Fault> {
+        let pcid = self.pcid;
+        let l1 = if access == Access::Exec { &mut self.l1i } else { &mut self.l1d };
+        if let Some(e) = l1.iter_mut().find_map(|a| a.lookup(va, pcid)) {
+            env.stats.count(if access == Access::Exec { Counter::ItlbL1Hit } else { Counter::DtlbL1Hit });
+            check(va, e.flags, access, user_mode)?;
+            return Ok(Translated { page: e.page, size: e.size, flags: e.flags, cycles: 0.0, walked: false });
+        }
+        let serves = |s: TlbServes| s == TlbServes::Unified || (s == TlbServes::Instruction) == (access == Access::Exec);
+        let mut stlb_cycles = 0.0;
+        for (s, arr, hit) in self.l2.iter_mut() {
+            if !serves(*s) {
+                continue;
+            }
+            stlb_cycles = f64::max(stlb_cycles, *hit);
+            if let Some(e) = arr.lookup(va, pcid) {
+                env.stats.count(Counter::StlbHit);
+                check(va, e.flags, access, user_mode)?;
+                let l1 = if access == Access::Exec { &mut self.l1i } else { &mut self.l1d };
+                insert_fractured(l1, e, va);
+                return Ok(Translated { page: e.page, size: e.size, flags: e.flags, cycles: *hit, walked: false });
+            }
+        }
+        let (leaf_page, size, flags, walk_cycles) = self.walk(env, va)?;
+        check(va, flags, access, user_mode)?;
+        let entry = TlbEntry { vpn: va.page_number(size), size, pcid, global: flags.global && self.pge, page: leaf_page, flags };
+        for (s, arr, _) in self.l2.iter_mut() {
+            if serves(*s) && arr.holds(size) {
+                arr.insert(entry);
+            }
+        }
+        let l1 = if access == Access::Exec { &mut self.l1i } else { &mut self.l1d };
+        insert_fractured(l1, entry, va);
+        Ok(Translated { page: leaf_page, size, flags, cycles: stlb_cycles + walk_cycles, walked: true })
+    }
+
+    /// The hardware walk: start from the deepest paging-structure-cache hit, load each
+    /// remaining entry through the data caches.
+    fn walk(&mut self, env: &mut WalkEnv, va: VirtAddr) -> Result<(PhysAddr, PageSize, PteFlags, f64), Fault> {
+        env.stats.count(Counter::PageWalks);
+        let pcid = self.pcid;
+        let (mut table, mut level, mut w, mut u, mut nx) = match self.psc.lookup(va, pcid) {
+            Some(hit) => {
+                env.stats.count(Counter::PscHits);
+                (hit.entry.table, hit.next_level, hit.entry.writable, hit.entry.user, hit.entry.no_exec)
+            }
+            None => (self.root, 4, true, true, false),
+        };
+        let mut cycles = 0.0;
+        loop {
+            let idx = va.index(level);
+            let entry_pa = table.addr().0 + idx as u64 * 8;
+            let remote = env.mem.node_of(table) != self.node;
+            let hit = env.caches.load(self.core, self.socket, entry_pa, remote);
+            env.stats.count(match hit {
+                HitLevel::L1 => Counter::WalkLoadsL1,
+                HitLevel::L2 => Counter::WalkLoadsL2,
+                HitLevel::Llc => Counter::WalkLoadsLlc,
+                HitLevel::LocalDram | HitLevel::RemoteDram => Counter::WalkLoadsDram,
+            });
+            cycles += env.caches.cycles(hit);
+            let e = env.mem.read(table, idx);
+            if !e.present() {
+                return Err(Fault::NotPresent(va));
+            }
+            w &= e.writable();
+            u &= e.user();
+            nx |= e.no_exec();
+            let size = match level {
+                3 if e.large() => Some(PageSize::Size1G),
+                2 if e.large() => Some(PageSize::Size2M),
+                1 => Some(PageSize::Size4K),
+                _ => None,
+            };
+            if let Some(size) = size {
+                let flags = PteFlags { writable: w, user: u, no_exec: nx, global: e.global() };
+                return Ok((e.addr(), size, flags, cycles));
+            }
+            let next = e.addr().pfn();
+            self.psc.fill(level, va, PscEntry { pcid, prefix: 0, table: next, writable: w, user: u, no_exec: nx });
+            table = next;
+            level -= 1;
+        }
+    }
+}
+
+/// Inserts into the L1 array that holds the entry's size; where none does (e.g. 1 GiB pages
+/// in an ITLB without 1 GiB entries), into the array with the largest smaller size, as the
+/// smaller page containing `va` (the hardware "fractures" the large page).
+fn insert_fractured(arrays: &mut [TlbArray], e: TlbEntry, va: VirtAddr) {
+    if let Some(a) = arrays.iter_mut().find(|a| a.holds(e.size)) {
+        a.insert(e);
+        return;
+    }
+    let smaller = PageSize::ALL.iter().rev().copied().filter(|&s| s < e.size).find(|&s| arrays.iter().any(|a| a.holds(s)));
+    if let Some(s) = smaller {
+        let offset = va.align_down(s).0 - va.align_down(e.size).0;
+        let part = TlbEntry { vpn: va.page_number(s), size: s, page: PhysAddr(e.page.0 + offset), ..e };
+        arrays.iter_mut().find(|a| a.holds(s)).unwrap().insert(part);
+    }
+}
+
+fn check(va: VirtAddr, f: PteFlags, access: Access, user_mode: bool) -> Result<(), Fault> {
+    let denied = (user_mode && !f.user) || (access == Access::Write && !f.writable) || (access == Access::Exec && f.no_exec);
+    if denied { Err(Fault::Protection(va)) } else { Ok(()) }
+}
+

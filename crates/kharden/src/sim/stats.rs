@@ -1,0 +1,176 @@
+//! The stats registry: plain arrays of counters and time, indexed by closed enums whose
+//! names follow Linux's own (vmstat `nr_tlb_*`, `tlb:tlb_flush` reasons, perf events).
+
+use super::Time;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+/// Declares a closed enum with a stable name per variant and an array-backed index.
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($(#[$vm])* $v),+ }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            pub const COUNT: usize = Self::ALL.len();
+            pub fn name(self) -> &'static str {
+                match self { $($name::$v => $s),+ }
+            }
+        }
+    };
+}
+
+named_enum! {
+    /// Where simulated time goes (a perf-stat-like breakdown).
+    TimeCategory {
+        /// User-mode work of the workload.
+        User = "user",
+        /// Kernel work of the unhardened path (syscall bodies, fault handling).
+        Kernel = "kernel",
+        /// SYSCALL/SYSRET (or SVC/ERET) instructions.
+        SyscallInsn = "syscall-insn",
+        /// Extra entry/exit code a defense adds (trampolines, stack copies).
+        EntryTrampoline = "entry-trampoline",
+        /// MOV to CR3 (or TTBR writes).
+        Cr3Write = "cr3-write",
+        /// TLB refills: STLB hits and page walks.
+        TlbRefill = "tlb-refill",
+        /// INVLPG / INVPCID / TLBI instructions.
+        TlbInvalidate = "tlb-invalidate",
+        /// Refcount operations (checked or not).
+        Refcount = "refcount",
+    }
+}
+
+named_enum! {
+    /// Event counts. Names follow Linux where Linux has one.
+    Counter {
+        Syscalls = "syscalls",
+        KernelEntries = "kernel_entries",
+        Cr3WriteFlush = "cr3_write_flush",
+        Cr3WriteNoflush = "cr3_write_noflush",
+        ItlbL1Hit = "itlb_l1_hit",
+        DtlbL1Hit = "dtlb_l1_hit",
+        StlbHit = "stlb_hit",
+        /// perf's dtlb_load_misses.miss_causes_a_walk + itlb_misses.miss_causes_a_walk.
+        PageWalks = "page_walks",
+        WalkLoadsL1 = "page_walker_loads.l1",
+        WalkLoadsL2 = "page_walker_loads.l2",
+        WalkLoadsLlc = "page_walker_loads.l3",
+        WalkLoadsDram = "page_walker_loads.memory",
+        PscHits = "paging_structure_cache_hits",
+        Invlpg = "invlpg",
+        InvpcidIndividual = "invpcid_individual",
+        InvpcidSingleContext = "invpcid_single_context",
+        InvpcidAllInclGlobal = "invpcid_all_incl_global",
+        InvpcidAllNonGlobal = "invpcid_all_non_global",
+        /// vmstat: a local flush of the whole (non-global) TLB.
+        NrTlbLocalFlushAll = "nr_tlb_local_flush_all",
+        /// vmstat: a local flush of single pages.
+        NrTlbLocalFlushOne = "nr_tlb_local_flush_one",
+        /// Linux PTI: user-PCID flushes deferred to the next return to user space.
+        DeferredUserFlushes = "deferred_user_flushes",
+        PageFaults = "page_faults",
+        RefcountOps = "refcount_ops",
+    }
+}
+
+named_enum! {
+    /// Linux's `enum tlb_flush_reason` (include/linux/mm_types.h), the `tlb:tlb_flush` reasons.
+    FlushReason {
+        TaskSwitch = "TLB_FLUSH_ON_TASK_SWITCH",
+        RemoteShootdown = "TLB_REMOTE_SHOOTDOWN",
+        LocalShootdown = "TLB_LOCAL_SHOOTDOWN",
+        LocalMmShootdown = "TLB_LOCAL_MM_SHOOTDOWN",
+        RemoteSendIpi = "TLB_REMOTE_SEND_IPI",
+    }
+}
+
+/// All stats of one simulation. Plain arrays: updating one is an index and an add.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    time: [Time; TimeCategory::COUNT],
+    counters: [u64; Counter::COUNT],
+    flushes: [u64; FlushReason::COUNT],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats { time: [Time::ZERO; TimeCategory::COUNT], counters: [0; Counter::COUNT], flushes: [0; FlushReason::COUNT] }
+    }
+}
+
+impl Stats {
+    pub fn add_time(&mut self, c: TimeCategory, t: Time) {
+        self.time[c as usize] += t;
+    }
+    pub fn count(&mut self, c: Counter) {
+        self.counters[c as usize] += 1;
+    }
+    pub fn add(&mut self, c: Counter, n: u64) {
+        self.counters[c as usize] += n;
+    }
+    pub fn flush(&mut self, r: FlushReason) {
+        self.flushes[r as usize] += 1;
+    }
+    pub fn time(&self, c: TimeCategory) -> Time {
+        self.time[c as usize]
+    }
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.counters[c as usize]
+    }
+    pub fn flushes(&self, r: FlushReason) -> u64 {
+        self.flushes[r as usize]
+    }
+    pub fn total_time(&self) -> Time {
+        self.time.iter().fold(Time::ZERO, |a, &t| a + t)
+    }
+    /// Adds every counter of `other` (e.g. per-CPU stats into a machine total).
+    pub fn merge(&mut self, other: &Stats) {
+        for (a, b) in self.time.iter_mut().zip(&other.time) {
+            *a += *b;
+        }
+        for (a, b) in self.counters.iter_mut().zip(&other.counters) {
+            *a += b;
+        }
+        for (a, b) in self.flushes.iter_mut().zip(&other.flushes) {
+            *a += b;
+        }
+    }
+}
+
+/// Serialised grouped like gem5's stats: `time.<category>` in ns, `counters.<name>`,
+/// `tlb_flush.<reason>`.
+impl Serialize for Stats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for &c in TimeCategory::ALL {
+            m.serialize_entry(&format!("time_ns.{}", c.name()), &self.time(c).ns())?;
+        }
+        for &c in Counter::ALL {
+            m.serialize_entry(&format!("counters.{}", c.name()), &self.counter(c))?;
+        }
+        for &r in FlushReason::ALL {
+            m.serialize_entry(&format!("tlb_flush.{}", r.name()), &self.flushes(r))?;
+        }
+        m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn merge_adds_everything() {
+        let mut a = Stats::default();
+        a.count(Counter::PageWalks);
+        a.add_time(TimeCategory::User, Time(10));
+        let mut b = a.clone();
+        b.flush(FlushReason::TaskSwitch);
+        a.merge(&b);
+        assert_eq!(a.counter(Counter::PageWalks), 2);
+        assert_eq!(a.time(TimeCategory::User), Time(20));
+        assert_eq!(a.flushes(FlushReason::TaskSwitch), 1);
+        assert_eq!(a.total_time(), Time(20));
+    }
+}

@@ -15,6 +15,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run every reproduction (or one): published vs simulated, with the breakdown.
+    Reproduce(cmd::reproduce::Args),
+    /// One simulation with a perf-stat-like summary.
+    Run(cmd::run::Args),
+    /// Run the security oracle on a defense at every return to user mode.
+    Check(cmd::check::Args),
+    /// List the defense plug-ins and their variants.
+    Defenses,
     /// List the machine library, show one profile, or detect this host.
     #[command(alias = "machine")]
     Machines(cmd::machines::Args),
@@ -29,6 +37,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Reproduce(args) => cmd::reproduce::run(args),
+        Command::Run(args) => cmd::run::run(args),
+        Command::Check(args) => cmd::check::run(args),
+        Command::Defenses => cmd::defenses::run(),
         Command::Machines(args) => cmd::machines::run(args),
         Command::Refcount(args) => cmd::refcount::run(args),
         Command::Record(args) => cmd::trace::record(args),

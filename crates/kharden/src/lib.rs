@@ -5,9 +5,14 @@
 //! stats -> report. `arch` and `kernel` are mechanism; `defense` plugs policy into named hooks.
 
 pub mod arch;
+pub mod defense;
 pub mod error;
+pub mod experiment;
+pub mod kernel;
 pub mod machine;
+pub mod oracle;
 pub mod report;
 pub mod sim;
+pub mod workload;
 
 pub use error::{Error, Result};

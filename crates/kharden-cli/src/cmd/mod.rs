@@ -2,3 +2,7 @@
 pub mod machines;
 pub mod refcount;
 pub mod trace;
+pub mod check;
+pub mod defenses;
+pub mod reproduce;
+pub mod run;

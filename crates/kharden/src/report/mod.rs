@@ -55,3 +55,53 @@ pub struct Reproduction {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
+
+impl Reproduction {
+    /// Rows that have a target and miss it.
+    pub fn misses(&self) -> usize {
+        self.rows.iter().filter(|r| r.misses()).count()
+    }
+}
+
+fn fmt_num(v: f64) -> String {
+    if v.abs() >= 1e6 { format!("{v:.4e}") } else if v.abs() >= 100.0 { format!("{v:.1}") } else { format!("{v:.3}") }
+}
+
+impl std::fmt::Display for Reproduction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "== {} ==", self.experiment)?;
+        writeln!(f, "source: {}", self.source)?;
+        let mut t = table::Table::new("", &["row", "unit", "published", "simulated", "error %", "tolerance %", "verdict"]);
+        for r in &self.rows {
+            t.push(vec![
+                r.label.clone(),
+                r.unit.clone(),
+                r.published.map_or("-".into(), fmt_num),
+                fmt_num(r.simulated),
+                r.error_pct.map_or("-".into(), |e| format!("{e:+.1}")),
+                r.tolerance_pct.map_or("-".into(), |t| format!("{t:.0}")),
+                if r.misses() { "MISS".into() } else { "ok".into() },
+            ]);
+        }
+        write!(f, "{t}")?;
+        writeln!(f, "fitted parameters: {}", self.fitted_parameters)?;
+        for p in &self.fitted {
+            writeln!(f, "  fitted: {p}")?;
+        }
+        if !self.predictions.is_empty() {
+            let mut p = table::Table::new("\npredictions (nobody published these):", &["row", "unit", "simulated"]);
+            for r in &self.predictions {
+                p.push(vec![r.label.clone(), r.unit.clone(), fmt_num(r.simulated)]);
+            }
+            write!(f, "{p}")?;
+        }
+        for b in &self.breakdowns {
+            writeln!(f)?;
+            write!(f, "{b}")?;
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        Ok(())
+    }
+}

@@ -7,5 +7,5 @@ pub mod time;
 
 pub use queue::EventQueue;
 pub use rng::Pcg32;
-pub use stats::{Counter, Stats, TimeCategory};
+pub use stats::{Counter, FlushReason, Stats, TimeCategory};
 pub use time::{Clock, Time};

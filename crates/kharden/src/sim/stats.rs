@@ -125,6 +125,18 @@ impl Stats {
     pub fn total_time(&self) -> Time {
         self.time.iter().fold(Time::ZERO, |a, &t| a + t)
     }
+    /// Subtracts an earlier snapshot, leaving what happened since.
+    pub fn subtract(&mut self, earlier: &Stats) {
+        for (a, b) in self.time.iter_mut().zip(&earlier.time) {
+            *a = *a - *b;
+        }
+        for (a, b) in self.counters.iter_mut().zip(&earlier.counters) {
+            *a -= b;
+        }
+        for (a, b) in self.flushes.iter_mut().zip(&earlier.flushes) {
+            *a -= b;
+        }
+    }
     /// Adds every counter of `other` (e.g. per-CPU stats into a machine total).
     pub fn merge(&mut self, other: &Stats) {
         for (a, b) in self.time.iter_mut().zip(&other.time) {

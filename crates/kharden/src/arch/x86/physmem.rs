@@ -29,6 +29,11 @@ impl PhysMem {
         self.tables.len() as u32
     }
 
+    /// The first physical address of `node`'s range.
+    pub fn node_base(&self, node: u32) -> super::PhysAddr {
+        Pfn(node as u64 * NODE_FRAMES).addr()
+    }
+
     /// The NUMA node that holds `pfn`.
     pub fn node_of(&self, pfn: Pfn) -> u32 {
         (pfn.0 / NODE_FRAMES) as u32

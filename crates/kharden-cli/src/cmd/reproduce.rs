@@ -1,0 +1,62 @@
+//! `kharden reproduce NAME|all [--json|--csv]`: published vs simulated for each table row.
+
+use clap::Args as ClapArgs;
+use kharden::report::Reproduction;
+use kharden::{experiment, Error, Result};
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Experiment name, or "all".
+    name: String,
+    /// Machine-readable output: one JSON object per experiment (a JSON array for "all").
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct.
+    #[arg(long)]
+    csv: bool,
+}
+
+/// Every experiment kharden knows, in the order `reproduce all` runs them.
+fn all_names() -> Vec<&'static str> {
+    experiment::names()
+}
+
+fn run_one(name: &str) -> Result<Reproduction> {
+    experiment::reproduce(name)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let names: Vec<&str> = if args.name == "all" {
+        all_names()
+    } else if all_names().contains(&args.name.as_str()) {
+        vec![args.name.as_str()]
+    } else {
+        return Err(Error::new(format!("reproduce: unknown experiment '{}': expected all or one of {}", args.name, all_names().join(", "))));
+    };
+    let mut reps = vec![];
+    for n in names {
+        let rep = run_one(n)?;
+        if !args.json && !args.csv {
+            println!("{rep}");
+        }
+        reps.push(rep);
+    }
+    if args.json {
+        let text = if args.name == "all" { serde_json::to_string_pretty(&reps) } else { serde_json::to_string_pretty(&reps[0]) };
+        println!("{}", text.map_err(|e| Error::new(e.to_string()))?);
+    } else if args.csv {
+        println!("experiment,label,unit,published,simulated,error_pct,tolerance_pct");
+        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
+        for rep in &reps {
+            for r in rep.rows.iter().chain(&rep.predictions) {
+                println!("{},\"{}\",{},{},{},{},{}", rep.experiment, r.label, r.unit, opt(r.published), r.simulated, opt(r.error_pct), opt(r.tolerance_pct));
+            }
+        }
+    } else {
+        let misses: usize = reps.iter().map(|r| r.misses()).sum();
+        let rows: usize = reps.iter().map(|r| r.rows.len()).sum();
+        let fitted: u32 = reps.iter().map(|r| r.fitted_parameters).sum();
+        println!("summary: {} experiments, {rows} published rows, {misses} outside tolerance, {fitted} fitted parameters", reps.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! Hardening mechanisms as plug-ins. Each implements the hooks it needs of one trait; the
+//! kernel calls hooks at named events and never knows which defense is plugged in. A
+//! defense acts only through the kernel's mechanism API (write_cr3, invlpg, invpcid, touch,
+//! compute, page-table maps) and states its security property as an oracle check.
+
+pub mod boot_options;
+pub mod pti;
+
+use crate::arch::x86::VirtAddr;
+use crate::error::{Error, Result};
+use crate::kernel::{BootConfig, CpuId, Kernel, MmId};
+use crate::machine::MachineProfile;
+use crate::oracle::Violation;
+
+/// The hooks. All default to doing nothing.
+pub trait Defense {
+    /// Name as given on the command line, e.g. "pti:linux".
+    fn name(&self) -> String;
+
+    /// Before boot: adjust boot choices (global kernel mappings, PCID use, ...).
+    fn configure(&mut self, _config: &mut BootConfig, _machine: &MachineProfile) {}
+
+    /// After the kernel half is mapped and the CPUs are up.
+    fn on_boot(&mut self, _k: &mut Kernel) {}
+
+    /// A new address space exists (its kernel half is shared, its user half empty).
+    fn on_mm_created(&mut self, _k: &mut Kernel, _mm: MmId) {}
+
+    /// A user-half PGD slot of `mm` went from empty to populated (a new PUD/P4D).
+    fn on_user_pgd_populated(&mut self, _k: &mut Kernel, _mm: MmId, _slot: usize) {}
+
+    /// Just after entering the kernel from user mode (syscall, exception, interrupt).
+    fn on_kernel_entry(&mut self, _k: &mut Kernel, _cpu: CpuId) {}
+
+    /// Just before returning to user mode.
+    fn on_kernel_exit(&mut self, _k: &mut Kernel, _cpu: CpuId) {}
+
+    /// The kernel flushed user addresses [start, start + pages) of `mm` from this CPU's TLB
+    /// in the kernel's context.
+    fn on_user_tlb_flush(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _start: VirtAddr, _pages: u64) {}
+
+    /// The security property, checked in user mode right after a return from the kernel.
+    fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {
+        None
+    }
+}
+
+/// One line per defense name: (name, what it is, whether it is a deliberately broken variant).
+pub const CATALOGUE: &[(&str, &str, bool)] = &[
+    ("none", "no hardening", false),
+    ("nopcid", "boot option: do not use PCIDs even where the CPU has them", false),
+    ("pti:freebsd", "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", false),
+    ("pti:linux", "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false),
+    ("pti:broken-global-text", "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true),
+    ("pti:broken-user-maps-kernel", "BROKEN: user page tables that still map the whole kernel half", true),
+];
+
+const BOOT_OPTIONS: &[&str] = &["nopcid"];
+
+/// Parses a comma-separated defense list, e.g. "pti:linux,nopcid" or "none".
+pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
+    let mut out: Vec<Box<dyn Defense>> = vec![];
+    for item in spec.split(',').map(str::trim) {
+        let d: Box<dyn Defense> = match item {
+            "none" | "" => continue,
+            "nopcid" => Box::new(boot_options::NoPcid),
+            "pti:freebsd" => Box::new(pti::Pti::new(pti::Variant::FreeBsd)),
+            "pti:linux" | "pti" | "pti=on" => Box::new(pti::Pti::new(pti::Variant::Linux)),
+            "pti:broken-global-text" => Box::new(pti::Pti::new(pti::Variant::BrokenGlobalText)),
+            "pti:broken-user-maps-kernel" => Box::new(pti::Pti::new(pti::Variant::BrokenUserMapsKernel)),
+            other => {
+                let known: Vec<&str> = CATALOGUE.iter().map(|(n, _, _)| *n).collect();
+                return Err(Error::new(format!("--defense: unknown defense '{other}': expected a comma-separated list of {}", known.join(", "))));
+            }
+        };
+        if out.iter().any(|o| o.name() == d.name()) {
+            return Err(Error::new(format!("--defense: '{item}' given twice")));
+        }
+        out.push(d);
+    }
+    // Boot options first, so defenses configure against the final boot choices.
+    out.sort_by_key(|d| !BOOT_OPTIONS.contains(&d.name().as_str()));
+    if out.iter().filter(|d| d.name().starts_with("pti")).count() > 1 {
+        return Err(Error::new("--defense: at most one pti variant"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn parses_lists_and_rejects_unknown_names() {
+        assert_eq!(parse_list("none").unwrap().len(), 0);
+        let v = parse_list("pti:linux, nopcid").unwrap();
+        assert_eq!(v.iter().map(|d| d.name()).collect::<Vec<_>>(), vec!["nopcid", "pti:linux"]);
+        let e = parse_list("pti:bogus").err().unwrap().to_string();
+        assert!(e.contains("unknown defense 'pti:bogus'") && e.contains("pti:freebsd"), "{e}");
+        assert!(parse_list("pti:linux,pti:freebsd").is_err());
+        assert!(parse_list("nopcid,nopcid").is_err());
+    }
+}

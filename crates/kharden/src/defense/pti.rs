@@ -1,0 +1,175 @@
+//! Page-table isolation (Meltdown): user mode runs on a second PGD that maps the user half
+//! plus only the entry trampoline; every kernel entry and exit switches CR3.
+//!
+//! With PCID the two PGDs get two tags, kernel PCID and user PCID = kernel PCID | bit 11
+//! (FreeBSD's seed 003 and Linux's X86_CR3_PTI_PCID_USER_BIT), and CR3 writes set the
+//! no-flush bit, so neither half loses its TLB entries. Without PCID every switch flushes all
+//! non-global entries. User-address invalidations done in the kernel's context must also
+//! reach the user PCID: with INVPCID immediately (type 0 on the user PCID), without it by a
+//! deferred flush at the next return to user (Linux's user_pcid_flush_mask, FreeBSD's
+//! ucr3_load_mask).
+
+use super::Defense;
+use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, PteFlags, VirtAddr};
+use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_TEXT, KERNEL_TEXT_BYTES};
+use crate::kernel::syscall::text;
+use crate::kernel::{layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
+use crate::machine::MachineProfile;
+use crate::oracle::{pti as invariant, Violation};
+use crate::sim::{Counter, TimeCategory};
+
+/// Bit 11 of the PCID marks the user half's tag.
+pub const USER_PCID_BIT: u16 = 1 << 11;
+
+/// Cycles of the CR3-switch macro's own instructions (read per-CPU CR3 values, OR in the
+/// PCID and no-flush bits, test the deferred-flush mask): ESTIMATE, a handful of
+/// single-cycle ALU instructions and an L1 load (Linux SWITCH_TO_KERNEL_CR3/SWITCH_TO_USER_CR3).
+const SWITCH_MACRO_CYCLES: f64 = 6.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    FreeBsd,
+    Linux,
+    /// Kernel text global even with PCID: its entries outlive the switch to user mode.
+    BrokenGlobalText,
+    /// User PGD shares every kernel PGD slot: isolation in name only.
+    BrokenUserMapsKernel,
+}
+
+pub struct Pti {
+    variant: Variant,
+    /// Per CPU: a user-PCID flush is owed at the next return to user mode.
+    deferred_user_flush: Vec<bool>,
+}
+
+impl Pti {
+    pub fn new(variant: Variant) -> Pti {
+        Pti { variant, deferred_user_flush: vec![] }
+    }
+
+    /// The 2 MiB page of kernel text that holds the entry code (cloned into user tables).
+    fn entry_text_page() -> VirtAddr {
+        VirtAddr(KERNEL_TEXT + text::ENTRY).align_down(PageSize::Size2M)
+    }
+
+    /// Kernel memory the user-mode page tables may map by this variant's design.
+    pub fn allowed_in_user_mode(&self, k: &Kernel) -> Vec<(u64, u64)> {
+        let slot = VirtAddr(CPU_ENTRY_AREA).align_down(PageSize::Size1G).0 & !((1u64 << 39) - 1);
+        let mut allowed = vec![(slot, slot + (1 << 39))];
+        let entry = Self::entry_text_page().0;
+        allowed.push((entry, entry + PageSize::Size2M.bytes()));
+        if k.config.global_kernel == KernelGlobal::TextOnly && self.variant == Variant::Linux {
+            // Linux without PCID maps all kernel text into user tables (pti_clone_kernel_text):
+            // text is judged not secret, and global text spares the refills.
+            allowed.push((KERNEL_TEXT, KERNEL_TEXT + KERNEL_TEXT_BYTES));
+        }
+        allowed
+    }
+
+    fn user_pcid(k: &Kernel, cpu: CpuId, mm: MmId) -> Pcid {
+        if k.cpus[cpu].mmu.pcide() { Pcid(k.mms[mm].pcid.0 | USER_PCID_BIT) } else { Pcid(0) }
+    }
+
+    /// The trampoline's own memory: entry text and this CPU's entry stack.
+    fn trampoline(&self, k: &mut Kernel, cpu: CpuId) {
+        let area = layout::cpu_entry_area(cpu);
+        for (va, access) in [(area, crate::arch::x86::Access::Exec), (area.offset(4096), crate::arch::x86::Access::Write)] {
+            k.touch(cpu, va, access).expect("cpu_entry_area is mapped in both PGDs");
+        }
+        k.compute(cpu, SWITCH_MACRO_CYCLES, TimeCategory::EntryTrampoline);
+    }
+}
+
+impl Defense for Pti {
+    fn name(&self) -> String {
+        match self.variant {
+            Variant::FreeBsd => "pti:freebsd",
+            Variant::Linux => "pti:linux",
+            Variant::BrokenGlobalText => "pti:broken-global-text",
+            Variant::BrokenUserMapsKernel => "pti:broken-user-maps-kernel",
+        }
+        .into()
+    }
+
+    fn configure(&mut self, config: &mut BootConfig, machine: &MachineProfile) {
+        let pcid = config.use_pcid && machine.cpu.features.pcid;
+        config.global_kernel = match self.variant {
+            // FreeBSD: pg_g = 0 whenever PTI is on.
+            Variant::FreeBsd | Variant::BrokenUserMapsKernel => KernelGlobal::None,
+            // Linux: pti_kernel_image_global_ok() is false with PCID.
+            Variant::Linux if pcid => KernelGlobal::None,
+            Variant::Linux => KernelGlobal::TextOnly,
+            Variant::BrokenGlobalText => KernelGlobal::TextOnly,
+        };
+        self.deferred_user_flush = vec![false; machine.threads() as usize];
+    }
+
+    fn on_mm_created(&mut self, k: &mut Kernel, mm: MmId) {
+        let user_root = k.mem.alloc_table(0);
+        let kernel_root = k.mms[mm].root;
+        if self.variant == Variant::BrokenUserMapsKernel {
+            for slot in 256..512 {
+                paging::share_pml4_entry(&mut k.mem, user_root, kernel_root, slot);
+            }
+        } else {
+            // cpu_entry_area has a PGD slot of its own: share it.
+            paging::share_pml4_entry(&mut k.mem, user_root, kernel_root, VirtAddr(CPU_ENTRY_AREA).index(4));
+            let global = k.config.global_kernel != KernelGlobal::None;
+            let clone_all_text = self.variant == Variant::Linux && k.config.global_kernel == KernelGlobal::TextOnly;
+            let pages: Vec<VirtAddr> = if clone_all_text {
+                (0..KERNEL_TEXT_BYTES / PageSize::Size2M.bytes()).map(|i| VirtAddr(KERNEL_TEXT + i * PageSize::Size2M.bytes())).collect()
+            } else {
+                vec![Self::entry_text_page()]
+            };
+            for va in pages {
+                let leaf = paging::translate(&k.mem, kernel_root, va).expect("kernel text is mapped");
+                paging::map(&mut k.mem, user_root, va, leaf.page, PageSize::Size2M, PteFlags::KERNEL_TEXT.with_global(global), 0);
+            }
+        }
+        k.mms[mm].user_root = Some(user_root);
+    }
+
+    fn on_user_pgd_populated(&mut self, k: &mut Kernel, mm: MmId, slot: usize) {
+        // The user half below the PGD is shared: mirror the new slot (pti_set_user_pgtbl).
+        if let Some(user_root) = k.mms[mm].user_root {
+            let root = k.mms[mm].root;
+            paging::share_pml4_entry(&mut k.mem, user_root, root, slot);
+        }
+    }
+
+    fn on_kernel_entry(&mut self, k: &mut Kernel, cpu: CpuId) {
+        self.trampoline(k, cpu);
+        let mm = k.current_mm(cpu);
+        let pcide = k.cpus[cpu].mmu.pcide();
+        let (root, pcid) = (k.mms[mm].root, if pcide { k.mms[mm].pcid } else { Pcid(0) });
+        k.write_cr3(cpu, root, pcid, pcide);
+    }
+
+    fn on_kernel_exit(&mut self, k: &mut Kernel, cpu: CpuId) {
+        let mm = k.current_mm(cpu);
+        let pcide = k.cpus[cpu].mmu.pcide();
+        let user_root = k.mms[mm].user_root.expect("PTI address spaces have a user PGD");
+        let flush_owed = std::mem::take(&mut self.deferred_user_flush[cpu]);
+        k.write_cr3(cpu, user_root, Self::user_pcid(k, cpu, mm), pcide && !flush_owed);
+        self.trampoline(k, cpu);
+    }
+
+    fn on_user_tlb_flush(&mut self, k: &mut Kernel, cpu: CpuId, mm: MmId, start: VirtAddr, pages: u64) {
+        if !k.cpus[cpu].mmu.pcide() {
+            return; // the CR3 write at exit flushes every non-global entry anyway
+        }
+        let user_pcid = Self::user_pcid(k, cpu, mm);
+        if k.machine.cpu.features.invpcid && pages <= k.config.tlb_single_page_flush_ceiling {
+            for p in 0..pages {
+                k.invpcid(cpu, InvpcidType::Individual(user_pcid, start.offset(p * 4096)));
+            }
+        } else {
+            self.deferred_user_flush[cpu] = true;
+            k.cpus[cpu].stats.count(Counter::DeferredUserFlushes);
+        }
+    }
+
+    fn check_user_mode(&self, k: &Kernel, cpu: CpuId) -> Option<Violation> {
+        invariant::check(k, cpu, &self.name(), &self.allowed_in_user_mode(k))
+    }
+}

@@ -1,0 +1,193 @@
+//! Syscall-latency tables (seed 003): rows of (machine, defenses) running a syscall loop,
+//! compared with published ns per call.
+
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::machine::{self, MachineProfile};
+use crate::report::table::Table;
+use crate::report::{Reproduction, Row};
+use crate::sim::{Counter, TimeCategory};
+use crate::workload::syscall_loop::{LoopResult, SyscallLoop};
+use crate::defense;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    pub title: String,
+    pub source: String,
+    pub machine: String,
+    pub syscall: String,
+    pub iterations: u64,
+    pub tolerance_pct: f64,
+    #[serde(default)]
+    pub fit: Option<Fit>,
+    pub row: Vec<RowSpec>,
+    #[serde(default)]
+    pub prediction: Vec<PredictionSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fit {
+    /// Only "syscall_work_cycles" (the handler's work) can be fitted.
+    pub parameter: String,
+    /// Label of the row whose published figure the parameter is fitted to.
+    pub row: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowSpec {
+    pub label: String,
+    pub defense: String,
+    pub published: f64,
+    #[serde(default)]
+    pub machine: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionSpec {
+    pub label: String,
+    pub defense: String,
+    #[serde(default)]
+    pub machine: Option<String>,
+    #[serde(default)]
+    pub syscall: Option<String>,
+}
+
+pub fn is_syscall_table(name: &str) -> bool {
+    super::source_text(name).is_some_and(|t| t.contains("\nsyscall = "))
+}
+
+pub fn parse(place: &str, text: &str) -> Result<Experiment> {
+    let e: Experiment = toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    if let Some(fit) = &e.fit {
+        if fit.parameter != "syscall_work_cycles" {
+            return Err(Error::at(place, format!("fit.parameter: expected \"syscall_work_cycles\", got \"{}\"", fit.parameter)));
+        }
+        if !e.row.iter().any(|r| r.label == fit.row) {
+            return Err(Error::at(place, format!("fit.row: no [[row]] labelled \"{}\"", fit.row)));
+        }
+    }
+    if e.iterations == 0 {
+        return Err(Error::at(place, "iterations: expected a positive number"));
+    }
+    for r in &e.row {
+        defense::parse_list(&r.defense).map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
+    }
+    Ok(e)
+}
+
+/// One simulated configuration.
+pub struct Measured {
+    pub label: String,
+    pub machine: MachineProfile,
+    pub result: LoopResult,
+}
+
+/// Simulates `syscall` under `defenses` on `machine` with the handler's work set to `work`.
+pub fn simulate(machine: &MachineProfile, defenses: &str, syscall: &str, work: Option<f64>, iterations: u64) -> Result<LoopResult> {
+    let mut k = Kernel::boot(machine.clone(), defense::parse_list(defenses)?);
+    let mut lp = SyscallLoop::new(syscall, iterations)?;
+    if let Some(w) = work {
+        lp.syscall.work_cycles = w;
+    }
+    let r = lp.run(&mut k)?;
+    if let Some(v) = k.violations.first() {
+        return Err(Error::new(format!("{} on {}: security oracle violation: {}", defenses, machine.name, v.what)));
+    }
+    Ok(r)
+}
+
+pub fn run(e: &Experiment) -> Result<Reproduction> {
+    let base_machine = machine::load(&e.machine)?;
+    let machine_for = |name: &Option<String>| -> Result<MachineProfile> {
+        match name {
+            Some(n) => machine::load(n),
+            None => Ok(base_machine.clone()),
+        }
+    };
+    // The fit: time is affine in the handler's work cycles, so one run at zero work gives
+    // the offset and the published figure gives the work.
+    let mut fitted = vec![];
+    let work = match &e.fit {
+        None => None,
+        Some(fit) => {
+            let row = e.row.iter().find(|r| r.label == fit.row).unwrap();
+            let m = machine_for(&row.machine)?;
+            let zero = simulate(&m, &row.defense, &e.syscall, Some(0.0), e.iterations)?.ns_per_iteration();
+            let w = (row.published - zero) * m.cpu.frequency_ghz;
+            if w < 0.0 {
+                return Err(Error::new(format!("{}: fit impossible: the model alone already takes {zero:.1} ns > published {}", e.name, row.published)));
+            }
+            fitted.push(format!("{} = {w:.0} cycles ({} handler work, fitted to \"{}\" = {} ns)", fit.parameter, e.syscall, fit.row, row.published));
+            Some(w)
+        }
+    };
+    let mut measured = vec![];
+    let mut rows = vec![];
+    for r in &e.row {
+        let m = machine_for(&r.machine)?;
+        let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations)?;
+        rows.push(Row::compared(&r.label, "ns", r.published, res.ns_per_iteration(), e.tolerance_pct));
+        measured.push(Measured { label: r.label.clone(), machine: m, result: res });
+    }
+    let mut predictions = vec![];
+    let mut notes = vec![];
+    for p in &e.prediction {
+        let m = match machine_for(&p.machine) {
+            Ok(m) => m,
+            Err(err) => {
+                notes.push(format!("prediction \"{}\" skipped: {err}", p.label));
+                continue;
+            }
+        };
+        let syscall = p.syscall.as_deref().unwrap_or(&e.syscall);
+        let w = if syscall == e.syscall { work } else { None };
+        let res = simulate(&m, &p.defense, syscall, w, e.iterations)?;
+        predictions.push(Row::predicted(&format!("{} [{}]", p.label, m.name), "ns", res.ns_per_iteration()));
+        measured.push(Measured { label: format!("{} (prediction)", p.label), machine: m, result: res });
+    }
+    notes.push("work cycles of syscalls other than the fitted one are estimates (kernel/syscall.rs), not reproduction targets".into());
+    Ok(Reproduction {
+        experiment: e.name.clone(),
+        source: e.source.clone(),
+        rows,
+        fitted_parameters: fitted.len() as u32,
+        fitted,
+        predictions,
+        breakdowns: vec![breakdown(&e.title, &measured)],
+        notes,
+    })
+}
+
+/// Where each configuration's time per iteration goes.
+pub fn breakdown(title: &str, measured: &[Measured]) -> Table {
+    let cats = [
+        TimeCategory::User,
+        TimeCategory::SyscallInsn,
+        TimeCategory::Kernel,
+        TimeCategory::EntryTrampoline,
+        TimeCategory::Cr3Write,
+        TimeCategory::TlbRefill,
+        TimeCategory::TlbInvalidate,
+    ];
+    let mut header = vec!["configuration", "ns/iter"];
+    header.extend(cats.iter().map(|c| c.name()));
+    header.extend(["walks/iter", "cr3 flush/iter", "cr3 noflush/iter"]);
+    let mut t = Table::new(format!("{title}: time per iteration (ns) by category"), &header);
+    for m in measured {
+        let r = &m.result;
+        let n = r.iterations as f64;
+        let mut row = vec![m.label.clone(), format!("{:.1}", r.ns_per_iteration())];
+        row.extend(cats.iter().map(|&c| format!("{:.1}", r.stats.time(c).ns() / n)));
+        row.push(format!("{:.2}", r.stats.counter(Counter::PageWalks) as f64 / n));
+        row.push(format!("{:.2}", r.stats.counter(Counter::Cr3WriteFlush) as f64 / n));
+        row.push(format!("{:.2}", r.stats.counter(Counter::Cr3WriteNoflush) as f64 / n));
+        t.push(row);
+    }
+    t
+}

@@ -1,0 +1,155 @@
+//! Kernel entry and exit paths: syscalls, page faults, and the user-mode work between them.
+//! Defenses hook kernel entry and exit; the oracle runs at the return to user mode.
+
+use super::syscall::{Effect, KTouch, SyscallSpec, ANON_FAULT_TOUCHES, ANON_FAULT_WORK_CYCLES, COMMON_TOUCHES};
+use super::{layout::*, CpuId, Kernel};
+use crate::arch::x86::{paging, Access, Fault, PteFlags, VirtAddr};
+use crate::error::{Error, Result};
+use crate::sim::{Counter, TimeCategory};
+
+impl Kernel {
+    /// The first return to user mode of the task on `cpu` (after switch_to).
+    pub fn enter_user(&mut self, cpu: CpuId) {
+        self.with_defenses(|d, k| d.on_kernel_exit(k, cpu));
+        self.cpus[cpu].user_mode = true;
+        self.check_at_user_return(cpu);
+    }
+
+    /// User-mode work: `cycles` of computation touching `touches` (addresses in the task's
+    /// address space). A touch of an unpopulated page of an mmap()ed region takes a page fault.
+    pub fn user_work(&mut self, cpu: CpuId, cycles: f64, touches: &[(VirtAddr, Access)]) -> Result<()> {
+        debug_assert!(self.cpus[cpu].user_mode);
+        for &(va, access) in touches {
+            match self.touch(cpu, va, access) {
+                Ok(_) => {}
+                Err(Fault::NotPresent(_)) if self.in_vma(cpu, va) => {
+                    self.page_fault(cpu, va)?;
+                    self.touch(cpu, va, access).map_err(|f| Error::new(format!("user access {va} still faults after the fault handler: {f:?}")))?;
+                }
+                Err(f) => return Err(Error::new(format!("user access {va} ({access:?}) faults: {f:?}"))),
+            }
+        }
+        self.compute(cpu, cycles, TimeCategory::User);
+        Ok(())
+    }
+
+    fn in_vma(&self, cpu: CpuId, va: VirtAddr) -> bool {
+        self.mms[self.current_mm(cpu)].vmas.iter().any(|&(s, pages)| va >= s && va.0 < s.0 + pages * 4096)
+    }
+
+    /// A system call from user mode: SYSCALL, entry hooks, the path's touches and work, its
+    /// effect on the address space, exit hooks, SYSRET.
+    pub fn syscall(&mut self, cpu: CpuId, spec: &SyscallSpec) -> Result<()> {
+        let half = self.machine.costs.syscall_roundtrip_cycles as f64 / 2.0;
+        self.cpus[cpu].stats.count(Counter::Syscalls);
+        self.compute(cpu, half, TimeCategory::SyscallInsn);
+        self.kernel_entry(cpu);
+        self.kernel_touches(cpu, COMMON_TOUCHES, spec.name)?;
+        self.kernel_touches(cpu, spec.touches, spec.name)?;
+        self.compute(cpu, spec.work_cycles, TimeCategory::Kernel);
+        self.apply(cpu, spec.effect);
+        self.kernel_exit(cpu);
+        self.compute(cpu, half, TimeCategory::SyscallInsn);
+        Ok(())
+    }
+
+    /// A #PF on an anonymous page: exception entry, allocate and map a frame, return.
+    pub fn page_fault(&mut self, cpu: CpuId, va: VirtAddr) -> Result<()> {
+        self.cpus[cpu].stats.count(Counter::PageFaults);
+        let half = self.machine.costs.interrupt_entry_cycles as f64 / 2.0;
+        self.compute(cpu, half, TimeCategory::Kernel);
+        self.kernel_entry(cpu);
+        self.kernel_touches(cpu, ANON_FAULT_TOUCHES, "page fault")?;
+        self.compute(cpu, ANON_FAULT_WORK_CYCLES, TimeCategory::Kernel);
+        let mm = self.current_mm(cpu);
+        let frame = self.mem.alloc_data(self.cpus[cpu].mmu.node());
+        self.map_user(mm, va.align_down(crate::arch::x86::PageSize::Size4K), frame.addr(), PteFlags::USER_DATA);
+        self.kernel_exit(cpu);
+        self.compute(cpu, half, TimeCategory::Kernel);
+        Ok(())
+    }
+
+    fn kernel_entry(&mut self, cpu: CpuId) {
+        self.cpus[cpu].user_mode = false;
+        self.cpus[cpu].stats.count(Counter::KernelEntries);
+        self.with_defenses(|d, k| d.on_kernel_entry(k, cpu));
+    }
+
+    fn kernel_exit(&mut self, cpu: CpuId) {
+        self.with_defenses(|d, k| d.on_kernel_exit(k, cpu));
+        self.cpus[cpu].user_mode = true;
+        self.check_at_user_return(cpu);
+    }
+
+    fn kernel_touches(&mut self, cpu: CpuId, touches: &[KTouch], path: &str) -> Result<()> {
+        for &t in touches {
+            let (va, access) = self.resolve(cpu, t);
+            self.touch(cpu, va, access).map_err(|f| Error::new(format!("kernel fault in {path} at {va} ({t:?}): {f:?}")))?;
+        }
+        Ok(())
+    }
+
+    /// Where a symbolic kernel touch lands for the task on `cpu`.
+    pub fn resolve(&self, cpu: CpuId, t: KTouch) -> (VirtAddr, Access) {
+        let task = &self.tasks[self.current_task(cpu)];
+        match t {
+            KTouch::Text(off) => (VirtAddr(KERNEL_TEXT + off), Access::Exec),
+            KTouch::Rodata(off) => (VirtAddr(KERNEL_RODATA + off), Access::Read),
+            KTouch::Data(off) => (VirtAddr(KERNEL_DATA + off), Access::Write),
+            KTouch::TaskStruct => (task.task_struct, Access::Write),
+            KTouch::ParentTaskStruct => (task.parent.map_or(task.task_struct, |p| self.tasks[p].task_struct), Access::Read),
+            KTouch::Stack(n) => (task.stack.offset(KERNEL_STACK_BYTES - (n + 1) * 4096), Access::Write),
+            // Per-CPU variables live in the kernel image's .data..percpu for the boot CPU and
+            // in per-CPU chunks after it.
+            KTouch::PerCpu => (VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x8000), Access::Write),
+            KTouch::UserBufferWrite(n) => (VirtAddr(USER_DATA + n * 4096), Access::Write),
+            KTouch::UserBufferRead(n) => (VirtAddr(USER_DATA + n * 4096), Access::Read),
+        }
+    }
+
+    fn apply(&mut self, cpu: CpuId, effect: Effect) {
+        let mm = self.current_mm(cpu);
+        match effect {
+            Effect::None => {}
+            Effect::MmapAnon { pages } => {
+                let m = &mut self.mms[mm];
+                let start = VirtAddr(m.next_mmap);
+                m.next_mmap += pages * 4096;
+                m.vmas.push((start, pages));
+            }
+            Effect::MunmapLast => {
+                let Some((start, pages)) = self.mms[mm].vmas.pop() else { return };
+                let root = self.mms[mm].root;
+                let mut cleared = 0;
+                for p in 0..pages {
+                    if let Some(leaf) = paging::unmap(&mut self.mem, root, start.offset(p * 4096)) {
+                        self.mem.free_data(leaf.page.pfn());
+                        cleared += 1;
+                    }
+                }
+                // Like the mmu_gather: flush only if a PTE was cleared. Reuse the address
+                // range next time, as the kernel's top-down allocator would.
+                self.mms[mm].next_mmap = start.0;
+                if cleared > 0 {
+                    self.flush_tlb_user_range(cpu, start, pages);
+                }
+            }
+            Effect::MprotectLast => {
+                let Some(&(start, pages)) = self.mms[mm].vmas.last() else { return };
+                let root = self.mms[mm].root;
+                let mut changed = 0;
+                for p in 0..pages {
+                    let va = start.offset(p * 4096);
+                    if let Some(leaf) = paging::translate(&self.mem, root, va) {
+                        let flags = PteFlags { writable: !leaf.flags.writable, ..PteFlags::USER_DATA };
+                        paging::protect(&mut self.mem, root, va, flags);
+                        changed += 1;
+                    }
+                }
+                if changed > 0 {
+                    self.flush_tlb_user_range(cpu, start, pages);
+                }
+            }
+        }
+    }
+}

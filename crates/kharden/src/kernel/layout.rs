@@ -1,0 +1,49 @@
+//! The kernel's virtual address layout (Linux x86-64, Documentation/arch/x86/x86_64/mm.rst,
+//! 4-level paging) and the user layout of a typical ELF process.
+
+use crate::arch::x86::VirtAddr;
+
+/// Direct mapping of all physical memory (page_offset_base without KASLR).
+pub const DIRECT_MAP: u64 = 0xffff_8880_0000_0000;
+/// vmalloc space, where Linux puts kernel stacks (CONFIG_VMAP_STACK).
+pub const VMALLOC: u64 = 0xffff_c900_0000_0000;
+/// cpu_entry_area: per-CPU entry trampoline, entry stack and TSS; mapped in user page tables
+/// under PTI.
+pub const CPU_ENTRY_AREA: u64 = 0xffff_fe00_0000_0000;
+/// Bytes of cpu_entry_area per CPU (entry text page, entry stack page, TSS page, spare).
+pub const CPU_ENTRY_AREA_PER_CPU: u64 = 4 * 4096;
+/// Kernel image: text from __START_KERNEL_map + 16 MiB.
+pub const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
+pub const KERNEL_TEXT_BYTES: u64 = 16 << 20;
+pub const KERNEL_RODATA: u64 = KERNEL_TEXT + KERNEL_TEXT_BYTES;
+pub const KERNEL_RODATA_BYTES: u64 = 8 << 20;
+pub const KERNEL_DATA: u64 = KERNEL_RODATA + KERNEL_RODATA_BYTES;
+pub const KERNEL_DATA_BYTES: u64 = 8 << 20;
+/// Kernel stacks are 16 KiB (THREAD_SIZE on x86-64), with a guard gap.
+pub const KERNEL_STACK_BYTES: u64 = 16 << 10;
+pub const KERNEL_STACK_STRIDE: u64 = 32 << 10;
+
+/// User layout: a non-PIE executable's text, its data, the C library, the stack.
+pub const USER_TEXT: u64 = 0x0040_0000;
+pub const USER_DATA: u64 = 0x0060_0000;
+pub const USER_LIBC: u64 = 0x7fff_f7a0_0000;
+pub const USER_STACK_TOP: u64 = 0x7fff_ffff_f000;
+/// Where anonymous mmap()s of the workload are placed.
+pub const USER_MMAP: u64 = 0x7fff_e000_0000;
+
+pub fn cpu_entry_area(cpu: usize) -> VirtAddr {
+    VirtAddr(CPU_ENTRY_AREA + cpu as u64 * CPU_ENTRY_AREA_PER_CPU)
+}
+
+pub fn kernel_stack(task: usize) -> VirtAddr {
+    VirtAddr(VMALLOC + task as u64 * KERNEL_STACK_STRIDE)
+}
+
+pub fn direct_map(pa: u64) -> VirtAddr {
+    VirtAddr(DIRECT_MAP + pa)
+}
+
+/// True for addresses of the kernel image (text, rodata, data).
+pub fn in_kernel_text(va: VirtAddr) -> bool {
+    (KERNEL_TEXT..KERNEL_TEXT + KERNEL_TEXT_BYTES).contains(&va.0)
+}

@@ -1,0 +1,367 @@
+//! The unhardened kernel: boot (kernel page tables), address spaces, tasks, and the mechanism
+//! API that kernel paths and defenses share (touch memory, write CR3, invalidate, flush).
+//! Policy lives in `defense/`: the kernel only calls hooks at named events.
+
+pub mod entry;
+pub mod layout;
+pub mod syscall;
+
+use crate::arch::caches::CacheHierarchy;
+use crate::arch::x86::mmu::Translated;
+use crate::arch::x86::{paging, Access, Fault, InvpcidType, Mmu, PageSize, Pcid, PhysAddr, PhysMem, Pfn, PteFlags, VirtAddr, WalkEnv};
+use crate::defense::Defense;
+use crate::machine::MachineProfile;
+use crate::oracle::{OracleMode, Violation};
+use crate::sim::{Clock, Counter, Stats, Time, TimeCategory};
+use layout::*;
+
+pub type CpuId = usize;
+pub type MmId = usize;
+pub type TaskId = usize;
+
+/// Which kernel mappings carry the global bit. Linux sets G on all kernel mappings when the
+/// CPU has PGE; PTI clears it (keeping it on kernel text only where that is judged safe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelGlobal {
+    All,
+    TextOnly,
+    None,
+}
+
+/// Boot-time choices. Defenses may change them in `Defense::configure`.
+#[derive(Debug, Clone)]
+pub struct BootConfig {
+    pub global_kernel: KernelGlobal,
+    /// Enable CR4.PCIDE when the CPU has PCID (`nopcid` clears it).
+    pub use_pcid: bool,
+    /// Linux's tlb_single_page_flush_ceiling: above this many pages a range flush becomes a
+    /// full flush (arch/x86/mm/tlb.c, default 33).
+    pub tlb_single_page_flush_ceiling: u64,
+    pub oracle: OracleMode,
+}
+
+impl Default for BootConfig {
+    fn default() -> Self {
+        BootConfig { global_kernel: KernelGlobal::All, use_pcid: true, tlb_single_page_flush_ceiling: 33, oracle: OracleMode::Sampled(1024) }
+    }
+}
+
+/// One hardware thread.
+pub struct Cpu {
+    pub mmu: Mmu,
+    pub now: Time,
+    pub user_mode: bool,
+    pub current: Option<TaskId>,
+    pub stats: Stats,
+}
+
+/// An address space. `user_root` is the second PGD that user mode runs on, when a defense
+/// (PTI) creates one; `pcid` is the kernel-mode PCID.
+pub struct Mm {
+    pub root: Pfn,
+    pub user_root: Option<Pfn>,
+    pub pcid: Pcid,
+    /// Anonymous regions mapped by mmap(): (start, pages).
+    pub vmas: Vec<(VirtAddr, u64)>,
+    next_mmap: u64,
+}
+
+pub struct Task {
+    pub name: String,
+    pub mm: MmId,
+    pub parent: Option<TaskId>,
+    /// task_struct, in the direct map.
+    pub task_struct: VirtAddr,
+    pub stack: VirtAddr,
+}
+
+pub struct Kernel {
+    pub machine: MachineProfile,
+    pub clock: Clock,
+    pub config: BootConfig,
+    pub mem: PhysMem,
+    pub caches: CacheHierarchy,
+    pub cpus: Vec<Cpu>,
+    /// init_mm's PGD: the template of every address space's kernel half.
+    pub kernel_root: Pfn,
+    pub mms: Vec<Mm>,
+    pub tasks: Vec<Task>,
+    pub violations: Vec<Violation>,
+    /// Returns to user mode so far (drives sampled oracle checks).
+    returns_to_user: u64,
+    defenses: Vec<Box<dyn Defense>>,
+}
+
+/// Physical memory the direct map covers on each node (the simulation's data frames must
+/// stay below it).
+const DIRECT_MAP_BYTES_PER_NODE: u64 = 4 << 30;
+
+impl Kernel {
+    /// Boots the kernel on `machine` with `defenses` plugged in.
+    pub fn boot(machine: MachineProfile, mut defenses: Vec<Box<dyn Defense>>) -> Kernel {
+        let mut config = BootConfig::default();
+        for d in defenses.iter_mut() {
+            d.configure(&mut config, &machine);
+        }
+        let features = machine.cpu.features.clone();
+        if !features.global_pages {
+            config.global_kernel = KernelGlobal::None;
+        }
+        let mut mem = PhysMem::new(machine.numa_nodes());
+        let kernel_root = mem.alloc_table(0);
+        let mut k = Kernel {
+            clock: Clock::new(machine.cpu.frequency_ghz),
+            caches: CacheHierarchy::new(&machine),
+            cpus: vec![],
+            kernel_root,
+            mms: vec![],
+            tasks: vec![],
+            violations: vec![],
+            returns_to_user: 0,
+            defenses: vec![],
+            mem,
+            config,
+            machine,
+        };
+        k.map_kernel_half();
+        let t = &k.machine.topology;
+        let threads_per_socket = (t.cores_per_socket * t.threads_per_core) as usize;
+        for cpu in 0..k.machine.threads() as usize {
+            let socket = cpu / threads_per_socket;
+            let core = cpu / t.threads_per_core as usize;
+            let node = socket as u32 * t.numa_nodes_per_socket;
+            let mut mmu = Mmu::new(&k.machine, core, socket, node);
+            if k.config.use_pcid && features.pcid {
+                mmu.set_pcide(true);
+            }
+            mmu.write_cr3(kernel_root, Pcid(0), false);
+            k.cpus.push(Cpu { mmu, now: Time::ZERO, user_mode: false, current: None, stats: Stats::default() });
+        }
+        k.defenses = defenses;
+        k.with_defenses(|d, k| d.on_boot(k));
+        k
+    }
+
+    /// Maps the kernel image, the direct map, vmalloc's top-level tables and the
+    /// cpu_entry_area into init_mm's PGD.
+    fn map_kernel_half(&mut self) {
+        let g = self.config.global_kernel;
+        let text_global = g != KernelGlobal::None;
+        let other_global = g == KernelGlobal::All;
+        let image_bytes = KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES + KERNEL_DATA_BYTES;
+        let image = self.mem.alloc_data_contiguous(0, image_bytes >> 12, 512);
+        let m2 = PageSize::Size2M.bytes();
+        for off in (0..image_bytes).step_by(m2 as usize) {
+            let va = VirtAddr(KERNEL_TEXT + off);
+            let flags = if off < KERNEL_TEXT_BYTES {
+                PteFlags::KERNEL_TEXT.with_global(text_global)
+            } else if off < KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES {
+                PteFlags::KERNEL_RODATA.with_global(other_global)
+            } else {
+                PteFlags::KERNEL_DATA.with_global(other_global)
+            };
+            paging::map(&mut self.mem, self.kernel_root, va, PhysAddr(image.addr().0 + off), PageSize::Size2M, flags, 0);
+        }
+        // Direct map: 1 GiB pages where the CPU has them (Linux: direct_gbpages), else 2 MiB.
+        let size = if self.machine.cpu.features.gbpages { PageSize::Size1G } else { PageSize::Size2M };
+        for node in 0..self.mem.nodes() {
+            let base = self.mem.node_base(node).0;
+            for off in (0..DIRECT_MAP_BYTES_PER_NODE).step_by(size.bytes() as usize) {
+                let pa = base + off;
+                let flags = PteFlags::KERNEL_DATA.with_global(other_global);
+                paging::map(&mut self.mem, self.kernel_root, direct_map(pa), PhysAddr(pa), size, flags, node);
+            }
+        }
+        // vmalloc: preallocate the PUD so kernel stacks mapped later are seen by every PGD
+        // (Linux: preallocate_vmalloc_pages()).
+        let pud = self.mem.alloc_table(0);
+        self.mem.write(self.kernel_root, VirtAddr(VMALLOC).index(4), crate::arch::x86::Pte::table(pud, false));
+        // cpu_entry_area: entry text shared by all CPUs, entry stack and TSS per CPU.
+        let entry_text = self.mem.alloc_data(0);
+        for cpu in 0..self.machine.threads() as usize {
+            let base = cpu_entry_area(cpu);
+            let flags = PteFlags::KERNEL_TEXT.with_global(other_global);
+            paging::map(&mut self.mem, self.kernel_root, base, entry_text.addr(), PageSize::Size4K, flags, 0);
+            for page in 1..3 {
+                let frame = self.mem.alloc_data(0);
+                let flags = PteFlags::KERNEL_DATA.with_global(other_global);
+                paging::map(&mut self.mem, self.kernel_root, base.offset(page * 4096), frame.addr(), PageSize::Size4K, flags, 0);
+            }
+        }
+    }
+
+    /// Calls `f` on every defense, in the order given on the command line.
+    pub fn with_defenses(&mut self, mut f: impl FnMut(&mut dyn Defense, &mut Kernel)) {
+        let mut ds = std::mem::take(&mut self.defenses);
+        for d in ds.iter_mut() {
+            f(d.as_mut(), self);
+        }
+        self.defenses = ds;
+    }
+
+    pub fn defense_names(&self) -> Vec<String> {
+        self.defenses.iter().map(|d| d.name()).collect()
+    }
+
+    /// A new process with its own address space: text, data, C library and stack mapped.
+    pub fn spawn(&mut self, name: &str, parent: Option<TaskId>) -> TaskId {
+        let root = self.mem.alloc_table(0);
+        for i in 256..512 {
+            paging::share_pml4_entry(&mut self.mem, root, self.kernel_root, i);
+        }
+        let mm_id = self.mms.len();
+        // One PCID per address space (Linux allocates per-CPU dynamic ASIDs, kPCID = ASID + 1;
+        // with one task per CPU the two agree).
+        let pcid = Pcid(((mm_id % 2047) + 1) as u16);
+        self.mms.push(Mm { root, user_root: None, pcid, vmas: vec![], next_mmap: USER_MMAP });
+        self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
+        for (base, pages, flags) in [
+            (USER_TEXT, 4, PteFlags::USER_TEXT),
+            (USER_DATA, 2, PteFlags::USER_DATA),
+            (USER_LIBC, 8, PteFlags::USER_TEXT),
+            (USER_STACK_TOP - 4 * 4096, 4, PteFlags::USER_DATA),
+        ] {
+            for p in 0..pages {
+                let frame = self.mem.alloc_data(0);
+                self.map_user(mm_id, VirtAddr(base + p * 4096), frame.addr(), flags);
+            }
+        }
+        let task_id = self.tasks.len();
+        let ts = self.mem.alloc_data(0);
+        let stack = kernel_stack(task_id);
+        for p in 0..KERNEL_STACK_BYTES / 4096 {
+            let frame = self.mem.alloc_data(0);
+            paging::map(&mut self.mem, self.kernel_root, stack.offset(p * 4096), frame.addr(), PageSize::Size4K, PteFlags::KERNEL_DATA, 0);
+        }
+        self.tasks.push(Task { name: name.into(), mm: mm_id, parent, task_struct: direct_map(ts.addr().0), stack });
+        task_id
+    }
+
+    /// Maps one user page into `mm`; lets defenses mirror a newly populated PGD slot.
+    pub fn map_user(&mut self, mm: MmId, va: VirtAddr, pa: PhysAddr, flags: PteFlags) {
+        let root = self.mms[mm].root;
+        let slot = va.index(4);
+        let was_present = self.mem.read(root, slot).present();
+        paging::map(&mut self.mem, root, va, pa, PageSize::Size4K, flags, 0);
+        if !was_present {
+            self.with_defenses(|d, k| d.on_user_pgd_populated(k, mm, slot));
+        }
+    }
+
+    /// Puts `task` on `cpu` and loads its address space (kernel CR3; the return to user
+    /// mode goes through the exit path).
+    pub fn switch_to(&mut self, cpu: CpuId, task: TaskId) {
+        let mm = &self.mms[self.tasks[task].mm];
+        let (root, pcid) = (mm.root, mm.pcid);
+        let pcid = if self.cpus[cpu].mmu.pcide() { pcid } else { Pcid(0) };
+        self.write_cr3(cpu, root, pcid, false);
+        self.cpus[cpu].current = Some(task);
+    }
+
+    pub fn current_task(&self, cpu: CpuId) -> TaskId {
+        self.cpus[cpu].current.expect("no task on cpu")
+    }
+
+    pub fn current_mm(&self, cpu: CpuId) -> MmId {
+        self.tasks[self.current_task(cpu)].mm
+    }
+
+    // ----- mechanism API: what kernel paths and defenses do to the hardware -----
+
+    /// Spends `cycles` of work on `cpu`, accounted to `category`.
+    pub fn compute(&mut self, cpu: CpuId, cycles: f64, category: TimeCategory) {
+        let t = self.clock.cycles(cycles);
+        let c = &mut self.cpus[cpu];
+        c.now += t;
+        c.stats.add_time(category, t);
+    }
+
+    /// One memory access at `va` in the CPU's current mode; the translation's cost (STLB
+    /// lookup, walk) is charged as TLB refill. The access's own latency belongs to the
+    /// work it is part of.
+    pub fn touch(&mut self, cpu: CpuId, va: VirtAddr, access: Access) -> Result<Translated, Fault> {
+        let c = &mut self.cpus[cpu];
+        let mut env = WalkEnv { mem: &self.mem, caches: &mut self.caches, stats: &mut c.stats };
+        let t = c.mmu.translate(&mut env, va, access, c.user_mode)?;
+        if t.cycles > 0.0 {
+            let dt = self.clock.cycles(t.cycles);
+            c.now += dt;
+            c.stats.add_time(TimeCategory::TlbRefill, dt);
+        }
+        Ok(t)
+    }
+
+    /// MOV to CR3 on `cpu`, charged at the profile's cost for a flushing or no-flush write.
+    pub fn write_cr3(&mut self, cpu: CpuId, root: Pfn, pcid: Pcid, noflush: bool) {
+        let c = &self.machine.costs;
+        let flushed = self.cpus[cpu].mmu.write_cr3(root, pcid, noflush);
+        let (cycles, counter) = if flushed { (c.cr3_write_flush_cycles, Counter::Cr3WriteFlush) } else { (c.cr3_write_noflush_cycles, Counter::Cr3WriteNoflush) };
+        self.cpus[cpu].stats.count(counter);
+        self.compute(cpu, cycles as f64, TimeCategory::Cr3Write);
+    }
+
+    pub fn invlpg(&mut self, cpu: CpuId, va: VirtAddr) {
+        self.cpus[cpu].mmu.invlpg(va);
+        self.cpus[cpu].stats.count(Counter::Invlpg);
+        let cycles = self.machine.costs.invlpg_cycles as f64;
+        self.compute(cpu, cycles, TimeCategory::TlbInvalidate);
+    }
+
+    /// INVPCID; the caller must have checked the CPU has it.
+    pub fn invpcid(&mut self, cpu: CpuId, kind: InvpcidType) {
+        let c = &self.machine.costs;
+        let (cycles, counter) = match kind {
+            InvpcidType::Individual(..) => (c.invpcid_individual_cycles, Counter::InvpcidIndividual),
+            InvpcidType::SingleContext(_) => (c.invpcid_single_context_cycles, Counter::InvpcidSingleContext),
+            InvpcidType::AllInclGlobal => (c.invpcid_all_incl_global_cycles, Counter::InvpcidAllInclGlobal),
+            InvpcidType::AllNonGlobal => (c.invpcid_all_non_global_cycles, Counter::InvpcidAllNonGlobal),
+        };
+        let cycles = cycles.expect("INVPCID on a CPU without it: a defense must check cpu.features.invpcid") as f64;
+        self.cpus[cpu].mmu.invpcid(kind);
+        self.cpus[cpu].stats.count(counter);
+        self.compute(cpu, cycles, TimeCategory::TlbInvalidate);
+    }
+
+    /// Linux's local part of flush_tlb_mm_range() for user addresses of the current mm:
+    /// INVLPG per page up to tlb_single_page_flush_ceiling, else a full flush of the PCID.
+    /// Defenses that keep other copies of user translations (PTI's user PCID) are told.
+    pub fn flush_tlb_user_range(&mut self, cpu: CpuId, start: VirtAddr, pages: u64) {
+        let mm = self.current_mm(cpu);
+        if pages <= self.config.tlb_single_page_flush_ceiling {
+            for p in 0..pages {
+                self.invlpg(cpu, start.offset(p * 4096));
+            }
+            self.cpus[cpu].stats.add(Counter::NrTlbLocalFlushOne, pages);
+        } else {
+            let (root, pcid) = (self.mms[mm].root, self.cpus[cpu].mmu.current_pcid());
+            self.write_cr3(cpu, root, pcid, false);
+            self.cpus[cpu].stats.count(Counter::NrTlbLocalFlushAll);
+        }
+        self.cpus[cpu].stats.flush(crate::sim::stats::FlushReason::LocalMmShootdown);
+        self.with_defenses(|d, k| d.on_user_tlb_flush(k, cpu, mm, start, pages));
+    }
+
+    /// Runs the oracle at a return to user mode, as often as `config.oracle` asks.
+    pub(crate) fn check_at_user_return(&mut self, cpu: CpuId) {
+        self.returns_to_user += 1;
+        if !self.config.oracle.due(self.returns_to_user) {
+            return;
+        }
+        let mut found = vec![];
+        for d in &self.defenses {
+            if let Some(v) = d.check_user_mode(self, cpu) {
+                found.push(v);
+            }
+        }
+        self.violations.extend(found);
+    }
+
+    /// All CPUs' stats added up.
+    pub fn total_stats(&self) -> Stats {
+        let mut s = Stats::default();
+        for c in &self.cpus {
+            s.merge(&c.stats);
+        }
+        s
+    }
+}

@@ -1,0 +1,20 @@
+//! Workloads: generators of what tasks do. Each drives the kernel model through the same
+//! calls (user work, syscalls, faults).
+
+pub mod syscall_loop;
+
+pub use syscall_loop::SyscallLoop;
+
+use crate::error::{Error, Result};
+
+/// Names accepted by `--workload`.
+pub const NAMES: &[(&str, &str)] = &[("syscall-loop", "FreeBSD syscall_timing-style loop of one syscall (--syscall NAME)")];
+
+pub fn check_name(name: &str) -> Result<()> {
+    if NAMES.iter().any(|(n, _)| *n == name) {
+        Ok(())
+    } else {
+        let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+        Err(Error::new(format!("--workload: unknown workload '{name}': expected one of {}", known.join(", "))))
+    }
+}

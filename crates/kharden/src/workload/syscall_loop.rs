@@ -1,0 +1,135 @@
+//! A loop of one system call, modelled on FreeBSD's tools/tools/syscall_timing: each
+//! iteration tests the alarm flag, calls the libc stub and issues the syscall.
+
+use crate::arch::x86::{Access, VirtAddr};
+use crate::error::{Error, Result};
+use crate::kernel::layout::{USER_DATA, USER_LIBC, USER_STACK_TOP, USER_TEXT, USER_MMAP};
+use crate::kernel::syscall::{self, Effect, SyscallSpec};
+use crate::kernel::Kernel;
+use crate::sim::{Stats, Time};
+
+/// User-mode cycles of one iteration besides the syscall: loop compare on `alarm_fired`,
+/// call/ret into the libc stub, argument moves. ESTIMATE: about 10 instructions.
+pub const USER_CYCLES_PER_ITERATION: f64 = 10.0;
+
+#[derive(Debug, Clone)]
+pub struct SyscallLoop {
+    pub syscall: SyscallSpec,
+    /// Iterations simulated before measuring (to warm TLBs and caches).
+    pub warmup: u64,
+    pub iterations: u64,
+}
+
+/// What a measured loop did.
+#[derive(Debug, Clone)]
+pub struct LoopResult {
+    pub iterations: u64,
+    pub elapsed: Time,
+    /// Stats of the measured iterations only.
+    pub stats: Stats,
+}
+
+impl LoopResult {
+    pub fn ns_per_iteration(&self) -> f64 {
+        self.elapsed.ns() / self.iterations as f64
+    }
+}
+
+impl SyscallLoop {
+    pub fn new(name: &str, iterations: u64) -> Result<SyscallLoop> {
+        let spec = syscall::lookup(name).ok_or_else(|| {
+            Error::new(format!("--syscall: unknown syscall '{name}': expected one of {}", syscall::names().join(", ")))
+        })?;
+        if iterations == 0 {
+            return Err(Error::new("--iterations: expected a positive number"));
+        }
+        Ok(SyscallLoop { syscall: *spec, warmup: 200, iterations })
+    }
+
+    /// Sets up the benchmark process on CPU 0 and returns it in user mode.
+    pub fn start(&self, k: &mut Kernel) -> Result<()> {
+        let parent = k.spawn("sh", None);
+        let task = k.spawn("syscall_timing", Some(parent));
+        k.switch_to(0, task);
+        k.enter_user(0);
+        // mprotect needs a populated page to work on.
+        if self.syscall.effect == Effect::MprotectLast {
+            let mmap = syscall::lookup("mmap").unwrap();
+            k.syscall(0, mmap)?;
+            k.user_work(0, 0.0, &[(VirtAddr(USER_MMAP), Access::Write)])?;
+        }
+        Ok(())
+    }
+
+    fn iteration(&self, k: &mut Kernel) -> Result<()> {
+        let touches = [
+            (VirtAddr(USER_TEXT + 0x100), Access::Exec),
+            (VirtAddr(USER_DATA + 0x80), Access::Read),
+            (VirtAddr(USER_STACK_TOP - 0x100), Access::Write),
+            (VirtAddr(USER_LIBC + 0x1_0a0), Access::Exec),
+        ];
+        k.user_work(0, USER_CYCLES_PER_ITERATION, &touches)?;
+        k.syscall(0, &self.syscall)?;
+        // The mmap test writes its page, so munmap has a PTE to clear and a flush to do.
+        if let Effect::MmapAnon { .. } = self.syscall.effect {
+            let munmap = syscall::lookup("munmap").unwrap();
+            k.user_work(0, 0.0, &[(VirtAddr(USER_MMAP), Access::Write)])?;
+            k.syscall(0, munmap)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `warmup` iterations, then `iterations` measured ones.
+    pub fn run(&self, k: &mut Kernel) -> Result<LoopResult> {
+        self.start(k)?;
+        for _ in 0..self.warmup {
+            self.iteration(k)?;
+        }
+        self.measure(k, self.iterations)
+    }
+
+    /// Runs `n` more iterations on an already started kernel and measures them.
+    pub fn measure(&self, k: &mut Kernel, n: u64) -> Result<LoopResult> {
+        let (t0, s0) = (k.cpus[0].now, k.cpus[0].stats.clone());
+        for _ in 0..n {
+            self.iteration(k)?;
+        }
+        let mut stats = k.cpus[0].stats.clone();
+        stats.subtract(&s0);
+        Ok(LoopResult { iterations: n, elapsed: k.cpus[0].now - t0, stats })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{defense, machine};
+
+    fn ns(defenses: &str, syscall: &str) -> (f64, Vec<crate::oracle::Violation>) {
+        let m = machine::load("haswell-i7-4770").unwrap();
+        let mut k = Kernel::boot(m, defense::parse_list(defenses).unwrap());
+        let r = SyscallLoop::new(syscall, 500).unwrap().run(&mut k).unwrap();
+        (r.ns_per_iteration(), k.violations.clone())
+    }
+
+    #[test]
+    fn pti_costs_more_without_pcid_than_with() {
+        let (off, v0) = ns("none", "getppid");
+        let (pcid, v1) = ns("pti:freebsd", "getppid");
+        let (nopcid, v2) = ns("pti:freebsd,nopcid", "getppid");
+        eprintln!("off {off:.1} pcid {pcid:.1} nopcid {nopcid:.1}");
+        assert!(off < pcid && pcid < nopcid);
+        assert!(v0.is_empty() && v1.is_empty() && v2.is_empty(), "{v1:?} {v2:?}");
+    }
+
+    #[test]
+    fn every_syscall_runs_under_every_correct_pti_variant() {
+        for name in syscall::names() {
+            for d in ["none", "pti:freebsd", "pti:linux", "pti:linux,nopcid", "pti:freebsd,nopcid"] {
+                let (t, v) = ns(d, name);
+                assert!(t > 0.0);
+                assert!(v.is_empty(), "{name} under {d}: {v:?}");
+            }
+        }
+    }
+}

@@ -1,6 +1,7 @@
 //! The machine library: profiles in `machines/*.toml`, embedded at build time, plus any
 //! profile file a user names by path.
 
+pub mod detect;
 pub mod profile;
 
 pub use profile::*;
@@ -135,6 +136,21 @@ impl MachineProfile {
         for (field, kib, ways) in [("l1d", m.l1d_kib, m.l1d_ways), ("l2", m.l2_kib, m.l2_ways), ("llc", m.llc_kib_per_socket, m.llc_ways)] {
             if kib == 0 || ways == 0 || (kib * 1024 / 64) % ways != 0 {
                 return Err(format!("memory.{field}: expected a positive size divisible into {ways} ways of 64-byte lines"));
+            }
+        }
+        if let Some(h) = &self.measured {
+            for (field, v) in [
+                ("syscall_getppid_ns", h.syscall_getppid_ns),
+                ("minor_fault_ns", h.minor_fault_ns),
+                ("tlb_shootdown_ns", h.tlb_shootdown_ns),
+                ("atomic_increment_ns", h.atomic_increment_ns),
+                ("stlb_hit_ns", h.stlb_hit_ns),
+            ] {
+                if let Some(v) = v {
+                    if !(v.is_finite() && v > 0.0) {
+                        return Err(format!("measured.{field}: expected a positive number of nanoseconds, got {v}"));
+                    }
+                }
             }
         }
         Ok(())

@@ -34,6 +34,11 @@ pub struct MachineProfile {
     pub paging_structure_cache: PagingStructureCache,
     pub memory: Memory,
     pub costs: Costs,
+    /// What `kharden machine detect` measured from user space on a real host. Library profiles
+    /// built from published sources leave it out. Informational: the simulator's inputs stay the
+    /// fields above; these readings are kept so a profile shows the evidence behind them.
+    #[serde(default)]
+    pub measured: Option<HostMeasurements>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -208,4 +213,29 @@ pub struct IpiLatency {
     pub same_core_ns: f64,
     pub same_socket_ns: f64,
     pub remote_socket_ns: f64,
+}
+
+/// User-space measurements of a host (`kharden machine detect`). Each is optional: a reading that
+/// could not be taken (one CPU, no permission, timer too coarse) is left out, never guessed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostMeasurements {
+    /// `getppid` through the raw syscall instruction, round trip, median of batches (includes
+    /// the kernel's entry code, the syscall body and whatever mitigations the running kernel uses).
+    #[serde(default)]
+    pub syscall_getppid_ns: Option<f64>,
+    /// First write to a fresh anonymous 4 KiB page: fault entry, page allocation and zeroing, PTE
+    /// install, return.
+    #[serde(default)]
+    pub minor_fault_ns: Option<f64>,
+    /// Extra cost of one `mprotect` permission change on a page of a mm that also runs on a second
+    /// CPU (so the kernel must shoot down that CPU's TLB) over the same change in a single-threaded mm.
+    #[serde(default)]
+    pub tlb_shootdown_ns: Option<f64>,
+    /// Latency of one atomic increment (x86 LOCK XADD, arm64 LDADD or LL/SC loop) in a dependent chain.
+    #[serde(default)]
+    pub atomic_increment_ns: Option<f64>,
+    /// Extra latency of a load whose translation misses the first-level DTLB and hits the second level.
+    #[serde(default)]
+    pub stlb_hit_ns: Option<f64>,
 }

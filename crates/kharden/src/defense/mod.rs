@@ -53,6 +53,7 @@ pub const CATALOGUE: &[(&str, &str, bool)] = &[
     ("pti:linux", "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false),
     ("pti:broken-global-text", "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true),
     ("pti:broken-user-maps-kernel", "BROKEN: user page tables that still map the whole kernel half", true),
+    ("pti:broken-no-user-flush", "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true),
 ];
 
 const BOOT_OPTIONS: &[&str] = &["nopcid"];
@@ -68,6 +69,7 @@ pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
             "pti:linux" | "pti" | "pti=on" => Box::new(pti::Pti::new(pti::Variant::Linux)),
             "pti:broken-global-text" => Box::new(pti::Pti::new(pti::Variant::BrokenGlobalText)),
             "pti:broken-user-maps-kernel" => Box::new(pti::Pti::new(pti::Variant::BrokenUserMapsKernel)),
+            "pti:broken-no-user-flush" => Box::new(pti::Pti::new(pti::Variant::BrokenNoUserFlush)),
             other => {
                 let known: Vec<&str> = CATALOGUE.iter().map(|(n, _, _)| *n).collect();
                 return Err(Error::new(format!("--defense: unknown defense '{other}': expected a comma-separated list of {}", known.join(", "))));

@@ -34,6 +34,8 @@ pub enum Variant {
     BrokenGlobalText,
     /// User PGD shares every kernel PGD slot: isolation in name only.
     BrokenUserMapsKernel,
+    /// Never invalidates the user PCID's copy of a flushed user translation.
+    BrokenNoUserFlush,
 }
 
 pub struct Pti {
@@ -87,6 +89,7 @@ impl Defense for Pti {
             Variant::Linux => "pti:linux",
             Variant::BrokenGlobalText => "pti:broken-global-text",
             Variant::BrokenUserMapsKernel => "pti:broken-user-maps-kernel",
+            Variant::BrokenNoUserFlush => "pti:broken-no-user-flush",
         }
         .into()
     }
@@ -95,7 +98,7 @@ impl Defense for Pti {
         let pcid = config.use_pcid && machine.cpu.features.pcid;
         config.global_kernel = match self.variant {
             // FreeBSD: pg_g = 0 whenever PTI is on.
-            Variant::FreeBsd | Variant::BrokenUserMapsKernel => KernelGlobal::None,
+            Variant::FreeBsd | Variant::BrokenUserMapsKernel | Variant::BrokenNoUserFlush => KernelGlobal::None,
             // Linux: pti_kernel_image_global_ok() is false with PCID.
             Variant::Linux if pcid => KernelGlobal::None,
             Variant::Linux => KernelGlobal::TextOnly,
@@ -155,8 +158,8 @@ impl Defense for Pti {
     }
 
     fn on_user_tlb_flush(&mut self, k: &mut Kernel, cpu: CpuId, mm: MmId, start: VirtAddr, pages: u64) {
-        if !k.cpus[cpu].mmu.pcide() {
-            return; // the CR3 write at exit flushes every non-global entry anyway
+        if !k.cpus[cpu].mmu.pcide() || self.variant == Variant::BrokenNoUserFlush {
+            return; // without PCID, the CR3 write at exit flushes every non-global entry anyway
         }
         let user_pcid = Self::user_pcid(k, cpu, mm);
         if k.machine.cpu.features.invpcid && pages <= k.config.tlb_single_page_flush_ceiling {

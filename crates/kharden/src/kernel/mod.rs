@@ -347,7 +347,7 @@ impl Kernel {
         if !self.config.oracle.due(self.returns_to_user) {
             return;
         }
-        let mut found = vec![];
+        let mut found: Vec<Violation> = crate::oracle::coherence::check(self, cpu).into_iter().collect();
         for d in &self.defenses {
             if let Some(v) = d.check_user_mode(self, cpu) {
                 found.push(v);

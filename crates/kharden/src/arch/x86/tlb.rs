@@ -37,13 +37,24 @@ pub struct TlbArray {
     slots: Vec<Option<TlbEntry>>,
     stamps: Vec<u64>,
     clock: u64,
+    /// One bit per occupied slot, so flushes visit only live entries.
+    occupied: Vec<u64>,
 }
 
 impl TlbArray {
     pub fn new(name: &str, sizes: Vec<PageSize>, entries: usize, ways: usize) -> TlbArray {
         let sets = entries / ways;
         assert!(sets.is_power_of_two(), "{name}: sets must be a power of two");
-        TlbArray { name: name.into(), sizes, ways, set_mask: sets as u64 - 1, slots: vec![None; entries], stamps: vec![0; entries], clock: 0 }
+        TlbArray {
+            name: name.into(),
+            sizes,
+            ways,
+            set_mask: sets as u64 - 1,
+            slots: vec![None; entries],
+            stamps: vec![0; entries],
+            clock: 0,
+            occupied: vec![0; entries.div_ceil(64)],
+        }
     }
 
     pub fn holds(&self, size: PageSize) -> bool {
@@ -85,18 +96,29 @@ impl TlbArray {
         self.clock += 1;
         self.slots[victim] = Some(e);
         self.stamps[victim] = self.clock;
+        self.occupied[victim / 64] |= 1 << (victim % 64);
     }
 
     /// Invalidates every entry for which `kill` returns true; returns how many.
     pub fn invalidate_where(&mut self, kill: impl Fn(&TlbEntry) -> bool) -> usize {
         let mut n = 0;
-        for slot in self.slots.iter_mut() {
-            if slot.is_some_and(|e| kill(&e)) {
-                *slot = None;
-                n += 1;
+        for w in 0..self.occupied.len() {
+            let mut bits = self.occupied[w];
+            while bits != 0 {
+                let slot = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if self.slots[slot].is_some_and(|e| kill(&e)) {
+                    self.clear(slot);
+                    n += 1;
+                }
             }
         }
         n
+    }
+
+    fn clear(&mut self, slot: usize) {
+        self.slots[slot] = None;
+        self.occupied[slot / 64] &= !(1 << (slot % 64));
     }
 
     /// Invalidates entries that cover `va` and satisfy `kill` (only the sets `va` maps to).
@@ -107,7 +129,7 @@ impl TlbArray {
             let vpn = va.page_number(size);
             for slot in self.set_range(vpn) {
                 if self.slots[slot].is_some_and(|e| e.vpn == vpn && e.size == size && kill(&e)) {
-                    self.slots[slot] = None;
+                    self.clear(slot);
                     n += 1;
                 }
             }

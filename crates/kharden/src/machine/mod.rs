@@ -129,7 +129,45 @@ impl MachineProfile {
         if f.tlbi_broadcast != c.tlbi_broadcast_ns.is_some() {
             return Err("costs.tlbi_broadcast_ns: expected exactly when cpu.features.tlbi_broadcast is true".into());
         }
+        // Bounds that keep a simulation's arithmetic and memory sane (no real part is near them).
+        for a in &self.tlb {
+            if a.entries > 65_536 || a.hit_cycles > 10_000 {
+                return Err(format!("tlb ({}): expected at most 65536 entries and 10000 hit_cycles", a.name));
+            }
+        }
+        let p = &self.paging_structure_cache;
+        if p.pml4e_entries.max(p.pdpte_entries).max(p.pde_entries) > 4096 {
+            return Err("paging_structure_cache: expected at most 4096 entries per level".into());
+        }
+        let cycles = [
+            ("costs.syscall_roundtrip_cycles", Some(c.syscall_roundtrip_cycles)),
+            ("costs.cr3_write_noflush_cycles", Some(c.cr3_write_noflush_cycles)),
+            ("costs.cr3_write_flush_cycles", Some(c.cr3_write_flush_cycles)),
+            ("costs.invlpg_cycles", Some(c.invlpg_cycles)),
+            ("costs.interrupt_entry_cycles", Some(c.interrupt_entry_cycles)),
+            ("costs.ipi_send_cycles", Some(c.ipi_send_cycles)),
+            ("costs.invpcid_*_cycles", invpcid_costs.iter().flatten().max().copied()),
+        ];
+        for (field, v) in cycles {
+            if v.is_some_and(|v| v > 1_000_000) {
+                return Err(format!("{field}: expected at most 1000000 cycles"));
+            }
+        }
+        let ns = [
+            c.invlpgb_ns.unwrap_or(0.0),
+            c.tlbi_broadcast_ns.unwrap_or(0.0),
+            c.ipi_latency_ns.same_core_ns,
+            c.ipi_latency_ns.same_socket_ns,
+            c.ipi_latency_ns.remote_socket_ns,
+            self.memory.dram_remote_ns,
+        ];
+        if ns.iter().any(|&v| !(0.0..=1e6).contains(&v)) {
+            return Err("costs/memory: expected latencies between 0 and 1000000 ns".into());
+        }
         let m = &self.memory;
+        if m.l1d_kib.max(m.l2_kib).max(m.llc_kib_per_socket) > 1 << 20 || m.l1d_hit_cycles.max(m.l2_hit_cycles).max(m.llc_hit_cycles) > 10_000 {
+            return Err("memory: expected caches of at most 1 GiB and hit latencies of at most 10000 cycles".into());
+        }
         if m.dram_local_ns <= 0.0 || m.dram_remote_ns < m.dram_local_ns {
             return Err("memory: expected 0 < dram_local_ns <= dram_remote_ns".into());
         }

@@ -1756,3 +1756,21 @@ mod tests {
         assert_eq!(arm_core(None, None).0, None);
     }
 }
+
+#[cfg(test)]
+mod library_tests {
+    use super::*;
+
+    /// Every name detect can produce must find its library profile by exact microarchitecture,
+    /// and the per-vendor defaults must exist.
+    #[test]
+    fn detect_names_match_the_library() {
+        let lib: Vec<MachineProfile> = crate::machine::names().into_iter().map(|n| crate::machine::load(n).unwrap()).collect();
+        for u in ["Nehalem", "Sandy Bridge", "Sandy Bridge-EP", "Ivy Bridge", "Haswell", "Haswell-EP", "Skylake", "Skylake-SP", "Silvermont", "Zen 3", "Cortex-A57", "Vulcan", "Neoverse N1"] {
+            assert!(lib.iter().any(|m| m.cpu.microarchitecture == u), "no library profile of {u}");
+        }
+        for n in ["altra-neoverse-n1", "cortex-a57-opteron-a1100", "epyc-7763-2s", "skylake-i7-6700k", "haswell-i7-4770"] {
+            assert!(lib.iter().any(|m| m.name == n), "default profile {n} missing");
+        }
+    }
+}

@@ -236,14 +236,11 @@ impl HostFacts {
             let info = CacheInfo { kib, ways, instances_in_package: (instances.len() as u32).max(1) };
             match (level, kind.as_str()) {
                 (1, "Data") => self.l1d = Some(info),
-                (2, "Unified") => {
-                    self.l2 = Some(info.clone());
-                    if best_unified.as_ref().map_or(true, |(l, _)| level > *l) {
-                        best_unified = Some((level, info));
-                    }
-                }
                 (_, "Unified") => {
-                    if best_unified.as_ref().map_or(true, |(l, _)| level > *l) {
+                    if level == 2 {
+                        self.l2 = Some(info.clone());
+                    }
+                    if !matches!(best_unified, Some((l, _)) if l >= level) {
                         best_unified = Some((level, info));
                     }
                 }
@@ -1350,12 +1347,12 @@ pub(crate) fn slug(s: &str) -> String {
 fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &DetectOptions) -> String {
     let from = |what: &str| format!("{what} not detectable from user space; taken from {why}");
     let mut w = Writer::new();
-    w.comment(&format!(
+    w.comment(
         "Profile of this host written by `kharden machine detect`.\n\
          Each value says how it was obtained. Values 'taken from' a library profile are not\n\
          measurements of this host: they are that profile's sourced values for the closest\n\
-         microarchitecture. Timings are user-space readings of one run; repeat to check noise."
-    ));
+         microarchitecture. Timings are user-space readings of one run; repeat to check noise.",
+    );
     let name = opts.name.clone().unwrap_or_else(|| format!("detected-{}", slug(&f.model)));
     w.kv("name", Val::Str(name), "--name, or 'detected-' and the CPU model");
     let virt = if f.hypervisor { ", running under a hypervisor" } else { "" };
@@ -1663,8 +1660,9 @@ mod tests {
         let t = Instant::now();
         let d = detect(&DetectOptions::default()).unwrap_or_else(|e| panic!("{e}"));
         let took = t.elapsed();
-        // measurements have a 500 ms budget; allow slack for reading sysfs and a loaded machine
-        assert!(took < Duration::from_secs(3), "detection took {took:?}");
+        // measurements stop starting new steps after 500 ms; the bound is loose because CI runs
+        // this beside other tests on two shared cores
+        assert!(took < Duration::from_secs(10), "detection took {took:?}");
         let again = super::super::parse("again.toml", &d.text).unwrap();
         assert_eq!(again.name, d.profile.name);
         assert!(d.profile.threads() >= 1);

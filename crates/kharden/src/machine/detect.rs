@@ -1345,7 +1345,7 @@ pub(crate) fn slug(s: &str) -> String {
 }
 
 fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &DetectOptions) -> String {
-    let from = |what: &str| format!("{what} not detectable from user space; taken from {why}");
+    let from = |what: &str| format!("{what} not detectable from user space; taken from {why}, whose comment on the same field gives the value's own source");
     let mut w = Writer::new();
     w.comment(
         "Profile of this host written by `kharden machine detect`.\n\

@@ -35,8 +35,11 @@ pub trait Defense {
     /// Just before returning to user mode.
     fn on_kernel_exit(&mut self, _k: &mut Kernel, _cpu: CpuId) {}
 
+    /// `cpu` switched to `mm`; `need_flush` when its ASID's TLB contents were stale.
+    fn on_switch_mm(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _need_flush: bool) {}
+
     /// The kernel flushed user addresses [start, start + pages) of `mm` from this CPU's TLB
-    /// in the kernel's context.
+    /// in the kernel's context (`pages` = kernel::tlbflush::FLUSH_ALL for a full flush).
     fn on_user_tlb_flush(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _start: VirtAddr, _pages: u64) {}
 
     /// The security property, checked in user mode right after a return from the kernel.

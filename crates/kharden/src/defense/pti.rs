@@ -68,8 +68,9 @@ impl Pti {
         allowed
     }
 
-    fn user_pcid(k: &Kernel, cpu: CpuId, mm: MmId) -> Pcid {
-        if k.cpus[cpu].mmu.pcide() { Pcid(k.mms[mm].pcid.0 | USER_PCID_BIT) } else { Pcid(0) }
+    fn user_pcid(k: &Kernel, cpu: CpuId) -> Pcid {
+        let kernel = k.kernel_pcid(cpu);
+        if k.cpus[cpu].mmu.pcide() { Pcid(kernel.0 | USER_PCID_BIT) } else { kernel }
     }
 
     /// The trampoline's own memory: entry text and this CPU's entry stack.
@@ -144,8 +145,8 @@ impl Defense for Pti {
         self.trampoline(k, cpu);
         let mm = k.current_mm(cpu);
         let pcide = k.cpus[cpu].mmu.pcide();
-        let (root, pcid) = (k.mms[mm].root, if pcide { k.mms[mm].pcid } else { Pcid(0) });
-        k.write_cr3(cpu, root, pcid, pcide);
+        let root = k.mms[mm].root;
+        k.write_cr3(cpu, root, k.kernel_pcid(cpu), pcide);
     }
 
     fn on_kernel_exit(&mut self, k: &mut Kernel, cpu: CpuId) {
@@ -153,15 +154,22 @@ impl Defense for Pti {
         let pcide = k.cpus[cpu].mmu.pcide();
         let user_root = k.mms[mm].user_root.expect("PTI address spaces have a user PGD");
         let flush_owed = std::mem::take(&mut self.deferred_user_flush[cpu]);
-        k.write_cr3(cpu, user_root, Self::user_pcid(k, cpu, mm), pcide && !flush_owed);
+        k.write_cr3(cpu, user_root, Self::user_pcid(k, cpu), pcide && !flush_owed);
         self.trampoline(k, cpu);
     }
 
-    fn on_user_tlb_flush(&mut self, k: &mut Kernel, cpu: CpuId, mm: MmId, start: VirtAddr, pages: u64) {
+    fn on_switch_mm(&mut self, k: &mut Kernel, cpu: CpuId, _mm: MmId, need_flush: bool) {
+        // A recycled ASID's user half is stale too (Linux: invalidate_user_asid()).
+        if need_flush && k.cpus[cpu].mmu.pcide() {
+            self.deferred_user_flush[cpu] = true;
+        }
+    }
+
+    fn on_user_tlb_flush(&mut self, k: &mut Kernel, cpu: CpuId, _mm: MmId, start: VirtAddr, pages: u64) {
         if !k.cpus[cpu].mmu.pcide() || self.variant == Variant::BrokenNoUserFlush {
             return; // without PCID, the CR3 write at exit flushes every non-global entry anyway
         }
-        let user_pcid = Self::user_pcid(k, cpu, mm);
+        let user_pcid = Self::user_pcid(k, cpu);
         if k.machine.cpu.features.invpcid && pages <= k.config.tlb_single_page_flush_ceiling {
             for p in 0..pages {
                 k.invpcid(cpu, InvpcidType::Individual(user_pcid, start.offset(p * 4096)));

@@ -172,7 +172,8 @@ pub fn breakdown(title: &str, measured: &[Measured]) -> Table {
         TimeCategory::Kernel,
         TimeCategory::EntryTrampoline,
         TimeCategory::Cr3Write,
-        TimeCategory::TlbRefill,
+        TimeCategory::UserTlbRefill,
+        TimeCategory::KernelTlbRefill,
         TimeCategory::TlbInvalidate,
     ];
     let mut header = vec!["configuration", "ns/iter"];

@@ -57,7 +57,7 @@ impl Kernel {
     pub fn page_fault(&mut self, cpu: CpuId, va: VirtAddr) -> Result<()> {
         self.cpus[cpu].stats.count(Counter::PageFaults);
         let half = self.machine.costs.interrupt_entry_cycles as f64 / 2.0;
-        self.compute(cpu, half, TimeCategory::Kernel);
+        self.compute(cpu, half, TimeCategory::InterruptEntry);
         self.kernel_entry(cpu);
         self.kernel_touches(cpu, ANON_FAULT_TOUCHES, "page fault")?;
         self.compute(cpu, ANON_FAULT_WORK_CYCLES, TimeCategory::Kernel);
@@ -65,7 +65,7 @@ impl Kernel {
         let frame = self.mem.alloc_data(self.cpus[cpu].mmu.node());
         self.map_user(mm, va.align_down(crate::arch::x86::PageSize::Size4K), frame.addr(), PteFlags::USER_DATA);
         self.kernel_exit(cpu);
-        self.compute(cpu, half, TimeCategory::Kernel);
+        self.compute(cpu, half, TimeCategory::InterruptEntry);
         Ok(())
     }
 
@@ -131,7 +131,7 @@ impl Kernel {
                 // range next time, as the kernel's top-down allocator would.
                 self.mms[mm].next_mmap = start.0;
                 if cleared > 0 {
-                    self.flush_tlb_user_range(cpu, start, pages);
+                    self.flush_tlb_mm_range(cpu, mm, start, pages);
                 }
             }
             Effect::MprotectLast => {
@@ -147,7 +147,7 @@ impl Kernel {
                     }
                 }
                 if changed > 0 {
-                    self.flush_tlb_user_range(cpu, start, pages);
+                    self.flush_tlb_mm_range(cpu, mm, start, pages);
                 }
             }
         }

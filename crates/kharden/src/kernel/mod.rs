@@ -2,9 +2,13 @@
 //! API that kernel paths and defenses share (touch memory, write CR3, invalidate, flush).
 //! Policy lives in `defense/`: the kernel only calls hooks at named events.
 
+pub mod asid;
+pub mod cpuset;
 pub mod entry;
+pub mod ipi;
 pub mod layout;
 pub mod syscall;
+pub mod tlbflush;
 
 use crate::arch::caches::CacheHierarchy;
 use crate::arch::x86::mmu::Translated;
@@ -49,18 +53,28 @@ impl Default for BootConfig {
 /// One hardware thread.
 pub struct Cpu {
     pub mmu: Mmu,
+    /// This CPU's clock: when its current work ends.
     pub now: Time,
     pub user_mode: bool,
+    /// The running task; `None` when idle.
     pub current: Option<TaskId>,
     pub stats: Stats,
+    pub asid: asid::AsidState,
+    /// Recent idle-interval estimate, for choosing a C-state.
+    pub idle_estimate_ns: f64,
 }
 
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
-/// (PTI) creates one; `pcid` is the kernel-mode PCID.
+/// (PTI) creates one.
 pub struct Mm {
     pub root: Pfn,
     pub user_root: Option<Pfn>,
-    pub pcid: Pcid,
+    /// Unique over the kernel's life (Linux mm->context.ctx_id).
+    pub ctx_id: u64,
+    /// Flush generation (Linux mm->context.tlb_gen), bumped by every flush_tlb_mm_range().
+    pub tlb_gen: u64,
+    /// CPUs that may hold TLB entries of this mm (Linux mm_cpumask).
+    pub cpumask: cpuset::CpuSet,
     /// Anonymous regions mapped by mmap(): (start, pages).
     pub vmas: Vec<(VirtAddr, u64)>,
     next_mmap: u64,
@@ -135,7 +149,7 @@ impl Kernel {
                 mmu.set_pcide(true);
             }
             mmu.write_cr3(kernel_root, Pcid(0), false);
-            k.cpus.push(Cpu { mmu, now: Time::ZERO, user_mode: false, current: None, stats: Stats::default() });
+            k.cpus.push(Cpu { mmu, now: Time::ZERO, user_mode: false, current: None, stats: Stats::default(), asid: Default::default(), idle_estimate_ns: 0.0 });
         }
         k.defenses = defenses;
         k.with_defenses(|d, k| d.on_boot(k));
@@ -210,10 +224,8 @@ impl Kernel {
             paging::share_pml4_entry(&mut self.mem, root, self.kernel_root, i);
         }
         let mm_id = self.mms.len();
-        // One PCID per address space (Linux allocates per-CPU dynamic ASIDs, kPCID = ASID + 1;
-        // with one task per CPU the two agree).
-        let pcid = Pcid(((mm_id % 2047) + 1) as u16);
-        self.mms.push(Mm { root, user_root: None, pcid, vmas: vec![], next_mmap: USER_MMAP });
+        let cpumask = cpuset::CpuSet::new(self.cpus.len());
+        self.mms.push(Mm { root, user_root: None, ctx_id: mm_id as u64 + 1, tlb_gen: 1, cpumask, vmas: vec![], next_mmap: USER_MMAP });
         self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
         for (base, pages, flags) in [
             (USER_TEXT, 4, PteFlags::USER_TEXT),
@@ -251,10 +263,8 @@ impl Kernel {
     /// Puts `task` on `cpu` and loads its address space (kernel CR3; the return to user
     /// mode goes through the exit path).
     pub fn switch_to(&mut self, cpu: CpuId, task: TaskId) {
-        let mm = &self.mms[self.tasks[task].mm];
-        let (root, pcid) = (mm.root, mm.pcid);
-        let pcid = if self.cpus[cpu].mmu.pcide() { pcid } else { Pcid(0) };
-        self.write_cr3(cpu, root, pcid, false);
+        let mm = self.tasks[task].mm;
+        self.switch_mm(cpu, mm);
         self.cpus[cpu].current = Some(task);
     }
 
@@ -286,7 +296,7 @@ impl Kernel {
         if t.cycles > 0.0 {
             let dt = self.clock.cycles(t.cycles);
             c.now += dt;
-            c.stats.add_time(TimeCategory::TlbRefill, dt);
+            c.stats.add_time(if c.user_mode { TimeCategory::UserTlbRefill } else { TimeCategory::KernelTlbRefill }, dt);
         }
         Ok(t)
     }
@@ -320,25 +330,6 @@ impl Kernel {
         self.cpus[cpu].mmu.invpcid(kind);
         self.cpus[cpu].stats.count(counter);
         self.compute(cpu, cycles, TimeCategory::TlbInvalidate);
-    }
-
-    /// Linux's local part of flush_tlb_mm_range() for user addresses of the current mm:
-    /// INVLPG per page up to tlb_single_page_flush_ceiling, else a full flush of the PCID.
-    /// Defenses that keep other copies of user translations (PTI's user PCID) are told.
-    pub fn flush_tlb_user_range(&mut self, cpu: CpuId, start: VirtAddr, pages: u64) {
-        let mm = self.current_mm(cpu);
-        if pages <= self.config.tlb_single_page_flush_ceiling {
-            for p in 0..pages {
-                self.invlpg(cpu, start.offset(p * 4096));
-            }
-            self.cpus[cpu].stats.add(Counter::NrTlbLocalFlushOne, pages);
-        } else {
-            let (root, pcid) = (self.mms[mm].root, self.cpus[cpu].mmu.current_pcid());
-            self.write_cr3(cpu, root, pcid, false);
-            self.cpus[cpu].stats.count(Counter::NrTlbLocalFlushAll);
-        }
-        self.cpus[cpu].stats.flush(crate::sim::stats::FlushReason::LocalMmShootdown);
-        self.with_defenses(|d, k| d.on_user_tlb_flush(k, cpu, mm, start, pages));
     }
 
     /// Runs the oracle at a return to user mode, as often as `config.oracle` asks.

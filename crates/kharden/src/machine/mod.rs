@@ -165,6 +165,14 @@ impl MachineProfile {
             return Err("costs/memory: expected latencies between 0 and 1000000 ns".into());
         }
         let m = &self.memory;
+        for (i, s) in self.cstates.iter().enumerate() {
+            if !(0.0..=100_000.0).contains(&s.exit_latency_us) || !(0.0..=1_000_000.0).contains(&s.target_residency_us) {
+                return Err(format!("cstate[{i}] ({}): expected exit_latency_us in 0..100000 and target_residency_us in 0..1000000", s.name));
+            }
+            if i > 0 && s.target_residency_us < self.cstates[i - 1].target_residency_us {
+                return Err(format!("cstate[{i}] ({}): expected states shallowest first (non-decreasing target_residency_us)", s.name));
+            }
+        }
         if m.l1d_kib.max(m.l2_kib).max(m.llc_kib_per_socket) > 1 << 20 || m.l1d_hit_cycles.max(m.l2_hit_cycles).max(m.llc_hit_cycles) > 10_000 {
             return Err("memory: expected caches of at most 1 GiB and hit latencies of at most 10000 cycles".into());
         }

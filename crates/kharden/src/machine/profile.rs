@@ -34,11 +34,25 @@ pub struct MachineProfile {
     pub paging_structure_cache: PagingStructureCache,
     pub memory: Memory,
     pub costs: Costs,
+    /// Idle states, shallowest first (intel_idle's tables, ACPI _CST, or arm64 PSCI states).
+    /// Empty: an idle CPU polls and wakes at once.
+    #[serde(default, rename = "cstate")]
+    pub cstates: Vec<CState>,
     /// What `kharden machine detect` measured from user space on a real host. Library profiles
     /// built from published sources leave it out. Informational: the simulator's inputs stay the
     /// fields above; these readings are kept so a profile shows the evidence behind them.
     #[serde(default)]
     pub measured: Option<HostMeasurements>,
+}
+
+/// One idle state: how long leaving it takes, and how long an idle period must be for the
+/// governor to choose it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CState {
+    pub name: String,
+    pub exit_latency_us: f64,
+    pub target_residency_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -25,20 +25,39 @@ named_enum! {
     TimeCategory {
         /// User-mode work of the workload.
         User = "user",
-        /// Kernel work of the unhardened path (syscall bodies, fault handling).
+        /// TLB refills (STLB hits, page walks) of user-mode accesses.
+        UserTlbRefill = "user-tlb-refill",
+        /// Kernel work of the unhardened path (syscall bodies, fault handling, scheduling).
         Kernel = "kernel",
+        /// TLB refills of kernel-mode accesses.
+        KernelTlbRefill = "kernel-tlb-refill",
         /// SYSCALL/SYSRET (or SVC/ERET) instructions.
         SyscallInsn = "syscall-insn",
+        /// Exception and interrupt entry/exit (page faults, IPIs).
+        InterruptEntry = "interrupt-entry",
         /// Extra entry/exit code a defense adds (trampolines, stack copies).
         EntryTrampoline = "entry-trampoline",
         /// MOV to CR3 (or TTBR writes).
         Cr3Write = "cr3-write",
-        /// TLB refills: STLB hits and page walks.
-        TlbRefill = "tlb-refill",
-        /// INVLPG / INVPCID / TLBI instructions.
+        /// INVLPG / INVPCID / TLBI instructions and full flushes.
         TlbInvalidate = "tlb-invalidate",
+        /// Sending IPIs (queueing the call, writing the ICR).
+        IpiSend = "ipi-send",
+        /// Waiting for other CPUs to acknowledge a shootdown.
+        IpiWait = "ipi-wait",
+        /// Running another CPU's IPI handler (flush work included separately).
+        IpiHandler = "ipi-handler",
+        /// Direct-map changes (set_kpte, splitting large pages).
+        DirectMap = "direct-map",
         /// Refcount operations (checked or not).
         Refcount = "refcount",
+    }
+}
+
+impl TimeCategory {
+    /// Time perf and time(1) count as user time; everything else is system time.
+    pub fn is_user(self) -> bool {
+        matches!(self, TimeCategory::User | TimeCategory::UserTlbRefill)
     }
 }
 
@@ -68,6 +87,17 @@ named_enum! {
         NrTlbLocalFlushAll = "nr_tlb_local_flush_all",
         /// vmstat: a local flush of single pages.
         NrTlbLocalFlushOne = "nr_tlb_local_flush_one",
+        /// vmstat: shootdown requests sent to other CPUs.
+        NrTlbRemoteFlush = "nr_tlb_remote_flush",
+        /// vmstat: shootdown requests received from other CPUs.
+        NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
+        ContextSwitches = "context_switches",
+        Migrations = "cpu_migrations",
+        Forks = "forks",
+        Execs = "execs",
+        PagesAllocated = "pages_allocated",
+        PagesFreed = "pages_freed",
+        DirectMapSplits = "direct_map_splits",
         /// Linux PTI: user-PCID flushes deferred to the next return to user space.
         DeferredUserFlushes = "deferred_user_flushes",
         PageFaults = "page_faults",
@@ -121,6 +151,12 @@ impl Stats {
     }
     pub fn flushes(&self, r: FlushReason) -> u64 {
         self.flushes[r as usize]
+    }
+    pub fn system_time(&self) -> Time {
+        TimeCategory::ALL.iter().filter(|c| !c.is_user()).fold(Time::ZERO, |a, &c| a + self.time(c))
+    }
+    pub fn user_time(&self) -> Time {
+        TimeCategory::ALL.iter().filter(|c| c.is_user()).fold(Time::ZERO, |a, &c| a + self.time(c))
     }
     pub fn total_time(&self) -> Time {
         self.time.iter().fold(Time::ZERO, |a, &t| a + t)

@@ -1,0 +1,66 @@
+//! A set of CPUs as a bitmap (Linux's struct cpumask): membership, iteration over set bits
+//! only, so a shootdown to 95 CPUs costs 95 steps, not 95 hash lookups.
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpuSet {
+    words: Vec<u64>,
+}
+
+impl CpuSet {
+    pub fn new(cpus: usize) -> CpuSet {
+        CpuSet { words: vec![0; cpus.div_ceil(64)] }
+    }
+    pub fn all(cpus: usize) -> CpuSet {
+        let mut s = CpuSet::new(cpus);
+        for c in 0..cpus {
+            s.insert(c);
+        }
+        s
+    }
+    pub fn insert(&mut self, cpu: usize) {
+        self.words[cpu / 64] |= 1 << (cpu % 64);
+    }
+    pub fn remove(&mut self, cpu: usize) {
+        self.words[cpu / 64] &= !(1 << (cpu % 64));
+    }
+    pub fn contains(&self, cpu: usize) -> bool {
+        self.words.get(cpu / 64).is_some_and(|w| w & (1 << (cpu % 64)) != 0)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut bits = w;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                Some(i * 64 + b)
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn set_operations() {
+        let mut s = CpuSet::new(130);
+        for c in [0, 63, 64, 129] {
+            s.insert(c);
+        }
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 63, 64, 129]);
+        assert_eq!(s.len(), 4);
+        s.remove(63);
+        assert!(!s.contains(63) && s.contains(64));
+        assert_eq!(CpuSet::all(96).len(), 96);
+        assert!(CpuSet::new(4).is_empty());
+    }
+}

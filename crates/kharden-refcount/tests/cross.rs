@@ -1,0 +1,63 @@
+//! Tests that need the cross tools: the functional tests on arm64 under qemu-user, and the
+//! check that the checked-in instruction traces (model/*.trace) are what the current C code
+//! compiles to. Without the tools they report themselves skipped; scripts/test.sh installs
+//! them (gcc-aarch64-linux-gnu, binutils-aarch64-linux-gnu, qemu-user).
+
+use kharden_refcount::gen::{self, Isa};
+use std::process::Command;
+
+fn skip(test: &str, why: &str) {
+    println!("SKIPPED {test}: {why}");
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+#[test]
+fn arm64_functional_tests_under_qemu() {
+    if let Some(why) = gen::missing_tools(Isa::Arm64) {
+        return skip("arm64_functional_tests_under_qemu", &why);
+    }
+    let dir = std::env::temp_dir().join(format!("kharden-refcount-selftest-{}", std::process::id()));
+    let exe = gen::build_static(Isa::Arm64, &dir, true).expect("cross build");
+    // -cpu max: an ARMv8.x CPU model with LSE, so both the LL/SC and the LSE forms run.
+    let out = Command::new("qemu-aarch64").args(["-cpu", "max"]).arg(&exe).args(["4", "20000"]).output().expect("qemu-aarch64");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "arm64 functional tests failed under qemu");
+    for v in ["arm64-llsc", "arm64-lse"] {
+        for i in ["atomic_t", "fast", "full", "fetch_add"] {
+            assert!(stdout.lines().any(|l| l.starts_with(i) && l.contains(v) && l.ends_with("ok")), "{i} {v} did not pass");
+        }
+    }
+}
+
+fn check_trace(isa: Isa) {
+    let name = format!("trace_{}_is_current", isa.file_name());
+    if let Some(why) = gen::missing_tools(isa) {
+        return skip(&name, &why);
+    }
+    let fresh = gen::generate(isa).expect("trace generation");
+    let path = gen::checked_in_path(isa);
+    if std::env::var_os("KHARDEN_REGENERATE").is_some() {
+        std::fs::write(&path, &fresh).expect("write trace");
+        println!("wrote {}", path.display());
+        return;
+    }
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        old == fresh,
+        "{} is stale: the C code or the compiler changed. Regenerate with KHARDEN_REGENERATE=1 cargo test -p kharden-refcount --test cross",
+        path.display()
+    );
+}
+
+#[test]
+fn arm64_trace_is_current() {
+    check_trace(Isa::Arm64);
+}
+
+#[test]
+fn x86_64_trace_is_current() {
+    check_trace(Isa::X86_64);
+}

@@ -564,7 +564,7 @@ static rc_always_inline void fa_dec(rc_t *r)
 {
 	int old = arch_fetch_sub_release(1, r);
 	if (rc_unlikely(old <= 1))
-		fa_warn_saturate(r, old == 1 ? RC_W_HIT_ZERO : RC_W_UNDERFLOW);
+		fa_warn_saturate(r, RC_W_HIT_ZERO);	/* REFCOUNT_DEC_LEAK, also below 1 */
 }
 
 /* ------------------------------------- entry points, LKDTM loops, contended loops, table */

@@ -131,7 +131,12 @@ struct Insn {
 }
 
 /// objdump -d of the whole executable: address -> instruction, and function start addresses.
-fn disassemble(objdump: &str, exe: &Path) -> Result<(HashMap<u64, Insn>, Vec<(String, u64)>), String> {
+/// Instructions by address, and (function name, start address) sorted by address.
+type Disassembly = (HashMap<u64, Insn>, Vec<(String, u64)>);
+/// Per-PC execution counts of the increment loop and of the decrement loop.
+type LoopCounts = (HashMap<u64, f64>, HashMap<u64, f64>);
+
+fn disassemble(objdump: &str, exe: &Path) -> Result<Disassembly, String> {
     let text = run(Command::new(objdump).args(["-d", "--no-show-raw-insn"]).arg(exe))?;
     let mut insns = HashMap::new();
     let mut funcs = vec![];
@@ -154,7 +159,7 @@ fn disassemble(objdump: &str, exe: &Path) -> Result<(HashMap<u64, Insn>, Vec<(St
         if let Some(i) = t.find("# ") {
             t.truncate(i); // x86 comment; arm64 immediates are "#0x.." with no space
         }
-        let target = t.split(" <").next().and_then(|s| s.split([' ', ',', '\t']).last()).and_then(|h| u64::from_str_radix(h, 16).ok());
+        let target = t.split(" <").next().and_then(|s| s.split([' ', ',', '\t']).next_back()).and_then(|h| u64::from_str_radix(h, 16).ok());
         let is_branch = {
             let m = t.split_whitespace().next().unwrap_or("");
             m.starts_with('b') || m.starts_with("cb") || m.starts_with("tb") || m.starts_with('j') || m == "call"
@@ -210,7 +215,7 @@ fn is_exclusive_load(text: &str) -> bool {
 }
 
 /// Per-PC execution counts of the increment loop and of the decrement loop of one run.
-fn split_counts(pcs: &[u64], range: (u64, u64), back_edge: u64) -> Result<(HashMap<u64, f64>, HashMap<u64, f64>), String> {
+fn split_counts(pcs: &[u64], range: (u64, u64), back_edge: u64) -> Result<LoopCounts, String> {
     let inside = |pc: &u64| *pc >= range.0 && *pc < range.1;
     let first = pcs.iter().position(inside).ok_or("timing function never ran")?;
     let last = pcs.iter().rposition(inside).ok_or("timing function never ran")?;

@@ -193,7 +193,7 @@ pub fn traces() -> Result<Vec<LoopTrace>> {
     Ok(all)
 }
 
-fn find<'a>(traces: &'a [LoopTrace], variant: Variant, imp: Option<Impl>, op: Op) -> Result<&'a LoopTrace> {
+fn find(traces: &[LoopTrace], variant: Variant, imp: Option<Impl>, op: Op) -> Result<&LoopTrace> {
     traces.iter().find(|t| t.variant == variant && t.imp == imp && t.op == op).ok_or_else(|| {
         Error::new(format!(
             "model: no trace of the {} {} loop for {} (regenerate model/*.trace)",

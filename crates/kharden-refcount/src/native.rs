@@ -84,7 +84,10 @@ impl Native {
     }
     /// n increments then n dec_and_test on a shared counter; how many reported zero.
     pub fn contended(&self, c: &Counter, n: u32) -> u64 {
-        unsafe { (self.raw.contended)(c.ptr(), n) as u64 }
+        #[allow(clippy::unnecessary_cast)] // c_ulong is u64 on LP64 only
+        unsafe {
+            (self.raw.contended)(c.ptr(), n) as u64
+        }
     }
 }
 

@@ -18,7 +18,7 @@ enum Action {
     /// Run LKDTM's ATOMIC_TIMING and REFCOUNT_TIMING loops natively for every refcount
     /// implementation this host can run (time, ns per operation, ratio to atomic_t).
     /// Flags: --iterations N (loop bound, LKDTM uses INT_MAX), --threads T (T threads on one
-    /// counter), --json.
+    /// counter), --repeat R (runs per implementation, fastest kept; default 3), --json.
     #[command(disable_help_flag = true)]
     Bench {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
@@ -40,7 +40,7 @@ enum Action {
     },
 }
 
-const BENCH_USAGE: &str = "usage: kharden refcount bench [--iterations N] [--threads T] [--json]";
+const BENCH_USAGE: &str = "usage: kharden refcount bench [--iterations N] [--threads T] [--repeat R] [--json]";
 const MODEL_USAGE: &str = "usage: kharden refcount model [--machine M] [--json]";
 const SELFTEST_USAGE: &str = "usage: kharden refcount selftest [--threads T] [--iterations N]";
 
@@ -48,6 +48,7 @@ const SELFTEST_USAGE: &str = "usage: kharden refcount selftest [--threads T] [--
 struct Flags {
     iterations: Option<u32>,
     threads: Option<u32>,
+    repeat: Option<u32>,
     machine: Option<String>,
     json: bool,
     help: bool,
@@ -84,6 +85,7 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> kharden::Result<Flags> {
         match flag {
             "--iterations" => f.iterations = Some(number(value("a number")?, 2, i32::MAX as u64)?),
             "--threads" => f.threads = Some(number(value("a number")?, 1, 256)?),
+            "--repeat" => f.repeat = Some(number(value("a number")?, 1, 100)?),
             "--machine" => f.machine = Some(value("a machine name or profile path")?),
             "--json" => {
                 if inline.is_some() {
@@ -105,12 +107,16 @@ fn print_json(text: serde_json::Result<String>) -> kharden::Result<()> {
 pub fn run(args: Args) -> kharden::Result<()> {
     match args.action {
         Action::Bench { flags } => {
-            let f = parse_flags(&flags, &["--iterations", "--threads", "--json"])?;
+            let f = parse_flags(&flags, &["--iterations", "--threads", "--repeat", "--json"])?;
             if f.help {
                 println!("{BENCH_USAGE}");
                 return Ok(());
             }
-            let results = bench::run(f.iterations.unwrap_or(bench::DEFAULT_ITERATIONS), f.threads.unwrap_or(1));
+            let results = bench::run_repeated(
+                f.iterations.unwrap_or(bench::DEFAULT_ITERATIONS),
+                f.threads.unwrap_or(1),
+                f.repeat.unwrap_or(bench::DEFAULT_REPEATS),
+            );
             if results.is_empty() {
                 return Err(Error::new("refcount bench: no refcount implementation runs on this host (x86-64 and arm64 only)"));
             }
@@ -184,5 +190,23 @@ mod tests {
             assert!(!e.contains('\n') && e.starts_with("--"), "{bad:?}: {e}");
         }
         assert!(parse_flags(&s(&["--machine", "x"]), &all).is_err());
+    }
+
+    #[test]
+    fn bench_command_with_a_tiny_bound() {
+        let bench = |flags: &[&str]| run(Args { action: Action::Bench { flags: s(flags) } });
+        bench(&["--iterations", "1000", "--repeat", "1"]).unwrap();
+        bench(&["--iterations", "1000", "--threads", "2", "--json"]).unwrap();
+        let e = bench(&["--iterations", "0"]).unwrap_err().to_string();
+        assert!(e.starts_with("--iterations") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn model_command() {
+        let model = |flags: &[&str]| run(Args { action: Action::Model { flags: s(flags) } });
+        model(&[]).unwrap();
+        model(&["--machine", "cortex-a57-opteron-a1100"]).unwrap();
+        let e = model(&["--machine", "no-such-machine"]).unwrap_err().to_string();
+        assert!(e.starts_with("--machine") && !e.contains('\n'), "{e}");
     }
 }

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, Clone, Default)]
 struct Job {
+    root: u32,
     live: u32,
     processes: u64,
     threads: u64,
@@ -89,7 +90,7 @@ impl Deriver {
                 if parent_is_make && is_process {
                     let id = self.next_job;
                     self.next_job += 1;
-                    self.jobs.insert(id, Job { start: e.time_ns, end: e.time_ns, ..Job::default() });
+                    self.jobs.insert(id, Job { root: tid, start: e.time_ns, end: e.time_ns, ..Job::default() });
                     job = Some(id);
                 } else if parent_is_make {
                     // A thread of make itself.
@@ -113,7 +114,12 @@ impl Deriver {
                     t.make = true;
                     self.prof.make_processes += 1;
                     if let Some(j) = t.job.take() {
-                        self.leave(j, e.time_ns);
+                        // A recipe that is itself a sub-make is not a job: its children are.
+                        if self.jobs.get(&j).is_some_and(|job| job.root == tid && job.live == 1) {
+                            self.jobs.remove(&j);
+                        } else {
+                            self.leave(j, e.time_ns);
+                        }
                     }
                 } else {
                     t.make = false;

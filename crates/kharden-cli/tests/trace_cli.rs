@@ -1,0 +1,166 @@
+//! `kharden record` and `kharden trace` through the binary: a real recorded compile (skipped,
+//! with the reason, where perf cannot record), bad traces and bad flags.
+
+use kharden_trace::format::{Event, Meta, Op, TraceWriter};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+fn kharden(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kharden")).args(args).output().expect("run kharden")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kharden-trace-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Asserts a failure: non-zero exit, no panic, exactly one line on stderr containing `want`.
+fn fails_with(args: &[&str], want: &str) {
+    let o = kharden(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{args:?} succeeded; stderr: {err}");
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?} printed more than one line: {err}");
+    assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
+}
+
+fn valid_trace(path: &Path) -> Vec<u8> {
+    let meta = Meta { command: vec!["true".into()], nr_cpus: 1, ..Meta::default() };
+    let mut w = TraceWriter::new(Vec::new(), &meta).unwrap();
+    w.set_syscall_name(60, "exit");
+    let c: Arc<str> = Arc::from("true");
+    for (t, op) in [
+        (0, Op::TaskNew { pid: 7, parent: None, comm: c }),
+        (1, Op::SwitchIn { cpu: 0 }),
+        (2, Op::SysEnter { nr: 60 }),
+        (3, Op::SwitchOut { state: 0x10 }),
+        (3, Op::Exit),
+    ] {
+        w.write(&Event { time_ns: t, tid: 7, op }).unwrap();
+    }
+    let bytes = w.finish().unwrap().0;
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+#[test]
+fn bad_traces_give_one_line_errors() {
+    let d = scratch("bad");
+    let good = d.join("good.trace");
+    let bytes = valid_trace(&good);
+    let o = kharden(&["trace", "stats", good.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("exit"));
+    let o = kharden(&["trace", "stats", good.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("--json prints JSON");
+    assert_eq!(v["syscalls_by_name"]["exit"], 1);
+
+    let p = |n: &str| d.join(n).to_str().unwrap().to_string();
+    std::fs::write(p("magic.trace"), b"#!/bin/sh\necho this is not a trace\n").unwrap();
+    fails_with(&["trace", "stats", &p("magic.trace")], "not a kharden trace (bad magic");
+
+    let mut v = bytes.clone();
+    v[8] = 2;
+    std::fs::write(p("version.trace"), &v).unwrap();
+    fails_with(&["trace", "stats", &p("version.trace")], "trace format version 2 is not supported");
+
+    std::fs::write(p("short.trace"), &bytes[..bytes.len() - 3]).unwrap();
+    fails_with(&["trace", "stats", &p("short.trace")], "truncated at byte");
+
+    let mut m = bytes.clone();
+    let first_record = 14 + u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
+    m[first_record] = 0xee;
+    std::fs::write(p("malformed.trace"), &m).unwrap();
+    fails_with(&["trace", "stats", &p("malformed.trace")], &format!("malformed record at byte {first_record}: unknown record type 0xee"));
+
+    fails_with(&["trace", "stats", &p("missing.trace")], "cannot read");
+    fails_with(&["trace", "dump", &p("short.trace")], "truncated at byte");
+    fails_with(&["trace", "profile", &good.to_str().unwrap()], "no make jobs");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn bad_flags_give_one_line_errors() {
+    fails_with(&["trace"], "expected a subcommand");
+    fails_with(&["trace", "frobnicate"], "unknown trace subcommand");
+    fails_with(&["trace", "stats"], "expected a file");
+    fails_with(&["trace", "stats", "a", "b"], "unexpected argument");
+    fails_with(&["trace", "stats", "--bogus", "x"], "--bogus: unknown flag");
+    fails_with(&["trace", "dump", "x", "--limit", "many"], "--limit: expected a number");
+    fails_with(&["trace", "convert"], "expected a file");
+    fails_with(&["trace", "convert", "/nonexistent/perf.data"], "cannot open");
+    fails_with(&["record"], "no command given");
+    fails_with(&["record", "-o"], "-o: expected a value");
+    fails_with(&["record", "--frob", "--", "true"], "--frob: unknown flag");
+    fails_with(&["record", "true"], "put the command after '--'");
+    fails_with(&["record", "--mmap-pages", "3", "--", "true"], "--mmap-pages: expected a power of two");
+}
+
+/// Why perf cannot record here, or None if it can.
+fn perf_unusable() -> Option<String> {
+    match Command::new("perf").arg("--version").output() {
+        Err(_) => return Some("perf is not installed (apt-get install linux-perf)".into()),
+        Ok(o) if !o.status.success() => return Some(format!("perf does not run: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(_) => {}
+    }
+    if Command::new("gcc").arg("--version").output().is_err() {
+        return Some("gcc is not installed".into());
+    }
+    None
+}
+
+#[test]
+fn records_a_real_compile() {
+    if let Some(why) = perf_unusable() {
+        eprintln!("SKIPPED records_a_real_compile: {why}");
+        return;
+    }
+    let d = scratch("compile");
+    let src = d.join("prog.c");
+    std::fs::write(&src, "#include <stdio.h>\nint square(int x) { return x * x; }\nint main(void) { printf(\"%d\\n\", square(7)); return 0; }\n").unwrap();
+    let trace = d.join("prog.trace");
+    let exe = d.join("prog");
+    let o = kharden(&["record", "-o", trace.to_str().unwrap(), "--", "gcc", "-O2", "-o", exe.to_str().unwrap(), src.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() && err.contains("record: perf") {
+        eprintln!("SKIPPED records_a_real_compile: {}", err.trim());
+        return;
+    }
+    assert!(o.status.success(), "record failed: {err}");
+    assert!(exe.exists(), "the compile ran under perf and produced its executable");
+
+    let o = kharden(&["trace", "stats", trace.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {s}"));
+    let sys = |k: &str| s["syscalls_by_name"][k].as_u64().unwrap_or(0);
+
+    // gcc runs cc1, as and collect2, which runs ld: five processes, nothing else recorded.
+    let comms: Vec<&str> = s["cpu_by_comm"].as_array().unwrap().iter().map(|c| c[0].as_str().unwrap()).collect();
+    for c in ["gcc", "cc1", "as", "collect2", "ld"] {
+        assert!(comms.contains(&c), "{c} missing from {comms:?}");
+    }
+    assert_eq!(n("processes"), 5, "{comms:?}");
+    assert_eq!(n("forks"), 4);
+    assert_eq!(n("execs"), 5);
+    assert_eq!(n("exits"), 5);
+    // Each process creation is a vfork/fork/clone syscall of its parent; each exec an execve
+    // (PATH search makes failing ones too); each process ends with exit_group.
+    assert_eq!(sys("vfork") + sys("fork") + sys("clone") + sys("clone3"), 4);
+    assert!(sys("execve") >= 5, "execve {}", sys("execve"));
+    assert_eq!(sys("exit_group"), 5);
+    assert!(sys("write") >= 1 && sys("openat") >= 5 && sys("mmap") >= 10, "{}", s["syscalls_by_name"]);
+    assert!(n("syscalls") >= 500, "a gcc compile and link makes hundreds of syscalls");
+    // Memory: cc1 and ld touch megabytes of anonymous memory; page tables, slab and the output
+    // file make kernel and page-cache allocations.
+    let pages = &s["pages_allocated"];
+    assert!(pages["user-anon"].as_u64().unwrap_or(0) >= 256, "{pages}");
+    assert!(pages["kernel"].as_u64().unwrap_or(0) >= 10, "{pages}");
+    assert!(pages["page-cache"].as_u64().unwrap_or(0) >= 1, "{pages}");
+    assert!(n("page_faults_user") >= 256);
+    assert!(n("context_switches") >= 5 && n("cpu_ns_total") > 0);
+    let _ = std::fs::remove_dir_all(&d);
+}

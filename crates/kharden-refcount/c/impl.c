@@ -243,8 +243,9 @@ static rc_always_inline bool fast_add_not_zero(int i, rc_t *r)
 /*
  * Increment/add: adds sets N when the new value is negative (crossed INT_MAX or the
  * counter was already saturated); ccmp then compares the old value with zero when the
- * result was non-negative, and otherwise forces N. b.le thus catches overflow and
- * increment from zero; the out-of-line stub tells them apart by Z.
+ * result was non-negative, and otherwise forces N. b.eq then catches an increment from
+ * zero and b.mi an overflow (or a counter already saturated); both go to the out-of-line
+ * stub, which tells them apart by Z as the kernel's brk handler does.
  */
 #define RC_A64_STUB2							\
 	"	.pushsection .text.unlikely,\"ax\"\n"			\
@@ -263,6 +264,13 @@ static rc_always_inline bool fast_add_not_zero(int i, rc_t *r)
 #define RC_A64_SUB_BODY_le zero: *err = RC_W_HIT_ZERO; return 0; ovf: *err = RC_W_UNDERFLOW; return -1;
 #define RC_A64_SUB_LABELS(cond) RC_A64_SUB_LABELS_##cond
 #define RC_A64_SUB_BODY(cond) RC_A64_SUB_BODY_##cond
+/* The checking branches after the arithmetic, as the kernel's: b.mi for a negative result,
+ * b.eq + b.mi where zero is also an error (increment from zero, refcount_dec to zero). */
+#define RC_A64_POST_CHECK_NEG "	b.mi	3f\n"
+#define RC_A64_POST_CHECK_NEG_OR_ZERO "	b.eq	3f\n" RC_A64_POST_CHECK_NEG
+#define RC_A64_POST_CHECK_mi RC_A64_POST_CHECK_NEG
+#define RC_A64_POST_CHECK_le RC_A64_POST_CHECK_NEG_OR_ZERO
+#define RC_A64_POST_CHECK(cond) RC_A64_POST_CHECK_##cond
 
 #if !defined(__ARM_FEATURE_ATOMICS)
 
@@ -277,7 +285,7 @@ static rc_always_inline void fast_add(int i, rc_t *r)
 	"	ccmp	%w[old], #0, #8, pl\n"
 	"	stxr	%w[tmp], %w[res], %[c]\n"
 	"	cbnz	%w[tmp], 1b\n"
-	"	b.le	3f\n"
+	RC_A64_POST_CHECK_NEG_OR_ZERO
 	RC_A64_STUB2
 	: [res] "=&r"(res), [old] "=&r"(old), [tmp] "=&r"(tmp), [c] "+Q"(r->counter)
 	: [i] "Ir"(i)
@@ -301,7 +309,7 @@ static rc_always_inline int name(int i, rc_t *r, int *err)			\
 	"	subs	%w[res], %w[res], %w[i]\n"				\
 	"	stlxr	%w[tmp], %w[res], %[c]\n"				\
 	"	cbnz	%w[tmp], 1b\n"						\
-	"	b." #cond "	3f\n"						\
+	RC_A64_POST_CHECK(cond)							\
 	stub									\
 	: [res] "=&r"(res), [tmp] "=&r"(tmp), [c] "+Q"(r->counter)		\
 	: [i] "Ir"(i)								\
@@ -346,7 +354,7 @@ static rc_always_inline void fast_add(int i, rc_t *r)
 	"	ldadd	%w[i], %w[old], %[c]\n"
 	"	adds	%w[res], %w[old], %w[i]\n"
 	"	ccmp	%w[old], #0, #8, pl\n"
-	"	b.le	3f\n"
+	RC_A64_POST_CHECK_NEG_OR_ZERO
 	RC_A64_STUB2
 	: [res] "=&r"(res), [old] "=&r"(old), [c] "+Q"(r->counter)
 	: [i] "r"(i)
@@ -365,7 +373,7 @@ static rc_always_inline int name(int i, rc_t *r, int *err)			\
 	"	neg	%w[res], %w[i]\n"					\
 	"	ldaddl	%w[res], %w[old], %[c]\n"				\
 	"	subs	%w[res], %w[old], %w[i]\n"				\
-	"	b." #cond "	3f\n"						\
+	RC_A64_POST_CHECK(cond)							\
 	stub									\
 	: [res] "=&r"(res), [old] "=&r"(old), [c] "+Q"(r->counter)		\
 	: [i] "r"(i)								\
@@ -407,7 +415,11 @@ static rc_always_inline bool fast_sub_and_test(int i, rc_t *r)
 		fast_error(r, err);
 		return false;
 	}
-	return res == 0;
+	if (res == 0) {
+		asm volatile("dmb ishld" : : : "memory");	/* smp_acquire__after_ctrl_dep() */
+		return true;
+	}
+	return false;
 }
 static rc_always_inline bool fast_dec_and_test(rc_t *r) { return fast_sub_and_test(1, r); }
 static rc_always_inline void fast_dec(rc_t *r)

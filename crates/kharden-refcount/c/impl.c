@@ -151,7 +151,7 @@ static rc_cold void fast_error(rc_t *r, int kind)
 #if defined(__x86_64__)
 
 /*
- * x86-64: the locked instruction, then js (or jle for refcount_dec) to an out-of-line stub
+ * x86-64: the locked instruction, then js (jz + js for refcount_dec) to an out-of-line stub
  * that classifies by the flags as the kernel's exception handler does: OF means the
  * counter crossed INT_MAX, ZF means it reached zero, SF alone is a counter already
  * saturated (no report), none of them is unexpected.
@@ -190,7 +190,8 @@ static rc_always_inline void fast_inc(rc_t *r)
 static rc_always_inline void fast_dec(rc_t *r)
 {
 	asm goto("lock decl %[c]\n\t"
-		 "jle 3f\n\t" RC_X86_STUB
+		 "jz 3f\n\t"
+		 "js 3f\n\t" RC_X86_STUB
 		 : : [c] "m"(r->counter) : "memory", "cc" : ovf, zero, sat, unexp);
 	RC_X86_LABELS(r, RC_W_HIT_ZERO)
 }

@@ -23,6 +23,7 @@ use kharden::report::{Reproduction, Row};
 use kharden::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 const ARM64_TRACE: &str = include_str!("../model/arm64.trace");
 const X86_TRACE: &str = include_str!("../model/x86-64.trace");
@@ -186,11 +187,18 @@ fn parse_traces(place: &str, text: &str) -> Result<Vec<LoopTrace>> {
     Ok(out)
 }
 
-/// Every traced loop (arm64 LL/SC and LSE, x86-64), from the checked-in trace files.
-pub fn traces() -> Result<Vec<LoopTrace>> {
-    let mut all = parse_traces("model/arm64.trace", ARM64_TRACE)?;
-    all.extend(parse_traces("model/x86-64.trace", X86_TRACE)?);
-    Ok(all)
+/// Every traced loop (arm64 LL/SC and LSE, x86-64), from the checked-in trace files;
+/// parsed once per process.
+pub fn traces() -> Result<&'static [LoopTrace]> {
+    static TRACES: OnceLock<Result<Vec<LoopTrace>>> = OnceLock::new();
+    TRACES
+        .get_or_init(|| {
+            let mut all = parse_traces("model/arm64.trace", ARM64_TRACE)?;
+            all.extend(parse_traces("model/x86-64.trace", X86_TRACE)?);
+            Ok(all)
+        })
+        .as_deref()
+        .map_err(Clone::clone)
 }
 
 fn find(traces: &[LoopTrace], variant: Variant, imp: Option<Impl>, op: Op) -> Result<&LoopTrace> {
@@ -345,16 +353,22 @@ fn resolve(place: &str, file: CoreFile, traces: &[LoopTrace]) -> Result<Core> {
     Ok(core)
 }
 
-/// Every core table, resolved (fits computed).
-pub fn cores() -> Result<Vec<Core>> {
-    let traces = traces()?;
-    CORE_FILES
-        .iter()
-        .map(|(place, text)| {
-            let f: CoreFile = toml::from_str(text).map_err(|e| Error::at(place, e.message().trim()))?;
-            resolve(place, f, &traces)
+/// Every core table, resolved (fits computed); once per process.
+pub fn cores() -> Result<&'static [Core]> {
+    static CORES: OnceLock<Result<Vec<Core>>> = OnceLock::new();
+    CORES
+        .get_or_init(|| {
+            let traces = traces()?;
+            CORE_FILES
+                .iter()
+                .map(|(place, text)| {
+                    let f: CoreFile = toml::from_str(text).map_err(|e| Error::at(place, e.message().trim()))?;
+                    resolve(place, f, traces)
+                })
+                .collect()
         })
-        .collect()
+        .as_deref()
+        .map_err(Clone::clone)
 }
 
 fn core_named(cores: &[Core], name: &str) -> Result<Core> {
@@ -412,8 +426,8 @@ pub fn op_cycles(machine: &MachineProfile, imp: Impl, op: Op) -> Result<f64> {
     let core = core_for(machine)?;
     let traces = traces()?;
     let variant = variant_for(machine);
-    let with = core.cycles(find(&traces, variant, Some(imp), op)?)?;
-    let without = core.cycles(find(&traces, variant, None, op)?)?;
+    let with = core.cycles(find(traces, variant, Some(imp), op)?)?;
+    let without = core.cycles(find(traces, variant, None, op)?)?;
     Ok((with - without).max(0.0))
 }
 
@@ -436,8 +450,8 @@ pub struct Modelled {
 
 pub fn lkdtm(core: &Core, variant: Variant, imp: Impl, frequency_ghz: f64, bound: u64) -> Result<Modelled> {
     let traces = traces()?;
-    let inc = find(&traces, variant, Some(imp), Op::Inc)?;
-    let dec = find(&traces, variant, Some(imp), Op::DecAndTest)?;
+    let inc = find(traces, variant, Some(imp), Op::Inc)?;
+    let dec = find(traces, variant, Some(imp), Op::DecAndTest)?;
     let (instructions, cycles) = lkdtm_totals(core, inc, dec, bound)?;
     let mut by_class = BTreeMap::new();
     for i in inc.insns.iter().chain(&dec.insns) {
@@ -597,7 +611,7 @@ pub fn model_report(machine: Option<&MachineProfile>) -> Result<Table> {
             for imp in Impl::ALL {
                 let m = lkdtm(&core, v, imp, freq, LKDTM_BOUND)?;
                 let op = |op| -> Result<f64> {
-                    Ok(core.cycles(find(&traces, v, Some(imp), op)?)? - core.cycles(find(&traces, v, None, op)?)?)
+                    Ok(core.cycles(find(traces, v, Some(imp), op)?)? - core.cycles(find(traces, v, None, op)?)?)
                 };
                 t.push(vec![
                     core.name.clone(),

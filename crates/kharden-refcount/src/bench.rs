@@ -23,7 +23,8 @@ pub struct BenchResult {
     /// refcount operations executed, all threads together.
     pub ops: u64,
     pub seconds: f64,
-    /// Wall-clock nanoseconds per operation (all threads' operations together).
+    /// Wall-clock nanoseconds per operation: elapsed time over all threads' operations
+    /// together (with T threads, each thread's own operations take about T times longer).
     pub ns_per_op: f64,
     /// ns_per_op relative to atomic_t of the same variant and thread count.
     pub ratio_to_atomic: f64,
@@ -156,6 +157,7 @@ pub fn render(results: &[BenchResult]) -> String {
     } else {
         "1 thread".into()
     };
+    s += &format!("host: {}\n", host_cpu());
     s += &format!(
         "LKDTM timing loops, native (loop bound n = {}, LKDTM uses INT_MAX = 2,147,483,647; {who}; fastest of {} runs)\n\n",
         thousands(first.iterations as u64),
@@ -201,4 +203,14 @@ pub fn render(results: &[BenchResult]) -> String {
     }
     s += &t.to_string();
     s
+}
+
+/// The host CPU's model name (/proc/cpuinfo), for the report header.
+pub fn host_cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    info.lines()
+        .find(|l| l.starts_with("model name") || l.starts_with("CPU part"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".into())
 }

@@ -188,8 +188,11 @@ fn disassemble(objdump: &str, exe: &Path) -> Result<Disassembly, String> {
 }
 
 fn exec_trace(qemu: &str, exe: &Path, log: &Path, k: i32, n: u32) -> Result<Vec<u64>, String> {
+    // QEMU 8.1 renamed -singlestep to -one-insn-per-tb (the old spelling is deprecated).
+    let help = run(Command::new(qemu).arg("-h")).unwrap_or_default();
+    let one_insn = if help.contains("-one-insn-per-tb") { "-one-insn-per-tb" } else { "-singlestep" };
     run(Command::new(qemu)
-        .args(["-singlestep", "-d", "exec,nochain", "-D"])
+        .args([one_insn, "-d", "exec,nochain", "-D"])
         .arg(log)
         .arg(exe)
         .arg(k.to_string())

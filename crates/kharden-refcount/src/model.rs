@@ -580,6 +580,11 @@ pub fn reproduce() -> Result<Reproduction> {
     })
 }
 
+/// Every fitted core parameter, with the figure it was fitted to.
+pub fn fitted_parameters() -> Result<Vec<String>> {
+    Ok(cores()?.iter().flat_map(|c| c.fitted.iter().cloned()).collect())
+}
+
 /// `kharden refcount model`: LKDTM loops and per-operation cycles on one machine, or on every
 /// core table when none is given.
 pub fn model_report(machine: Option<&MachineProfile>) -> Result<Table> {

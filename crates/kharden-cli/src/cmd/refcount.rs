@@ -99,9 +99,18 @@ fn parse_flags(args: &[String], allowed: &[&str]) -> kharden::Result<Flags> {
     Ok(f)
 }
 
+/// Writes to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn out(text: &str) -> kharden::Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::new(format!("stdout: {e}"))),
+        _ => Ok(()),
+    }
+}
+
 fn print_json(text: serde_json::Result<String>) -> kharden::Result<()> {
-    println!("{}", text.map_err(|e| Error::new(format!("json: {e}")))?);
-    Ok(())
+    out(&(text.map_err(|e| Error::new(format!("json: {e}")))? + "\n"))
 }
 
 pub fn run(args: Args) -> kharden::Result<()> {
@@ -109,8 +118,7 @@ pub fn run(args: Args) -> kharden::Result<()> {
         Action::Bench { flags } => {
             let f = parse_flags(&flags, &["--iterations", "--threads", "--repeat", "--json"])?;
             if f.help {
-                println!("{BENCH_USAGE}");
-                return Ok(());
+                return out(&format!("{BENCH_USAGE}\n"));
             }
             let results = bench::run_repeated(
                 f.iterations.unwrap_or(bench::DEFAULT_ITERATIONS),
@@ -123,7 +131,7 @@ pub fn run(args: Args) -> kharden::Result<()> {
             if f.json {
                 print_json(serde_json::to_string_pretty(&results))?;
             } else {
-                print!("{}", bench::render(&results));
+                out(&bench::render(&results))?;
             }
             if let Some(r) = results.iter().find(|r| !r.in_sync) {
                 return Err(Error::new(format!("refcount bench: {} {} loop ended out of sync", r.implementation, r.variant)));
@@ -133,8 +141,7 @@ pub fn run(args: Args) -> kharden::Result<()> {
         Action::Model { flags } => {
             let f = parse_flags(&flags, &["--machine", "--json"])?;
             if f.help {
-                println!("{MODEL_USAGE}");
-                return Ok(());
+                return out(&format!("{MODEL_USAGE}\n"));
             }
             let machine = match &f.machine {
                 Some(m) => Some(kharden::machine::load(m).map_err(|e| Error::at("--machine", e))?),
@@ -144,16 +151,17 @@ pub fn run(args: Args) -> kharden::Result<()> {
             if f.json {
                 print_json(serde_json::to_string_pretty(&t))
             } else {
-                print!("{t}");
-                println!("(inc/dec cycles: one operation, loop control subtracted; seconds at the core's clock)");
-                Ok(())
+                let mut text = format!("{t}(inc/dec cycles: one operation, loop control subtracted; seconds at the core's clock)\n");
+                for line in model::fitted_parameters()? {
+                    text += &format!("fitted: {line}\n");
+                }
+                out(&text)
             }
         }
         Action::Selftest { flags } => {
             let f = parse_flags(&flags, &["--threads", "--iterations"])?;
             if f.help {
-                println!("{SELFTEST_USAGE}");
-                return Ok(());
+                return out(&format!("{SELFTEST_USAGE}\n"));
             }
             let failures = native::selftest(f.threads.unwrap_or(4), f.iterations.unwrap_or(100_000));
             if failures != 0 {

@@ -5,8 +5,11 @@
 
 pub mod boot_options;
 pub mod pti;
+pub mod xpfo;
 
-use crate::arch::x86::VirtAddr;
+use crate::arch::x86::{Pfn, VirtAddr};
+use crate::kernel::page_alloc::Gfp;
+use crate::kernel::TaskId;
 use crate::error::{Error, Result};
 use crate::kernel::{BootConfig, CpuId, Kernel, MmId};
 use crate::machine::MachineProfile;
@@ -42,6 +45,18 @@ pub trait Defense {
     /// in the kernel's context (`pages` = kernel::tlbflush::FLUSH_ALL for a full flush).
     fn on_user_tlb_flush(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _start: VirtAddr, _pages: u64) {}
 
+    /// A page was allocated (after the allocator's own work) / is being freed.
+    fn on_page_alloc(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
+    fn on_page_free(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
+
+    /// The kernel maps a page for a copy (kmap/kmap_atomic) and unmaps it afterwards.
+    fn on_kmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
+    fn on_kunmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
+
+    /// `task` was just switched in on `cpu` (after switch_mm; Linux's switch_mm_irqs_off
+    /// runs with the incoming task known).
+    fn on_task_switched_in(&mut self, _k: &mut Kernel, _cpu: CpuId, _task: TaskId) {}
+
     /// The security property, checked in user mode right after a return from the kernel.
     fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {
         None
@@ -56,6 +71,11 @@ pub const CATALOGUE: &[(&str, &str, bool)] = &[
     ("pti:linux", "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false),
     ("pti:broken-global-text", "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true),
     ("pti:broken-user-maps-kernel", "BROKEN: user page tables that still map the whole kernel half", true),
+    ("xpfo:immediate", "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", false),
+    ("xpfo:deferred", "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", false),
+    ("xpfo:noflush", "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false),
+    ("xpfo:broken-deferred-no-switch-flush", "BROKEN: deferred XPFO that never runs the pending flush at context switch", true),
+    ("xpfo:broken-pending-cleared-early", "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true),
     ("pti:broken-no-user-flush", "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true),
 ];
 
@@ -73,6 +93,11 @@ pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
             "pti:broken-global-text" => Box::new(pti::Pti::new(pti::Variant::BrokenGlobalText)),
             "pti:broken-user-maps-kernel" => Box::new(pti::Pti::new(pti::Variant::BrokenUserMapsKernel)),
             "pti:broken-no-user-flush" => Box::new(pti::Pti::new(pti::Variant::BrokenNoUserFlush)),
+            "xpfo:immediate" | "xpfo" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Immediate)),
+            "xpfo:deferred" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Deferred)),
+            "xpfo:noflush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::NoFlush)),
+            "xpfo:broken-deferred-no-switch-flush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenDeferredNoSwitchFlush)),
+            "xpfo:broken-pending-cleared-early" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenPendingClearedEarly)),
             other => {
                 let known: Vec<&str> = CATALOGUE.iter().map(|(n, _, _)| *n).collect();
                 return Err(Error::new(format!("--defense: unknown defense '{other}': expected a comma-separated list of {}", known.join(", "))));
@@ -85,8 +110,10 @@ pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
     }
     // Boot options first, so defenses configure against the final boot choices.
     out.sort_by_key(|d| !BOOT_OPTIONS.contains(&d.name().as_str()));
-    if out.iter().filter(|d| d.name().starts_with("pti")).count() > 1 {
-        return Err(Error::new("--defense: at most one pti variant"));
+    for family in ["pti", "xpfo"] {
+        if out.iter().filter(|d| d.name().starts_with(family)).count() > 1 {
+            return Err(Error::new(format!("--defense: at most one {family} variant")));
+        }
     }
     Ok(out)
 }

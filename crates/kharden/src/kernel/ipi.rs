@@ -94,6 +94,10 @@ impl Kernel {
             arrival
         };
         let before = self.cpus[t].now;
+        if idle {
+            let c = &mut self.cpus[t];
+            std::mem::swap(&mut c.stats, &mut c.idle_stats);
+        }
         let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false);
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.compute(t, entry, TimeCategory::InterruptEntry);
@@ -104,6 +108,10 @@ impl Kernel {
         }
         self.cpus[t].user_mode = was_user;
         self.cpus[t].stats.count(Counter::NrTlbRemoteFlushReceived);
+        if idle {
+            let c = &mut self.cpus[t];
+            std::mem::swap(&mut c.stats, &mut c.idle_stats);
+        }
         start + (self.cpus[t].now - before)
     }
 

@@ -28,6 +28,8 @@ pub const USER_TEXT: u64 = 0x0040_0000;
 pub const USER_DATA: u64 = 0x0060_0000;
 pub const USER_LIBC: u64 = 0x7fff_f7a0_0000;
 pub const USER_STACK_TOP: u64 = 0x7fff_ffff_f000;
+/// The heap of simulated processes (brk and large anonymous mappings).
+pub const USER_HEAP: u64 = 0x0000_5555_0000_0000;
 /// Where anonymous mmap()s of the workload are placed.
 pub const USER_MMAP: u64 = 0x7fff_e000_0000;
 

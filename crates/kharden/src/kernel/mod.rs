@@ -5,8 +5,12 @@
 pub mod asid;
 pub mod cpuset;
 pub mod entry;
+pub mod direct_map;
 pub mod ipi;
 pub mod layout;
+pub mod page_alloc;
+pub mod process;
+pub mod sched;
 pub mod syscall;
 pub mod tlbflush;
 
@@ -59,6 +63,9 @@ pub struct Cpu {
     /// The running task; `None` when idle.
     pub current: Option<TaskId>,
     pub stats: Stats,
+    /// Work done while idle (IPI handlers): Linux charges it to the idle task, not to the
+    /// workload's system time.
+    pub idle_stats: Stats,
     pub asid: asid::AsidState,
     /// Recent idle-interval estimate, for choosing a C-state.
     pub idle_estimate_ns: f64,
@@ -78,12 +85,18 @@ pub struct Mm {
     /// Anonymous regions mapped by mmap(): (start, pages).
     pub vmas: Vec<(VirtAddr, u64)>,
     next_mmap: u64,
+    /// The heap: pages [heap, heap + heap_pages) are populated, backed by `anon` in order.
+    pub heap: VirtAddr,
+    pub heap_pages: u64,
+    pub anon: Vec<Pfn>,
 }
 
 pub struct Task {
     pub name: String,
     pub mm: MmId,
     pub parent: Option<TaskId>,
+    pub state: sched::TaskState,
+    pub last_cpu: Option<CpuId>,
     /// task_struct, in the direct map.
     pub task_struct: VirtAddr,
     pub stack: VirtAddr,
@@ -103,6 +116,18 @@ pub struct Kernel {
     pub violations: Vec<Violation>,
     /// Returns to user mode so far (drives sampled oracle checks).
     returns_to_user: u64,
+    /// Per-CPU lists of free frames (Linux pcp lists).
+    pub(crate) pcp: Vec<Vec<Pfn>>,
+    /// Allocated pages and what they are for.
+    pub(crate) pages: std::collections::HashMap<Pfn, page_alloc::PageInfo>,
+    /// File pages cached in memory (shared by all tasks).
+    pub page_cache: Vec<Pfn>,
+    /// The kernel's own random choices (which cached page a read hits), seeded at boot.
+    pub rng: crate::sim::Pcg32,
+    /// Run queues, whether an idle CPU has been woken and not yet started, slice starts.
+    pub(crate) rq: Vec<std::collections::VecDeque<TaskId>>,
+    pub(crate) starting: Vec<bool>,
+    pub(crate) slice_start: Vec<Time>,
     defenses: Vec<Box<dyn Defense>>,
 }
 
@@ -132,6 +157,13 @@ impl Kernel {
             tasks: vec![],
             violations: vec![],
             returns_to_user: 0,
+            pcp: vec![],
+            pages: Default::default(),
+            page_cache: vec![],
+            rng: crate::sim::Pcg32::new(1, 0x6b68),
+            rq: vec![],
+            starting: vec![],
+            slice_start: vec![],
             defenses: vec![],
             mem,
             config,
@@ -149,8 +181,13 @@ impl Kernel {
                 mmu.set_pcide(true);
             }
             mmu.write_cr3(kernel_root, Pcid(0), false);
-            k.cpus.push(Cpu { mmu, now: Time::ZERO, user_mode: false, current: None, stats: Stats::default(), asid: Default::default(), idle_estimate_ns: 0.0 });
+            k.cpus.push(Cpu { mmu, now: Time::ZERO, user_mode: false, current: None, stats: Stats::default(), idle_stats: Stats::default(), asid: Default::default(), idle_estimate_ns: 0.0 });
         }
+        let n = k.cpus.len();
+        k.pcp = vec![vec![]; n];
+        k.rq = vec![Default::default(); n];
+        k.starting = vec![false; n];
+        k.slice_start = vec![Time::ZERO; n];
         k.defenses = defenses;
         k.with_defenses(|d, k| d.on_boot(k));
         k
@@ -225,7 +262,8 @@ impl Kernel {
         }
         let mm_id = self.mms.len();
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
-        self.mms.push(Mm { root, user_root: None, ctx_id: mm_id as u64 + 1, tlb_gen: 1, cpumask, vmas: vec![], next_mmap: USER_MMAP });
+        let heap = VirtAddr(USER_HEAP);
+        self.mms.push(Mm { root, user_root: None, ctx_id: mm_id as u64 + 1, tlb_gen: 1, cpumask, vmas: vec![], next_mmap: USER_MMAP, heap, heap_pages: 0, anon: vec![] });
         self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
         for (base, pages, flags) in [
             (USER_TEXT, 4, PteFlags::USER_TEXT),
@@ -245,7 +283,8 @@ impl Kernel {
             let frame = self.mem.alloc_data(0);
             paging::map(&mut self.mem, self.kernel_root, stack.offset(p * 4096), frame.addr(), PageSize::Size4K, PteFlags::KERNEL_DATA, 0);
         }
-        self.tasks.push(Task { name: name.into(), mm: mm_id, parent, task_struct: direct_map(ts.addr().0), stack });
+        let state = sched::TaskState::Runnable;
+        self.tasks.push(Task { name: name.into(), mm: mm_id, parent, state, last_cpu: None, task_struct: direct_map(ts.addr().0), stack });
         task_id
     }
 

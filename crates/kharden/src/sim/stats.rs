@@ -98,6 +98,10 @@ named_enum! {
         PagesAllocated = "pages_allocated",
         PagesFreed = "pages_freed",
         DirectMapSplits = "direct_map_splits",
+        /// XPFO flush requests (allocations and kunmaps), whatever the policy does with them.
+        XpfoFlushes = "xpfo_flushes",
+        XpfoPendingPosted = "xpfo_pending_posted",
+        XpfoPendingExecuted = "xpfo_pending_executed",
         /// Linux PTI: user-PCID flushes deferred to the next return to user space.
         DeferredUserFlushes = "deferred_user_flushes",
         PageFaults = "page_faults",

@@ -1,6 +1,9 @@
 //! Workloads: generators of what tasks do. Each drives the kernel model through the same
 //! calls (user work, syscalls, faults).
 
+pub mod kbuild;
+pub mod program;
+pub mod run;
 pub mod syscall_loop;
 
 pub use syscall_loop::SyscallLoop;

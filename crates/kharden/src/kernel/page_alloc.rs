@@ -1,0 +1,68 @@
+//! The page allocator: frames by NUMA node with per-CPU lists of recently freed frames
+//! (Linux's pcp lists), each allocation tagged with its GFP class. Defenses hear of every
+//! allocation and free (XPFO unmaps user pages from the direct map there).
+
+use super::{CpuId, Kernel, TaskId};
+use crate::arch::x86::Pfn;
+use crate::sim::Counter;
+
+/// What an allocation is for, from its GFP flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Gfp {
+    /// GFP_HIGHUSER_MOVABLE for anonymous memory (page faults, COW).
+    UserAnon,
+    /// The mapping's GFP (GFP_HIGHUSER_MOVABLE for regular files): page-cache pages.
+    PageCache,
+    /// GFP_KERNEL: slab, page tables, kernel stacks.
+    Kernel,
+}
+
+impl Gfp {
+    /// Whether the allocation carries all of GFP_HIGHUSER's bits (what XPFO tests).
+    pub fn is_highuser(self) -> bool {
+        matches!(self, Gfp::UserAnon | Gfp::PageCache)
+    }
+}
+
+/// Frames a per-CPU list keeps before giving back to the node (Linux pcp->high is larger;
+/// only the LIFO reuse of hot frames matters here).
+const PCP_HIGH: usize = 64;
+
+#[derive(Debug, Clone, Copy)]
+pub struct PageInfo {
+    pub gfp: Gfp,
+    pub owner: Option<TaskId>,
+}
+
+impl Kernel {
+    /// Allocates one order-0 page on `cpu`'s node.
+    pub fn alloc_page(&mut self, cpu: CpuId, gfp: Gfp, owner: Option<TaskId>) -> Pfn {
+        let pfn = match self.pcp[cpu].pop() {
+            Some(p) => p,
+            None => {
+                let node = self.cpus[cpu].mmu.node();
+                self.mem.alloc_data(node)
+            }
+        };
+        self.pages.insert(pfn, PageInfo { gfp, owner });
+        self.cpus[cpu].stats.count(Counter::PagesAllocated);
+        self.with_defenses(|d, k| d.on_page_alloc(k, cpu, pfn, gfp));
+        pfn
+    }
+
+    /// Frees one page back to `cpu`'s list.
+    pub fn free_page(&mut self, cpu: CpuId, pfn: Pfn) {
+        let Some(info) = self.pages.remove(&pfn) else { return };
+        self.with_defenses(|d, k| d.on_page_free(k, cpu, pfn, info.gfp));
+        self.cpus[cpu].stats.count(Counter::PagesFreed);
+        if self.pcp[cpu].len() < PCP_HIGH {
+            self.pcp[cpu].push(pfn);
+        } else {
+            self.mem.free_data(pfn);
+        }
+    }
+
+    pub fn page_info(&self, pfn: Pfn) -> Option<PageInfo> {
+        self.pages.get(&pfn).copied()
+    }
+}

@@ -1,0 +1,195 @@
+//! Process life and memory paths a build exercises: fork, exec, exit, anonymous page faults,
+//! page-cache reads and writes. Each path allocates through the page allocator with the
+//! right GFP class and copies page contents through kmap/kunmap, so defenses that hook
+//! those (XPFO) see exactly the kernel's events.
+
+use super::page_alloc::Gfp;
+use super::syscall::{KTouch, ANON_FAULT_TOUCHES, ANON_FAULT_WORK_CYCLES};
+use super::{CpuId, Kernel, TaskId};
+use crate::arch::x86::{Access, Pfn, PteFlags, VirtAddr};
+use crate::error::{Error, Result};
+use crate::sim::{Counter, TimeCategory};
+
+/// Kernel work of fork() for a small process (copy_process, page-table copy, COW setup),
+/// beyond the page allocations it makes. ESTIMATE: ~25 µs at 3 GHz (lmbench lat_proc fork
+/// is ~50-100 µs including exit and wait).
+pub const FORK_CYCLES: f64 = 75_000.0;
+/// Kernel work of execve() (binary loading, mm teardown and setup). ESTIMATE: ~100 µs at
+/// 3 GHz (lmbench lat_proc exec ~300 µs including fork, exit and the dynamic loader).
+pub const EXEC_CYCLES: f64 = 300_000.0;
+/// Kernel work of exit() beyond freeing pages. ESTIMATE: ~15 µs at 3 GHz.
+pub const EXIT_CYCLES: f64 = 45_000.0;
+/// Kernel work per page of a buffered read() or write() besides the copy: page-cache lookup,
+/// iov_iter bookkeeping. ESTIMATE: ~300 cycles.
+pub const FILE_PAGE_CYCLES: f64 = 300.0;
+/// Copying one 4 KiB page with rep movsb from L2/L3: ESTIMATE ~ 4096 B / 16 B per cycle.
+pub const COPY_PAGE_CYCLES: f64 = 256.0;
+
+impl Kernel {
+    /// Runs `f` with the CPU in kernel mode, through the entry and exit paths (defenses see
+    /// both), charging `entry` cycles of exception or syscall entry/exit.
+    fn in_kernel<T>(&mut self, cpu: CpuId, entry: f64, f: impl FnOnce(&mut Kernel) -> Result<T>) -> Result<T> {
+        let from_user = self.cpus[cpu].user_mode;
+        self.compute(cpu, entry / 2.0, TimeCategory::InterruptEntry);
+        if from_user {
+            self.cpus[cpu].user_mode = false;
+            self.cpus[cpu].stats.count(Counter::KernelEntries);
+            self.with_defenses(|d, k| d.on_kernel_entry(k, cpu));
+        }
+        let r = f(self);
+        if from_user {
+            self.with_defenses(|d, k| d.on_kernel_exit(k, cpu));
+            self.cpus[cpu].user_mode = true;
+            self.check_at_user_return(cpu);
+        }
+        self.compute(cpu, entry / 2.0, TimeCategory::InterruptEntry);
+        r
+    }
+
+    /// kmap(): the kernel alias of a page for a copy. On x86-64 that is the direct map;
+    /// defenses may have to map it back first.
+    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn) -> VirtAddr {
+        self.with_defenses(|d, k| d.on_kmap(k, cpu, pfn));
+        self.direct_map_addr(pfn)
+    }
+
+    pub fn kunmap(&mut self, cpu: CpuId, pfn: Pfn) {
+        self.with_defenses(|d, k| d.on_kunmap(k, cpu, pfn));
+    }
+
+    /// Copies one page through kmap: the kernel touches the page's alias (and, for a user
+    /// copy, the user buffer page), then unmaps it.
+    fn copy_page(&mut self, cpu: CpuId, pfn: Pfn, page_access: Access, user_buffer: Option<(VirtAddr, Access)>) -> Result<()> {
+        let va = self.kmap(cpu, pfn);
+        self.touch(cpu, va, page_access).map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
+        if let Some((uva, access)) = user_buffer {
+            self.touch(cpu, uva, access).map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
+        }
+        self.compute(cpu, COPY_PAGE_CYCLES, TimeCategory::Kernel);
+        self.kunmap(cpu, pfn);
+        Ok(())
+    }
+
+    /// An anonymous page fault on the next page of the current task's heap: allocate a
+    /// zeroed page (GFP_HIGHUSER_MOVABLE | __GFP_ZERO, zeroed through kmap) and map it.
+    pub fn anon_fault(&mut self, cpu: CpuId) -> Result<()> {
+        let entry = self.machine.costs.interrupt_entry_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::PageFaults);
+        self.in_kernel(cpu, entry, |k| {
+            k.path_touches(cpu, ANON_FAULT_TOUCHES)?;
+            k.compute(cpu, ANON_FAULT_WORK_CYCLES, TimeCategory::Kernel);
+            let task = k.current_task(cpu);
+            let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
+            k.copy_page(cpu, pfn, Access::Write, None)?;
+            let mm = k.tasks[task].mm;
+            let va = k.mms[mm].heap.offset(k.mms[mm].heap_pages * 4096);
+            k.map_user(mm, va, pfn.addr(), PteFlags::USER_DATA);
+            k.mms[mm].anon.push(pfn);
+            k.mms[mm].heap_pages += 1;
+            Ok(())
+        })
+    }
+
+    /// read() of `pages` pages of file data into the user buffer: `misses` of them are not
+    /// cached and are allocated into the page cache (filled by DMA, no kernel copy); every
+    /// page is then copied out through kmap.
+    pub fn file_read(&mut self, cpu: CpuId, pages: u32, misses: u32, buffer: VirtAddr) -> Result<()> {
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Syscalls);
+        self.in_kernel(cpu, roundtrip, |k| {
+            k.path_touches(cpu, super::syscall::COMMON_TOUCHES)?;
+            for i in 0..pages {
+                let pfn = if i < misses || k.page_cache.is_empty() {
+                    let p = k.alloc_page(cpu, Gfp::PageCache, None);
+                    k.page_cache.push(p);
+                    p
+                } else {
+                    let j = k.rng.below(k.page_cache.len() as u32) as usize;
+                    k.page_cache[j]
+                };
+                k.compute(cpu, FILE_PAGE_CYCLES, TimeCategory::Kernel);
+                k.copy_page(cpu, pfn, Access::Read, Some((buffer.offset((i as u64 % 2) * 4096), Access::Write)))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// write() of `pages` pages into new page-cache pages (an output file or a pipe).
+    pub fn file_write(&mut self, cpu: CpuId, pages: u32, buffer: VirtAddr) -> Result<()> {
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Syscalls);
+        self.in_kernel(cpu, roundtrip, |k| {
+            k.path_touches(cpu, super::syscall::COMMON_TOUCHES)?;
+            for i in 0..pages {
+                let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
+                k.page_cache.push(pfn);
+                k.compute(cpu, FILE_PAGE_CYCLES, TimeCategory::Kernel);
+                k.copy_page(cpu, pfn, Access::Write, Some((buffer.offset((i as u64 % 2) * 4096), Access::Read)))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// fork(): a child process with its own address space.
+    pub fn fork(&mut self, cpu: CpuId, parent: TaskId, name: &str) -> Result<TaskId> {
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Forks);
+        self.in_kernel(cpu, roundtrip, |k| {
+            k.compute(cpu, FORK_CYCLES, TimeCategory::Kernel);
+            let child = k.spawn(name, Some(parent));
+            k.tasks[child].last_cpu = Some(cpu);
+            Ok(child)
+        })
+    }
+
+    /// execve(): the task's old user memory is freed and a fresh image mapped.
+    pub fn exec(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Execs);
+        self.in_kernel(cpu, roundtrip, |k| {
+            k.compute(cpu, EXEC_CYCLES, TimeCategory::Kernel);
+            k.release_user_memory(cpu, task);
+            Ok(())
+        })
+    }
+
+    /// exit(): frees the task's user memory; the task is dead afterwards.
+    pub fn exit(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.in_kernel(cpu, roundtrip, |k| {
+            k.compute(cpu, EXIT_CYCLES, TimeCategory::Kernel);
+            k.release_user_memory(cpu, task);
+            Ok(())
+        })?;
+        self.tasks[task].state = super::sched::TaskState::Dead;
+        Ok(())
+    }
+
+    /// Unmaps and frees every anonymous page of the task's mm (exit_mmap / exec's mm swap),
+    /// with the single full flush the mmu_gather ends with.
+    fn release_user_memory(&mut self, cpu: CpuId, task: TaskId) {
+        let mm = self.tasks[task].mm;
+        let pages = std::mem::take(&mut self.mms[mm].anon);
+        if pages.is_empty() {
+            return;
+        }
+        let root = self.mms[mm].root;
+        let heap = self.mms[mm].heap;
+        for i in 0..pages.len() as u64 {
+            crate::arch::x86::paging::unmap(&mut self.mem, root, heap.offset(i * 4096));
+        }
+        for pfn in pages {
+            self.free_page(cpu, pfn);
+        }
+        self.mms[mm].heap_pages = 0;
+        self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
+    }
+
+    fn path_touches(&mut self, cpu: CpuId, touches: &[KTouch]) -> Result<()> {
+        for &t in touches {
+            let (va, access) = self.resolve(cpu, t);
+            self.touch(cpu, va, access).map_err(|f| Error::new(format!("kernel fault at {va} ({t:?}): {f:?}")))?;
+        }
+        Ok(())
+    }
+}

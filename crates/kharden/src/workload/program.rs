@@ -1,0 +1,26 @@
+//! What tasks do: a closed set of operations, produced one at a time by each task's program.
+//! Every workload (generators, trace replay) speaks this language to the runner.
+
+use crate::kernel::syscall::SyscallSpec;
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// User-mode computation of `cycles`, touching `touches` pages of the heap at random
+    /// (plus its text and stack).
+    User { cycles: f64, touches: u32 },
+    /// First touches of `n` new heap pages: anonymous page faults.
+    AnonFaults(u32),
+    /// read() of file data: `pages` copied out, `misses` of them first allocated in the page cache.
+    FileRead { pages: u32, misses: u32 },
+    /// write() of `pages` pages (object files, pipes, temporaries).
+    FileWrite { pages: u32 },
+    /// Any other system call from the table, `count` times.
+    Syscall { spec: &'static SyscallSpec, count: u32 },
+    /// fork() a child that runs `program`.
+    Fork(Box<super::kbuild::Program>),
+    /// execve() a new image.
+    Exec,
+    /// wait() for one child to exit (blocks while none has).
+    WaitChild,
+    Exit,
+}

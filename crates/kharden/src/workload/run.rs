@@ -1,0 +1,199 @@
+//! The engine loop: CPUs take turns in simulated-time order (the event queue holds each
+//! busy CPU's next free moment), each running one operation of its task's program. Blocking,
+//! exiting and preemption go through the kernel's scheduler; wake-ups start idle CPUs.
+
+use super::kbuild::Program;
+use super::program::Op;
+use crate::arch::x86::{Access, VirtAddr};
+use crate::error::Result;
+use crate::kernel::layout::{USER_DATA, USER_STACK_TOP, USER_TEXT};
+use crate::kernel::sched::TaskState;
+use crate::kernel::{CpuId, Kernel, TaskId};
+use crate::sim::{EventQueue, Pcg32, Stats, Time};
+
+/// Statistics of a measured window.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub elapsed: Time,
+    /// Work of the workload's tasks (what `time` reports as user and system time).
+    pub tasks: Stats,
+    /// Work done on idle CPUs (IPI handlers), charged to the idle task.
+    pub idle: Stats,
+}
+
+pub struct Runner {
+    pub k: Kernel,
+    programs: Vec<Option<Program>>,
+    queue: EventQueue<CpuId>,
+    alive_children: Vec<u32>,
+    exited_children: Vec<u32>,
+    waiting: Vec<bool>,
+    rng: Pcg32,
+    pub ops: u64,
+}
+
+impl Runner {
+    /// A runner whose first task (on CPU 0) runs `init`.
+    pub fn new(mut k: Kernel, init: Program, seed: u64) -> Runner {
+        let task = k.spawn("init", None);
+        k.tasks[task].last_cpu = Some(0);
+        let mut r = Runner { k, programs: vec![], queue: EventQueue::default(), alive_children: vec![], exited_children: vec![], waiting: vec![], rng: Pcg32::new(seed, 0x7275), ops: 0 };
+        r.adopt(task, init);
+        if let Some(cpu) = r.k.wake_up(task, Time::ZERO) {
+            r.queue.push(r.k.cpus[cpu].now, cpu);
+        }
+        r
+    }
+
+    fn adopt(&mut self, task: TaskId, program: Program) {
+        let n = task + 1;
+        if self.programs.len() < n {
+            self.programs.resize_with(n, || None);
+            self.alive_children.resize(n, 0);
+            self.exited_children.resize(n, 0);
+            self.waiting.resize(n, false);
+        }
+        self.programs[task] = Some(program);
+    }
+
+    fn totals(&self) -> (Stats, Stats) {
+        let mut tasks = Stats::default();
+        let mut idle = Stats::default();
+        for c in &self.k.cpus {
+            tasks.merge(&c.stats);
+            idle.merge(&c.idle_stats);
+        }
+        (tasks, idle)
+    }
+
+    /// Runs until simulated time `warmup`, then measures until `warmup + window` (or until
+    /// every task has exited).
+    pub fn run(&mut self, warmup: Time, window: Time) -> Result<Window> {
+        self.run_until(warmup)?;
+        let (t0, i0) = self.totals();
+        let start = warmup;
+        self.run_until(warmup + window)?;
+        let (mut tasks, mut idle) = self.totals();
+        tasks.subtract(&t0);
+        idle.subtract(&i0);
+        let end = self.k.cpus.iter().map(|c| c.now).max().unwrap_or(start).min(warmup + window);
+        Ok(Window { elapsed: end - start, tasks, idle })
+    }
+
+    fn run_until(&mut self, end: Time) -> Result<()> {
+        while let Some((at, cpu)) = self.queue.pop() {
+            if at > end {
+                self.queue.push(at, cpu);
+                break;
+            }
+            self.step(cpu)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one operation on `cpu` and schedules the CPU's next turn.
+    fn step(&mut self, cpu: CpuId) -> Result<()> {
+        let task = match self.k.cpus[cpu].current.filter(|&t| self.k.tasks[t].state == TaskState::Running(cpu)) {
+            Some(t) => t,
+            None => match self.switch(cpu) {
+                Some(t) => t,
+                None => return Ok(()), // idle until a wake-up
+            },
+        };
+        let op = self.programs[task].as_mut().expect("running task has a program").next(&mut self.rng);
+        self.ops += 1;
+        let keep_running = self.execute(cpu, task, op)?;
+        if !keep_running || self.k.should_preempt(cpu) {
+            if keep_running {
+                self.k.preempt(cpu);
+            }
+            if self.switch(cpu).is_none() {
+                return Ok(());
+            }
+        }
+        self.queue.push(self.k.cpus[cpu].now, cpu);
+        Ok(())
+    }
+
+    /// Picks the next task for `cpu` and returns it to user mode; `None` leaves it idle.
+    fn switch(&mut self, cpu: CpuId) -> Option<TaskId> {
+        let prev = self.k.cpus[cpu].current;
+        let next = self.k.schedule(cpu)?;
+        if prev != Some(next) || !self.k.cpus[cpu].user_mode {
+            self.k.enter_user(cpu);
+        }
+        Some(next)
+    }
+
+    fn wake(&mut self, task: TaskId, at: Time) {
+        if let Some(cpu) = self.k.wake_up(task, at) {
+            self.queue.push(self.k.cpus[cpu].now, cpu);
+        }
+    }
+
+    /// Executes one operation; false when the task blocked or exited.
+    fn execute(&mut self, cpu: CpuId, task: TaskId, op: Op) -> Result<bool> {
+        let k = &mut self.k;
+        match op {
+            Op::User { cycles, touches } => {
+                let mm = k.tasks[task].mm;
+                let heap = k.mms[mm].heap;
+                let resident = k.mms[mm].heap_pages;
+                let mut list = vec![(VirtAddr(USER_TEXT + 0x40), Access::Exec), (VirtAddr(USER_STACK_TOP - 0x80), Access::Write)];
+                if resident > 0 {
+                    for i in 0..touches {
+                        let page = self.rng.below(resident.min(u32::MAX as u64) as u32) as u64;
+                        let access = if i % 3 == 0 { Access::Write } else { Access::Read };
+                        list.push((heap.offset(page * 4096 + 64 * (i as u64 % 64)), access));
+                    }
+                }
+                k.user_work(cpu, cycles, &list)?;
+            }
+            Op::AnonFaults(n) => {
+                for _ in 0..n {
+                    k.anon_fault(cpu)?;
+                }
+            }
+            Op::FileRead { pages, misses } => k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?,
+            Op::FileWrite { pages } => k.file_write(cpu, pages, VirtAddr(USER_DATA))?,
+            Op::Syscall { spec, count } => {
+                for _ in 0..count {
+                    k.syscall(cpu, spec)?;
+                }
+            }
+            Op::Fork(program) => {
+                let child = k.fork(cpu, task, program.name())?;
+                let now = k.cpus[cpu].now;
+                self.adopt(child, *program);
+                self.alive_children[task] += 1;
+                self.wake(child, now);
+            }
+            Op::Exec => k.exec(cpu, task)?,
+            Op::WaitChild => {
+                if self.exited_children[task] > 0 {
+                    self.exited_children[task] -= 1;
+                } else if self.alive_children[task] > 0 {
+                    k.tasks[task].state = TaskState::Blocked;
+                    self.waiting[task] = true;
+                    return Ok(false);
+                }
+            }
+            Op::Exit => {
+                k.exit(cpu, task)?;
+                self.programs[task] = None;
+                if let Some(p) = k.tasks[task].parent {
+                    self.alive_children[p] -= 1;
+                    if self.waiting[p] {
+                        self.waiting[p] = false;
+                        let now = self.k.cpus[cpu].now;
+                        self.wake(p, now);
+                    } else {
+                        self.exited_children[p] += 1;
+                    }
+                }
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}

@@ -59,6 +59,9 @@ pub struct ConvertSummary {
     pub trace_bytes: u64,
     pub tasks: u64,
     pub lost: u64,
+    /// Switch-outs written because perf lost the real one (the task was seen running
+    /// elsewhere, or another task ran on its CPU).
+    pub repaired: u64,
 }
 
 pub struct RecordOptions {
@@ -369,8 +372,18 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
 
     let arch = perf_file.arch().ok().flatten().unwrap_or("").to_string();
     let base = perf_file.sample_time_range().ok().flatten().map_or(0, |r| r.first_sample_time);
+    // Without a command given, take it from perf's own command line (after "--").
+    let command: Vec<String> = if command.is_empty() {
+        let cl = perf_file.cmdline().ok().flatten().unwrap_or_default();
+        match cl.iter().position(|a| *a == "--") {
+            Some(i) => cl[i + 1..].iter().map(|a| a.to_string()).collect(),
+            None => vec![],
+        }
+    } else {
+        command.to_vec()
+    };
     let meta = Meta {
-        command: command.to_vec(),
+        command,
         hostname: perf_file.hostname().ok().flatten().unwrap_or("").to_string(),
         kernel: perf_file.os_release().ok().flatten().unwrap_or("").to_string(),
         perf_version: perf_file.perf_version().ok().flatten().unwrap_or("").to_string(),
@@ -395,6 +408,8 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
     let mut root_pending = false;
     let mut live: HashMap<u32, Live> = HashMap::new();
     let mut lazy_owner: HashMap<u32, u32> = HashMap::new();
+    let mut on_cpu: HashMap<u32, u32> = HashMap::new();
+    let mut cpu_of: HashMap<u32, u32> = HashMap::new();
     let mut last_time = 0u64;
     let mut ever: HashSet<u32> = HashSet::new();
 
@@ -480,12 +495,31 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                         let prev = layout.i32(raw, 0).unwrap_or(-1) as u32;
                         let state = layout.int(raw, 1).unwrap_or(0);
                         let next = layout.i32(raw, 2).unwrap_or(-1) as u32;
+                        // After lost events a tree task may seem to still run on this CPU
+                        // (or on another one): it stopped unseen, so it is switched out here.
+                        if let Some(cur) = on_cpu.remove(&cpu) {
+                            if cur != prev && live.contains_key(&cur) {
+                                emit!(t, cur, Op::SwitchOut { state: 0 });
+                                cpu_of.remove(&cur);
+                                sum.repaired += 1;
+                            }
+                        }
                         if live.contains_key(&prev) {
                             emit!(t, prev, Op::SwitchOut { state });
+                            cpu_of.remove(&prev);
                             if live[&prev].exiting && state & 0x30 != 0 {
                                 emit!(t, prev, Op::Exit);
                                 live.remove(&prev);
                             }
+                        }
+                        if live.contains_key(&next) {
+                            if let Some(other) = cpu_of.remove(&next) {
+                                on_cpu.remove(&other);
+                                emit!(t, next, Op::SwitchOut { state: 0 });
+                                sum.repaired += 1;
+                            }
+                            on_cpu.insert(cpu, next);
+                            cpu_of.insert(next, cpu);
                         }
                         if next == 0 {
                             if live.contains_key(&prev) {

@@ -117,7 +117,7 @@ pub fn record(args: RecordArgs) -> Result<()> {
         output.display(),
         human_bytes(s.convert.trace_bytes),
         human_bytes(s.perf_data_bytes),
-        if s.convert.lost > 0 { format!("; perf lost {} events", s.convert.lost) } else { String::new() },
+        if s.convert.lost > 0 { format!("; perf lost {} events ({} missed switch-outs repaired)", s.convert.lost, s.convert.repaired) } else { String::new() },
         match s.command_status {
             Some(0) | None => String::new(),
             Some(c) => format!("; perf exited with status {c}"),
@@ -154,7 +154,16 @@ pub fn trace(args: TraceArgs) -> Result<()> {
                 Some(v) => Some(v.parse::<u32>().map_err(|_| Error::at("--perf-pid", format!("expected a process id, got '{v}'")))?),
             };
             let s = perf::convert(&file, &out, perf_pid, &[])?;
-            eprintln!("kharden: converted {} events of {} tasks into {} ({})", s.events, s.tasks, out.display(), human_bytes(s.trace_bytes));
+            eprintln!(
+                "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired",
+                s.perf_samples,
+                s.events,
+                s.tasks,
+                out.display(),
+                human_bytes(s.trace_bytes),
+                s.lost,
+                s.repaired
+            );
             Ok(())
         }
         "profile" => {

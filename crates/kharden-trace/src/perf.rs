@@ -138,7 +138,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
                 l.contains("permission") || l.contains("error") || l.contains("not supported") || l.contains("paranoid") || l.contains("failed")
             })
             .or_else(|| last.iter().rev().find(|l| !l.trim().is_empty()))
-            .map(|l| l.trim().to_string())
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|| format!("perf exited with {status}"));
         let _ = std::fs::remove_file(&perf_data);
         return Err(Error::new(format!("record: perf cannot record system-wide tracepoints here: {why}")));

@@ -78,7 +78,7 @@ fn bad_traces_give_one_line_errors() {
 
     fails_with(&["trace", "stats", &p("missing.trace")], "cannot read");
     fails_with(&["trace", "dump", &p("short.trace")], "truncated at byte");
-    fails_with(&["trace", "profile", &good.to_str().unwrap()], "no make jobs");
+    fails_with(&["trace", "profile", good.to_str().unwrap()], "no make jobs");
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -455,7 +455,7 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                 let comm = String::from_utf8_lossy(&c.name.as_slice()).to_string();
                 if root.is_none() && comm == "perf-exec" && c.pid == c.tid {
                     let ok = match perf_pid {
-                        Some(pp) => parent_of.get(&tid).is_none_or(|&p| p == pp),
+                        Some(pp) => parent_of.get(&tid).map_or(true, |&p| p == pp),
                         None => true,
                     };
                     if ok {

@@ -229,10 +229,8 @@ pub fn derive(files: &[PathBuf]) -> Result<Profile> {
         while let Some(e) = r.next() {
             let e = e?;
             if let Op::SysEnter { nr } = e.op {
-                if !d.sys_names.contains_key(&nr) {
-                    if let Some(n) = r.syscall_name(nr) {
-                        d.sys_names.insert(nr, n.to_string());
-                    }
+                if let (std::collections::hash_map::Entry::Vacant(v), Some(n)) = (d.sys_names.entry(nr), r.syscall_name(nr)) {
+                    v.insert(n.to_string());
                 }
             }
             last = e.time_ns;
@@ -391,7 +389,7 @@ mod tests {
             w.write(e).unwrap();
         }
         w.finish().unwrap();
-        let p = derive(&[path.clone()]).unwrap();
+        let p = derive(std::slice::from_ref(&path)).unwrap();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(p.make_processes, 2);
         let c = &p.kinds["compile"];

@@ -35,7 +35,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) => e.exit(),
+        Err(e) => {
+            // clap explains over several lines; keep the one that names the problem.
+            let text = e.to_string();
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            eprintln!("kharden: {} (see 'kharden --help')", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.command {
         Command::Reproduce(args) => cmd::reproduce::run(args),
         Command::Run(args) => cmd::run::run(args),

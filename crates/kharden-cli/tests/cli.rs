@@ -102,3 +102,13 @@ fn check_passes_correct_and_fails_broken_defenses() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stdout).contains("VIOLATION"));
 }
+
+#[test]
+fn bad_flags_and_subcommands_are_one_line_errors() {
+    assert_one_line_error(&["frobnicate"], "unrecognized subcommand 'frobnicate'");
+    assert_one_line_error(&["run", "--machine"], "--machine");
+    assert_one_line_error(&["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--iterations", "many"], "invalid value 'many'");
+    assert_one_line_error(&["reproduce", "all", "--json", "--csv"], "cannot be used with");
+    let help = kharden(&["--help"]);
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("reproduce"));
+}

@@ -16,13 +16,19 @@ pub struct Args {
     csv: bool,
 }
 
-/// Every experiment kharden knows, in the order `reproduce all` runs them.
+/// Every experiment kharden knows, in the order `reproduce all` runs them: the simulator's
+/// own, then those run by other crates (refcount: native code and the arm64 cost model).
 fn all_names() -> Vec<&'static str> {
-    experiment::names()
+    let mut names = experiment::names();
+    names.push("refcount");
+    names
 }
 
 fn run_one(name: &str) -> Result<Reproduction> {
-    experiment::reproduce(name)
+    match name {
+        "refcount" => kharden_refcount::reproduce(),
+        _ => experiment::reproduce(name),
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {

@@ -2,6 +2,7 @@
 //! machine, the workload, each row's configuration and published figure, and the one
 //! parameter it may fit; the runner simulates every row and reports published vs simulated.
 
+pub mod kbuild_table;
 pub mod syscall_table;
 
 use crate::error::{Error, Result};
@@ -13,7 +14,33 @@ mod embedded {
 
 /// Experiments this library runs (others, like refcount, are run by their own crates).
 pub fn names() -> Vec<&'static str> {
-    embedded::EXPERIMENT_FILES.iter().map(|(n, _)| *n).filter(|n| syscall_table::is_syscall_table(n)).collect()
+    embedded::EXPERIMENT_FILES.iter().map(|(n, _)| *n).collect()
+}
+
+/// The `kind = "..."` line of an experiment file, which says which runner reads it.
+fn kind_of(place: &str, text: &str) -> Result<String> {
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        kind: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(flatten)]
+        kind: Kind,
+        #[serde(flatten)]
+        _rest: toml::Table,
+    }
+    let probe: Probe = toml::from_str(text).map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
+    Ok(probe.kind.kind)
+}
+
+/// Parses and runs an experiment file's text.
+pub fn run_text(place: &str, text: &str) -> Result<Reproduction> {
+    match kind_of(place, text)?.as_str() {
+        "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?),
+        "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?),
+        other => Err(Error::at(place, format!("kind: expected \"syscall-table\" or \"kbuild-table\", got \"{other}\""))),
+    }
 }
 
 pub fn source_text(name: &str) -> Option<&'static str> {
@@ -23,6 +50,5 @@ pub fn source_text(name: &str) -> Option<&'static str> {
 /// Runs the named experiment.
 pub fn reproduce(name: &str) -> Result<Reproduction> {
     let text = source_text(name).ok_or_else(|| Error::new(format!("unknown experiment '{name}': expected one of {}", names().join(", "))))?;
-    let exp = syscall_table::parse(&format!("experiments/{name}.toml"), text)?;
-    syscall_table::run(&exp)
+    run_text(&format!("experiments/{name}.toml"), text)
 }

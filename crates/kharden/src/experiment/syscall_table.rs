@@ -15,6 +15,8 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
     pub name: String,
+    /// Always "syscall-table" here.
+    pub kind: String,
     pub title: String,
     pub source: String,
     pub machine: String,
@@ -56,10 +58,6 @@ pub struct PredictionSpec {
     pub machine: Option<String>,
     #[serde(default)]
     pub syscall: Option<String>,
-}
-
-pub fn is_syscall_table(name: &str) -> bool {
-    super::source_text(name).is_some_and(|t| t.contains("\nsyscall = "))
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {

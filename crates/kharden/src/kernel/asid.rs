@@ -46,6 +46,18 @@ impl AsidState {
         self.is_lazy = false;
     }
 
+    /// Linux invalidate_other_asid(): every slot but the loaded one is stale; switching to
+    /// one of them flushes. Needed when kernel mappings are not global (PTI), because then
+    /// every ASID holds its own copies of kernel translations.
+    pub fn invalidate_others(&mut self) {
+        let loaded = self.loaded_asid;
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if i != loaded {
+                s.tlb_gen = 0;
+            }
+        }
+    }
+
     pub fn local_tlb_gen(&self) -> u64 {
         self.slots[self.loaded_asid].tlb_gen
     }

@@ -55,6 +55,12 @@ impl Kernel {
 
     /// Runs `work` on every CPU in `targets` (not including `cpu`) and waits for all of them.
     pub fn smp_call_function_many(&mut self, cpu: CpuId, targets: &CpuSet, work: IpiWork) {
+        if self.fast_forward {
+            for t in targets.iter() {
+                self.run_handler_work(t, work);
+            }
+            return;
+        }
         let send_cycles = self.machine.costs.ipi_send_cycles as f64;
         // Queue a call on each target, then send the IPIs.
         let mut sent = Vec::with_capacity(targets.len());
@@ -64,6 +70,7 @@ impl Kernel {
             c.now += queue;
             c.stats.add_time(TimeCategory::IpiSend, queue);
             self.compute(cpu, send_cycles, TimeCategory::IpiSend);
+            self.cpus[cpu].stats.count(Counter::IpisSent);
             sent.push((t, self.cpus[cpu].now));
         }
         let mut last_ack = self.cpus[cpu].now;
@@ -76,35 +83,45 @@ impl Kernel {
         if last_ack > c.now {
             let wait = last_ack - c.now;
             c.stats.add_time(TimeCategory::IpiWait, wait);
+            self.spin_until[cpu] = last_ack;
             c.now = last_ack;
         }
         c.stats.add(Counter::NrTlbRemoteFlush, 1);
     }
 
-    /// The target side: returns when the handler finished. A busy target is interrupted
-    /// (its clock moves by the handler's cost); an idle one wakes from its C-state first.
+    /// The target side: returns when the handler finished. A target serves its IPIs one at
+    /// a time: a request arriving while the target is still in its call-function handler is
+    /// drained by that same interrupt (no new entry, Linux flush_smp_call_function_queue), so
+    /// under an IPI storm requests queue up behind each other. A busy target's clock moves by
+    /// the handler's cost (the interrupt steals it from the running task); an idle one first
+    /// leaves its C-state.
     fn run_ipi_handler(&mut self, t: CpuId, arrival: Time, work: IpiWork) -> Time {
         let idle = self.cpus[t].current.is_none();
-        let start = if idle {
-            let exit = self.idle_exit_latency(t, arrival);
+        let in_handler = arrival < self.irq_busy_until[t];
+        let mut start = arrival.max(self.irq_busy_until[t]);
+        if idle && !in_handler {
+            self.cpus[t].idle_stats.count(Counter::IpisToIdle);
+            start = start + self.idle_exit_latency(t, arrival);
             let c = &mut self.cpus[t];
-            c.now = c.now.max(arrival) + exit;
-            arrival + exit
-        } else {
-            arrival
-        };
+            c.now = c.now.max(start);
+        }
         let before = self.cpus[t].now;
         if idle {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
         }
         let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false);
-        let entry = self.machine.costs.interrupt_entry_cycles as f64;
-        self.compute(t, entry, TimeCategory::InterruptEntry);
+        if !in_handler {
+            let entry = self.machine.costs.interrupt_entry_cycles as f64;
+            self.compute(t, entry, TimeCategory::InterruptEntry);
+            if was_user {
+                self.with_defenses(|d, k| d.on_kernel_entry(k, t));
+            }
+        }
         self.compute(t, CALL_FUNCTION_HANDLER_CYCLES, TimeCategory::IpiHandler);
-        match work {
-            IpiWork::FlushTlbMm { mm, start, pages, new_gen } => self.flush_tlb_func(t, mm, start, pages, new_gen, FlushReason::RemoteShootdown),
-            IpiWork::FlushTlbKernel { start, pages } => self.flush_kernel_range_local(t, start, pages, FlushReason::RemoteShootdown),
+        self.run_handler_work(t, work);
+        if was_user && !in_handler {
+            self.with_defenses(|d, k| d.on_kernel_exit(k, t));
         }
         self.cpus[t].user_mode = was_user;
         self.cpus[t].stats.count(Counter::NrTlbRemoteFlushReceived);
@@ -112,7 +129,26 @@ impl Kernel {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
         }
-        start + (self.cpus[t].now - before)
+        let took = self.cpus[t].now - before;
+        let done = start + took;
+        self.irq_busy_until[t] = done;
+        // A target spinning for its own shootdown's acknowledgements takes the interrupt
+        // inside that spin (interrupts stay enabled in csd_lock_wait): the handler replaces
+        // spin time instead of adding to it.
+        if !idle && start < self.spin_until[t] {
+            let overlap = took.min(self.spin_until[t] - start);
+            let c = &mut self.cpus[t];
+            c.now = c.now - overlap;
+            c.stats.remove_time(TimeCategory::IpiWait, overlap);
+        }
+        done
+    }
+
+    fn run_handler_work(&mut self, t: CpuId, work: IpiWork) {
+        match work {
+            IpiWork::FlushTlbMm { mm, start, pages, new_gen } => self.flush_tlb_func(t, mm, start, pages, new_gen, FlushReason::RemoteShootdown),
+            IpiWork::FlushTlbKernel { start, pages } => self.flush_kernel_range_local(t, start, pages, FlushReason::RemoteShootdown),
+        }
     }
 
     /// Exit latency of the C-state an idle CPU is in when woken at `at`: the deepest state

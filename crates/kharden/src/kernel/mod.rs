@@ -128,6 +128,13 @@ pub struct Kernel {
     pub(crate) rq: Vec<std::collections::VecDeque<TaskId>>,
     pub(crate) starting: Vec<bool>,
     pub(crate) slice_start: Vec<Time>,
+    /// Per CPU: when the IPI handler it is running (or will run) finishes.
+    pub(crate) irq_busy_until: Vec<Time>,
+    /// Per CPU: until when it spins waiting for its own IPIs' acknowledgements.
+    pub(crate) spin_until: Vec<Time>,
+    /// Fast-forward: state changes happen (allocations, mappings, flushes) but take no
+    /// simulated time; used to set up what happened before a measured run began.
+    pub fast_forward: bool,
     defenses: Vec<Box<dyn Defense>>,
 }
 
@@ -164,6 +171,9 @@ impl Kernel {
             rq: vec![],
             starting: vec![],
             slice_start: vec![],
+            fast_forward: false,
+            irq_busy_until: vec![],
+            spin_until: vec![],
             defenses: vec![],
             mem,
             config,
@@ -188,6 +198,8 @@ impl Kernel {
         k.rq = vec![Default::default(); n];
         k.starting = vec![false; n];
         k.slice_start = vec![Time::ZERO; n];
+        k.irq_busy_until = vec![Time::ZERO; n];
+        k.spin_until = vec![Time::ZERO; n];
         k.defenses = defenses;
         k.with_defenses(|d, k| d.on_boot(k));
         k
@@ -319,6 +331,9 @@ impl Kernel {
 
     /// Spends `cycles` of work on `cpu`, accounted to `category`.
     pub fn compute(&mut self, cpu: CpuId, cycles: f64, category: TimeCategory) {
+        if self.fast_forward {
+            return;
+        }
         let t = self.clock.cycles(cycles);
         let c = &mut self.cpus[cpu];
         c.now += t;
@@ -332,7 +347,7 @@ impl Kernel {
         let c = &mut self.cpus[cpu];
         let mut env = WalkEnv { mem: &self.mem, caches: &mut self.caches, stats: &mut c.stats };
         let t = c.mmu.translate(&mut env, va, access, c.user_mode)?;
-        if t.cycles > 0.0 {
+        if t.cycles > 0.0 && !self.fast_forward {
             let dt = self.clock.cycles(t.cycles);
             c.now += dt;
             c.stats.add_time(if c.user_mode { TimeCategory::UserTlbRefill } else { TimeCategory::KernelTlbRefill }, dt);

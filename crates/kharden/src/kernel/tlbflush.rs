@@ -117,6 +117,11 @@ impl Kernel {
                 self.invlpg(cpu, start.offset(p * 4096));
             }
             self.cpus[cpu].stats.add(Counter::NrTlbLocalFlushOne, pages);
+            // Non-global kernel mappings (PTI) live in every ASID's PCID: INVLPG reached only
+            // the current one (Linux __flush_tlb_one_kernel -> invalidate_other_asid()).
+            if self.cpus[cpu].mmu.pcide() && self.config.global_kernel != super::KernelGlobal::All {
+                self.cpus[cpu].asid.invalidate_others();
+            }
         } else {
             self.flush_tlb_all_local(cpu);
         }

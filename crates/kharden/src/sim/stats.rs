@@ -91,6 +91,10 @@ named_enum! {
         NrTlbRemoteFlush = "nr_tlb_remote_flush",
         /// vmstat: shootdown requests received from other CPUs.
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
+        /// IPIs sent (one per target CPU of each call).
+        IpisSent = "ipis_sent",
+        /// IPIs that woke an idle CPU.
+        IpisToIdle = "ipis_to_idle",
         ContextSwitches = "context_switches",
         Migrations = "cpu_migrations",
         Forks = "forks",
@@ -137,6 +141,11 @@ impl Default for Stats {
 impl Stats {
     pub fn add_time(&mut self, c: TimeCategory, t: Time) {
         self.time[c as usize] += t;
+    }
+    /// Takes back time charged to `c` (at most what it holds).
+    pub fn remove_time(&mut self, c: TimeCategory, t: Time) {
+        let slot = &mut self.time[c as usize];
+        *slot = *slot - t;
     }
     pub fn count(&mut self, c: Counter) {
         self.counters[c as usize] += 1;

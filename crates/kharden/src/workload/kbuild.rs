@@ -25,8 +25,10 @@ pub struct JobSpec {
     pub read_pages: f64,
     pub read_misses: f64,
     pub write_pages: f64,
-    /// System calls not modelled by the paths above.
+    /// System calls not modelled by the paths above, and the kernel work each carries beyond
+    /// the table's lseek path (calibrated, see kbuild_profile.rs).
     pub other_syscalls: f64,
+    pub other_syscall_extra_cycles: f64,
     /// Heap pages touched per chunk of user work.
     pub touches_per_chunk: u32,
 }
@@ -190,7 +192,7 @@ impl Process {
             return op;
         }
         if self.prefault > 0 {
-            return Op::AnonFaults(std::mem::take(&mut self.prefault));
+            return Op::Prefault(std::mem::take(&mut self.prefault));
         }
         if self.chunk >= self.chunks {
             return Op::Exit;
@@ -216,7 +218,7 @@ impl Process {
             self.pending.push_back(Op::FileWrite { pages: writes });
         }
         if syscalls > 0 {
-            self.pending.push_back(Op::Syscall { spec: other_syscall(), count: syscalls });
+            self.pending.push_back(Op::Syscall { spec: other_syscall(), count: syscalls, extra_cycles: s.other_syscall_extra_cycles });
         }
         Op::User { cycles: s.user_cycles * per_chunk, touches: s.touches_per_chunk }
     }
@@ -239,6 +241,7 @@ mod tests {
             read_misses: 2.0,
             write_pages: 4.0,
             other_syscalls: 30.0,
+            other_syscall_extra_cycles: 0.0,
             touches_per_chunk: 20,
         }
     }

@@ -2,6 +2,7 @@
 //! calls (user work, syscalls, faults).
 
 pub mod kbuild;
+pub mod kbuild_profile;
 pub mod program;
 pub mod run;
 pub mod syscall_loop;

@@ -10,12 +10,16 @@ pub enum Op {
     User { cycles: f64, touches: u32 },
     /// First touches of `n` new heap pages: anonymous page faults.
     AnonFaults(u32),
+    /// The same faults, fast-forwarded: they happened before the simulation began (a task
+    /// that starts mid-life), so they change state but take no simulated time.
+    Prefault(u32),
     /// read() of file data: `pages` copied out, `misses` of them first allocated in the page cache.
     FileRead { pages: u32, misses: u32 },
     /// write() of `pages` pages (object files, pipes, temporaries).
     FileWrite { pages: u32 },
-    /// Any other system call from the table, `count` times.
-    Syscall { spec: &'static SyscallSpec, count: u32 },
+    /// Any other system call from the table, `count` times, each with `extra_cycles` of
+    /// kernel work beyond the table's path.
+    Syscall { spec: &'static SyscallSpec, count: u32, extra_cycles: f64 },
     /// fork() a child that runs `program`.
     Fork(Box<super::kbuild::Program>),
     /// execve() a new image.

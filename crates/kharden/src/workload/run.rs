@@ -154,11 +154,19 @@ impl Runner {
                     k.anon_fault(cpu)?;
                 }
             }
+            Op::Prefault(n) => {
+                k.fast_forward = true;
+                let r = (0..n).try_for_each(|_| k.anon_fault(cpu));
+                k.fast_forward = false;
+                r?;
+            }
             Op::FileRead { pages, misses } => k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?,
             Op::FileWrite { pages } => k.file_write(cpu, pages, VirtAddr(USER_DATA))?,
-            Op::Syscall { spec, count } => {
+            Op::Syscall { spec, count, extra_cycles } => {
+                let mut spec = *spec;
+                spec.work_cycles += extra_cycles;
                 for _ in 0..count {
-                    k.syscall(cpu, spec)?;
+                    k.syscall(cpu, &spec)?;
                 }
             }
             Op::Fork(program) => {

@@ -1,0 +1,210 @@
+//! Kernel-build tables (seed 000): rows of (machine, make -jN, defenses) whose system time is
+//! compared with published seconds.
+//!
+//! Each row simulates a window of the build's steady state and measures system time per
+//! cycle of user work; the whole build's system time is that ratio times the build's total
+//! user work, a number the source does not give and which is fitted to one row. Before the
+//! rows of a machine run, the job's unmodelled kernel work is calibrated on that machine with
+//! no defense, so that its kernel cycles per user cycle equal the recording's.
+
+use crate::defense;
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::machine::{self, MachineProfile};
+use crate::report::table::Table;
+use crate::report::{Reproduction, Row};
+use crate::sim::{Counter, Time, TimeCategory};
+use crate::workload::kbuild::Make;
+use crate::workload::kbuild_profile::JobProfile;
+use crate::workload::run::{Runner, Window};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    /// Always "kbuild-table" here.
+    pub kind: String,
+    pub title: String,
+    pub source: String,
+    pub tolerance_pct: f64,
+    pub warmup_ms: f64,
+    pub window_ms: f64,
+    pub fit: Fit,
+    pub row: Vec<RowSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fit {
+    /// Only "build_user_cycles".
+    pub parameter: String,
+    pub row: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowSpec {
+    pub label: String,
+    pub machine: String,
+    pub jobs: u32,
+    pub defense: String,
+    pub published: f64,
+}
+
+pub fn parse(place: &str, text: &str) -> Result<Experiment> {
+    let e: Experiment = toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    if e.fit.parameter != "build_user_cycles" {
+        return Err(Error::at(place, format!("fit.parameter: expected \"build_user_cycles\", got \"{}\"", e.fit.parameter)));
+    }
+    if !e.row.iter().any(|r| r.label == e.fit.row) {
+        return Err(Error::at(place, format!("fit.row: no [[row]] labelled \"{}\"", e.fit.row)));
+    }
+    if !(e.warmup_ms >= 0.0 && e.window_ms > 0.0 && e.warmup_ms + e.window_ms <= 10_000.0) {
+        return Err(Error::at(place, "warmup_ms, window_ms: expected 0 <= warmup, 0 < window, total at most 10000 ms"));
+    }
+    for r in &e.row {
+        defense::parse_list(&r.defense).map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
+        if r.jobs == 0 || r.jobs > 4096 {
+            return Err(Error::at(place, format!("row \"{}\": jobs: expected 1..4096, got {}", r.label, r.jobs)));
+        }
+    }
+    Ok(e)
+}
+
+/// One simulated row.
+pub struct Measured {
+    pub label: String,
+    pub machine: MachineProfile,
+    pub window: Window,
+    /// User work cycles done in the window.
+    pub user_work_cycles: f64,
+}
+
+impl Measured {
+    /// System seconds per cycle of user work.
+    fn system_per_user_cycle(&self) -> f64 {
+        self.window.tasks.system_time().secs() / self.user_work_cycles
+    }
+}
+
+fn ms(v: f64) -> Time {
+    Time((v * 1e9) as u64)
+}
+
+/// Simulates the build's steady state on `m` under `defenses`.
+pub fn simulate(m: &MachineProfile, defenses: &str, jobs: u32, profile: &JobProfile, extra: f64, e: &Experiment) -> Result<Measured> {
+    let k = Kernel::boot(m.clone(), defense::parse_list(defenses)?);
+    // Enough jobs that make never runs dry in the window.
+    let mut r = Runner::new(k, Make::new(profile.spec(extra), jobs, u64::MAX), 1);
+    let window = r.run(ms(e.warmup_ms), ms(e.window_ms))?;
+    if let Some(v) = r.k.violations.first() {
+        return Err(Error::new(format!("{defenses} on {}: security oracle violation: {}", m.name, v.what)));
+    }
+    let user_work_cycles = window.tasks.time(TimeCategory::User).secs() * m.cpu.frequency_ghz * 1e9;
+    if user_work_cycles <= 0.0 {
+        return Err(Error::new(format!("{defenses} on {}: no user work in the window; lengthen window_ms", m.name)));
+    }
+    Ok(Measured { label: String::new(), machine: m.clone(), window, user_work_cycles })
+}
+
+/// Extra kernel cycles per "other" syscall that make the unhardened build's kernel work
+/// per user cycle equal the recording's, on machine `m`.
+fn calibrate(m: &MachineProfile, jobs: u32, profile: &JobProfile, e: &Experiment) -> Result<(f64, String)> {
+    let base = simulate(m, "none", jobs, profile, 0.0, e)?;
+    let modelled = base.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9 / base.user_work_cycles;
+    let target = profile.system_cycles() / profile.user_cycles();
+    let spec = profile.spec(0.0);
+    let other_per_user_cycle = spec.other_syscalls / spec.user_cycles;
+    let extra = ((target - modelled) / other_per_user_cycle).max(0.0);
+    let note = format!(
+        "{}: modelled kernel paths give {:.3} kernel cycles per user cycle, the recording {:.3}; the {:.0} other syscalls per job carry {:.0} extra cycles each",
+        m.name, modelled, target, spec.other_syscalls, extra
+    );
+    Ok((extra, note))
+}
+
+pub fn run(e: &Experiment) -> Result<Reproduction> {
+    let profile = JobProfile::builtin();
+    let mut calibration: BTreeMap<(String, u32), f64> = BTreeMap::new();
+    let mut notes = vec![];
+    let mut measured = vec![];
+    for r in &e.row {
+        let m = machine::load(&r.machine)?;
+        let key = (r.machine.clone(), r.jobs);
+        if !calibration.contains_key(&key) {
+            let (extra, note) = calibrate(&m, r.jobs, &profile, e)?;
+            calibration.insert(key.clone(), extra);
+            notes.push(note);
+        }
+        let mut one = simulate(&m, &r.defense, r.jobs, &profile, calibration[&key], e)?;
+        one.label = r.label.clone();
+        measured.push(one);
+    }
+    let fit_index = e.row.iter().position(|r| r.label == e.fit.row).unwrap();
+    let build_user_cycles = e.row[fit_index].published / measured[fit_index].system_per_user_cycle();
+    let jobs_in_build = build_user_cycles / profile.user_cycles();
+    let fitted = vec![format!(
+        "build_user_cycles = {build_user_cycles:.4e} (the build's total user work, {jobs_in_build:.0} compile jobs of the recorded kind), fitted to \"{}\" = {} s",
+        e.fit.row, e.row[fit_index].published
+    )];
+    let rows = e
+        .row
+        .iter()
+        .zip(&measured)
+        .map(|(r, m)| Row::compared(&r.label, "s", r.published, m.system_per_user_cycle() * build_user_cycles, e.tolerance_pct))
+        .collect();
+    notes.push(format!("each row simulates {} ms of warm-up and a {} ms window of the build's steady state, then scales by the build's user work", e.warmup_ms, e.window_ms));
+    notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());
+    Ok(Reproduction {
+        experiment: e.name.clone(),
+        source: e.source.clone(),
+        rows,
+        fitted_parameters: 1,
+        fitted,
+        predictions: vec![],
+        breakdowns: vec![breakdown(&e.title, &measured, build_user_cycles)],
+        notes,
+    })
+}
+
+/// Where each row's system time goes, scaled to the whole build.
+pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64) -> Table {
+    let cats = [
+        TimeCategory::Kernel,
+        TimeCategory::InterruptEntry,
+        TimeCategory::KernelTlbRefill,
+        TimeCategory::TlbInvalidate,
+        TimeCategory::DirectMap,
+        TimeCategory::IpiSend,
+        TimeCategory::IpiWait,
+        TimeCategory::IpiHandler,
+    ];
+    let mut header = vec!["row", "system s"];
+    header.extend(cats.iter().map(|c| c.name()));
+    header.extend(["user-tlb-refill", "xpfo flushes/job", "IPIs sent/job", "IPIs to idle/job", "pending run/job", "splits"]);
+    let mut t = Table::new(format!("{title}: system time by category, seconds for the whole build; events per compile job"), &header);
+    let per_job_user_cycles = JobProfile::builtin().user_cycles();
+    for m in measured {
+        let scale = build_user_cycles / m.user_work_cycles;
+        let jobs_in_window = m.user_work_cycles / per_job_user_cycles;
+        let s = &m.window.tasks;
+        let all = {
+            let mut a = s.clone();
+            a.merge(&m.window.idle);
+            a
+        };
+        let mut row = vec![m.label.clone(), format!("{:.1}", s.system_time().secs() * scale)];
+        row.extend(cats.iter().map(|&c| format!("{:.1}", s.time(c).secs() * scale)));
+        row.push(format!("{:.1}", s.time(TimeCategory::UserTlbRefill).secs() * scale));
+        let per_job = |c: Counter| format!("{:.0}", all.counter(c) as f64 / jobs_in_window);
+        row.push(per_job(Counter::XpfoFlushes));
+        row.push(per_job(Counter::IpisSent));
+        row.push(per_job(Counter::IpisToIdle));
+        row.push(per_job(Counter::XpfoPendingExecuted));
+        row.push(format!("{}", all.counter(Counter::DirectMapSplits)));
+        t.push(row);
+    }
+    t
+}

@@ -49,6 +49,9 @@ pub struct RecordSummary {
     pub perf_data_bytes: u64,
     pub convert: ConvertSummary,
     pub command_status: Option<i32>,
+    /// True when syscalls, page allocator and fault events were limited to the command's
+    /// cgroup in the kernel (sched and tlb events are always system-wide).
+    pub cgroup_filtered: bool,
 }
 
 /// What a conversion wrote.
@@ -71,6 +74,8 @@ pub struct RecordOptions {
     pub keep_perf_data: bool,
     /// perf's ring buffer size per CPU, in pages.
     pub mmap_pages: u32,
+    /// Limit the high-volume events to a cgroup of the command where cgroup v2 allows it.
+    pub cgroup_filter: bool,
 }
 
 /// Runs `perf --version`; Err says plainly why perf cannot be used.
@@ -104,13 +109,41 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
     }
     let perf_data = PathBuf::from(format!("{}.perf.data", opts.output.display()));
+    // Scheduler and TLB events stay system-wide (a task is switched in from another task's
+    // context; idle CPUs take shootdowns); the high-volume ones are filtered in the kernel to
+    // a cgroup holding perf and the command, when a cgroup v2 hierarchy allows it.
+    events.sort_by_key(|tp| !(tp.starts_with("sched:") || tp.starts_with("tlb:")));
+    let cgroup = if opts.cgroup_filter { RecordCgroup::enter() } else { None };
     let mut cmd = Command::new("perf");
     cmd.arg("record").arg("-a").arg("-q").arg("-m").arg(opts.mmap_pages.to_string()).arg("-o").arg(&perf_data);
     cmd.arg("-e").arg(events.join(","));
+    if let Some(cg) = &cgroup {
+        let list: Vec<&str> = events
+            .iter()
+            .map(|tp| if tp.starts_with("sched:") || tp.starts_with("tlb:") { "" } else { cg.name.as_str() })
+            .collect();
+        cmd.arg("-G").arg(list.join(","));
+    }
     cmd.arg("--").args(&opts.command);
     cmd.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| Error::new(format!("record: cannot start perf: {e}")))?;
+    let spawned = cmd.spawn();
+    // perf (and so the command it forks) is in the cgroup now; kharden itself goes home.
+    if let Some(cg) = &cgroup {
+        cg.go_home();
+    }
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(cg) = cgroup {
+                cg.remove();
+            }
+            return Err(Error::new(format!("record: cannot start perf: {e}")));
+        }
+    };
     let perf_pid = child.id();
+    if let Some(cg) = &cgroup {
+        cg.release_once_forked(perf_pid);
+    }
     // Forward perf's (and the command's) stderr, keeping the last lines for error messages.
     let stderr = child.stderr.take();
     let tail = std::thread::spawn(move || {
@@ -126,8 +159,13 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
         last
     });
-    let status = child.wait().map_err(|e| Error::new(format!("record: waiting for perf: {e}")))?;
+    let status = child.wait().map_err(|e| Error::new(format!("record: waiting for perf: {e}")));
     let last = tail.join().unwrap_or_default();
+    let filtered = cgroup.is_some();
+    if let Some(cg) = cgroup {
+        cg.remove();
+    }
+    let status = status?;
     let size = std::fs::metadata(&perf_data).map(|m| m.len()).unwrap_or(0);
     if !status.success() && size == 0 {
         let why = last
@@ -150,7 +188,67 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     if !opts.keep_perf_data {
         let _ = std::fs::remove_file(&perf_data);
     }
-    Ok(RecordSummary { perf_data, perf_data_bytes: size, convert: convert?, command_status: status.code() })
+    Ok(RecordSummary { perf_data, perf_data_bytes: size, convert: convert?, command_status: status.code(), cgroup_filtered: filtered })
+}
+
+/// A cgroup v2 group for one recording: perf's high-volume events are limited to it.
+struct RecordCgroup {
+    dir: PathBuf,
+    /// The name perf's `-G` takes (relative to the cgroup2 mount).
+    name: String,
+    /// The cgroup kharden was in.
+    home: PathBuf,
+}
+
+impl RecordCgroup {
+    /// Creates the group and moves this process into it; None where that is not possible
+    /// (no cgroup2 mount, a v1 perf_event hierarchy perf would use instead, no permission).
+    fn enter() -> Option<RecordCgroup> {
+        let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
+        let fields = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        if mounts.lines().map(fields).any(|f| f.get(2).map(String::as_str) == Some("cgroup") && f.get(3).is_some_and(|o| o.split(',').any(|x| x == "perf_event"))) {
+            return None;
+        }
+        let mnt = mounts.lines().map(fields).find(|f| f.get(2).map(String::as_str) == Some("cgroup2")).map(|f| PathBuf::from(&f[1]))?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim().trim_start_matches('/').to_string();
+        let home = mnt.join(own);
+        let name = format!("kharden-record-{}", std::process::id());
+        let dir = mnt.join(&name);
+        std::fs::create_dir(&dir).ok()?;
+        if std::fs::write(dir.join("cgroup.procs"), "0").is_err() {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(RecordCgroup { dir, name, home })
+    }
+
+    /// Moves perf itself out of the group as soon as it has forked the command (its own
+    /// syscalls would otherwise be recorded too); the command stays in.
+    fn release_once_forked(&self, perf_pid: u32) {
+        let children = format!("/proc/{perf_pid}/task/{perf_pid}/children");
+        for _ in 0..2000 {
+            match std::fs::read_to_string(&children) {
+                Ok(c) if !c.trim().is_empty() => {
+                    let _ = std::fs::write(self.home.join("cgroup.procs"), perf_pid.to_string());
+                    return;
+                }
+                Ok(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn go_home(&self) {
+        let _ = std::fs::write(self.home.join("cgroup.procs"), "0");
+    }
+
+    /// Moves this process home and removes the group (left in place if the command left
+    /// processes behind in it).
+    fn remove(self) {
+        self.go_home();
+        let _ = std::fs::remove_dir(&self.dir);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

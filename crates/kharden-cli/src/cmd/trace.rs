@@ -23,7 +23,7 @@ pub struct TraceArgs {
     args: Vec<String>,
 }
 
-const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--keep-perf-data] [--mmap-pages N] -- COMMAND...";
+const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--keep-perf-data] [--mmap-pages N] [--no-cgroup] -- COMMAND...";
 const TRACE_USAGE: &str =
     "usage: kharden trace stats FILE [--json] | convert PERF_DATA [-o FILE] | profile TRACE... [-o FILE] [--name NAME] [--note TEXT]... | dump FILE [--limit N]";
 
@@ -78,6 +78,13 @@ impl Parsed {
     }
 }
 
+/// Prints to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+fn out(text: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|_| o.flush());
+}
+
 fn human_bytes(n: u64) -> String {
     if n >= 10 << 20 {
         format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64)
@@ -89,7 +96,7 @@ fn human_bytes(n: u64) -> String {
 }
 
 pub fn record(args: RecordArgs) -> Result<()> {
-    let p = parse(&args.args, &["-o", "--output", "--mmap-pages"], &["--keep-perf-data", "-h", "--help"], RECORD_USAGE)?;
+    let p = parse(&args.args, &["-o", "--output", "--mmap-pages"], &["--keep-perf-data", "--no-cgroup", "-h", "--help"], RECORD_USAGE)?;
     if p.has("-h") || p.has("--help") {
         println!("Record COMMAND's process tree with perf (system-wide tracepoints) into a kharden trace.\n{RECORD_USAGE}");
         return Ok(());
@@ -108,15 +115,22 @@ pub fn record(args: RecordArgs) -> Result<()> {
         },
     };
     let output = PathBuf::from(p.value(&["-o", "--output"]).unwrap_or("kharden.trace"));
-    let opts = perf::RecordOptions { output: output.clone(), command: p.rest.clone(), keep_perf_data: p.has("--keep-perf-data"), mmap_pages };
+    let opts = perf::RecordOptions {
+        output: output.clone(),
+        command: p.rest.clone(),
+        keep_perf_data: p.has("--keep-perf-data"),
+        mmap_pages,
+        cgroup_filter: !p.has("--no-cgroup"),
+    };
     let s = perf::record(&opts)?;
     eprintln!(
-        "kharden: recorded {} events of {} tasks into {} ({}; perf.data was {}){}{}",
+        "kharden: recorded {} events of {} tasks into {} ({}; perf.data was {}, {}){}{}",
         s.convert.events,
         s.convert.tasks,
         output.display(),
         human_bytes(s.convert.trace_bytes),
         human_bytes(s.perf_data_bytes),
+        if s.cgroup_filtered { "syscall/kmem/fault events filtered to the command's cgroup" } else { "all events system-wide" },
         if s.convert.lost > 0 { format!("; perf lost {} events ({} missed switch-outs repaired)", s.convert.lost, s.convert.repaired) } else { String::new() },
         match s.command_status {
             Some(0) | None => String::new(),
@@ -137,11 +151,10 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let r = kharden_trace::open(&file)?;
             let s = stats::compute(r)?;
             if p.has("--json") {
-                println!("{}", serde_json::to_string_pretty(&s).map_err(|e| Error::new(format!("--json: {e}")))?);
+                out(&format!("{}\n", serde_json::to_string_pretty(&s).map_err(|e| Error::new(format!("--json: {e}")))?));
             } else {
-                for t in s.tables() {
-                    println!("{t}");
-                }
+                let text: String = s.tables().iter().map(|t| format!("{t}\n")).collect();
+                out(&text);
             }
             Ok(())
         }
@@ -177,7 +190,7 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let text = prof.to_toml(p.value(&["--name"]).unwrap_or("kbuild"), &notes);
             match p.value(&["-o", "--output"]) {
                 Some(out) => std::fs::write(out, text).map_err(|e| Error::at(out, format!("cannot write: {e}")))?,
-                None => print!("{text}"),
+                None => out(&text),
             }
             Ok(())
         }
@@ -189,14 +202,20 @@ pub fn trace(args: TraceArgs) -> Result<()> {
                 Some(v) => v.parse::<u64>().map_err(|_| Error::at("--limit", format!("expected a number, got '{v}'")))?,
             };
             let mut r = kharden_trace::open(&file)?;
-            println!("{}", serde_json::to_string(r.meta()).unwrap_or_default());
+            use std::io::Write;
+            let stdout = std::io::stdout();
+            let mut o = std::io::BufWriter::new(stdout.lock());
+            let _ = writeln!(o, "{}", serde_json::to_string(r.meta()).unwrap_or_default());
             let mut n = 0;
             while n < limit {
                 let Some(e) = r.next() else { break };
                 let e = e?;
-                println!("{:>14} {:>7} {:?}", e.time_ns, e.tid, e.op);
+                if writeln!(o, "{:>14} {:>7} {:?}", e.time_ns, e.tid, e.op).is_err() {
+                    return Ok(()); // the reader of our output went away
+                }
                 n += 1;
             }
+            let _ = o.flush();
             Ok(())
         }
         other => Err(Error::at(other, format!("unknown trace subcommand; {TRACE_USAGE}"))),

@@ -226,6 +226,7 @@ pub struct TraceWriter<W: Write> {
     sys_defined: HashMap<u32, ()>,
     sys_names: HashMap<u32, String>,
     records: u64,
+    events: u64,
     bytes: u64,
 }
 
@@ -249,6 +250,7 @@ impl<W: Write> TraceWriter<W> {
             sys_defined: HashMap::new(),
             sys_names: HashMap::new(),
             records: 0,
+            events: 0,
             bytes: (MAGIC.len() + 6 + json.len()) as u64,
         })
     }
@@ -263,8 +265,14 @@ impl<W: Write> TraceWriter<W> {
         self.slots.contains_key(&tid)
     }
 
+    /// Records written so far, definitions (strings, syscall names) included.
     pub fn records(&self) -> u64 {
         self.records
+    }
+
+    /// Events written so far.
+    pub fn events(&self) -> u64 {
+        self.events
     }
 
     fn string(&mut self, s: &Arc<str>) -> u64 {
@@ -301,6 +309,7 @@ impl<W: Write> TraceWriter<W> {
         put_varint(&mut self.buf, t - self.prev_time);
         self.prev_time = t;
         self.records += 1;
+        self.events += 1;
     }
 
     fn slot_of(&self, tid: u32) -> io::Result<u64> {

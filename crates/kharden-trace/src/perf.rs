@@ -722,7 +722,7 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
     for t in exiting {
         emit!(last_time, t, Op::Exit);
     }
-    sum.events = w.records();
+    sum.events = w.events();
     sum.tasks = ever.len() as u64;
     let (_, bytes) = w.finish().map_err(werr)?;
     sum.trace_bytes = bytes;

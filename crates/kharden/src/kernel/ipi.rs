@@ -97,9 +97,9 @@ impl Kernel {
     /// leaves its C-state.
     fn run_ipi_handler(&mut self, t: CpuId, arrival: Time, work: IpiWork) -> Time {
         let idle = self.cpus[t].current.is_none();
-        let in_handler = arrival < self.irq_busy_until[t];
-        let mut start = arrival.max(self.irq_busy_until[t]);
-        if idle && !in_handler {
+        let booking = self.irq_calendar[t].place(arrival);
+        let mut start = booking.start;
+        if idle && !booking.drained {
             self.cpus[t].idle_stats.count(Counter::IpisToIdle);
             start = start + self.idle_exit_latency(t, arrival);
             let c = &mut self.cpus[t];
@@ -111,7 +111,7 @@ impl Kernel {
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
         }
         let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false);
-        if !in_handler {
+        if !booking.drained {
             let entry = self.machine.costs.interrupt_entry_cycles as f64;
             self.compute(t, entry, TimeCategory::InterruptEntry);
             if was_user {
@@ -120,7 +120,7 @@ impl Kernel {
         }
         self.compute(t, CALL_FUNCTION_HANDLER_CYCLES, TimeCategory::IpiHandler);
         self.run_handler_work(t, work);
-        if was_user && !in_handler {
+        if was_user && !booking.drained {
             self.with_defenses(|d, k| d.on_kernel_exit(k, t));
         }
         self.cpus[t].user_mode = was_user;
@@ -131,7 +131,7 @@ impl Kernel {
         }
         let took = self.cpus[t].now - before;
         let done = start + took;
-        self.irq_busy_until[t] = done;
+        self.irq_calendar[t].book(booking, arrival, done);
         // A target spinning for its own shootdown's acknowledgements takes the interrupt
         // inside that spin (interrupts stay enabled in csd_lock_wait): the handler replaces
         // spin time instead of adding to it.

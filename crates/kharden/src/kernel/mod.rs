@@ -7,6 +7,7 @@ pub mod cpuset;
 pub mod entry;
 pub mod direct_map;
 pub mod ipi;
+pub mod irq_calendar;
 pub mod layout;
 pub mod page_alloc;
 pub mod process;
@@ -128,8 +129,10 @@ pub struct Kernel {
     pub(crate) rq: Vec<std::collections::VecDeque<TaskId>>,
     pub(crate) starting: Vec<bool>,
     pub(crate) slice_start: Vec<Time>,
-    /// Per CPU: when the IPI handler it is running (or will run) finishes.
-    pub(crate) irq_busy_until: Vec<Time>,
+    /// Per CPU: when it is busy in interrupt handlers.
+    pub(crate) irq_calendar: Vec<irq_calendar::IrqCalendar>,
+    /// The earliest clock of any CPU with work (set by the engine loop at each step).
+    pub global_now: Time,
     /// Per CPU: until when it spins waiting for its own IPIs' acknowledgements.
     pub(crate) spin_until: Vec<Time>,
     /// Fast-forward: state changes happen (allocations, mappings, flushes) but take no
@@ -172,7 +175,8 @@ impl Kernel {
             starting: vec![],
             slice_start: vec![],
             fast_forward: false,
-            irq_busy_until: vec![],
+            irq_calendar: vec![],
+            global_now: Time::ZERO,
             spin_until: vec![],
             defenses: vec![],
             mem,
@@ -198,7 +202,7 @@ impl Kernel {
         k.rq = vec![Default::default(); n];
         k.starting = vec![false; n];
         k.slice_start = vec![Time::ZERO; n];
-        k.irq_busy_until = vec![Time::ZERO; n];
+        k.irq_calendar = vec![Default::default(); n];
         k.spin_until = vec![Time::ZERO; n];
         k.defenses = defenses;
         k.with_defenses(|d, k| d.on_boot(k));

@@ -86,6 +86,12 @@ impl Runner {
                 self.queue.push(at, cpu);
                 break;
             }
+            if at > self.k.global_now {
+                self.k.global_now = at;
+                for c in self.k.irq_calendar.iter_mut() {
+                    c.prune(at);
+                }
+            }
             self.step(cpu)?;
         }
         Ok(())

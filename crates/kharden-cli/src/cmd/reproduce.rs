@@ -6,7 +6,7 @@ use kharden::{experiment, Error, Result};
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Experiment name, or "all".
+    /// Experiment name, "all", or a path to an experiment file (*.toml).
     name: String,
     /// Machine-readable output: one JSON object per experiment (a JSON array for "all").
     #[arg(long, conflicts_with = "csv")]
@@ -32,6 +32,11 @@ fn run_one(name: &str) -> Result<Reproduction> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.name.ends_with(".toml") {
+        let text = std::fs::read_to_string(&args.name).map_err(|e| Error::at(&args.name, format!("cannot read experiment file: {e}")))?;
+        let rep = experiment::run_text(&args.name, &text)?;
+        return print(&args, &[rep]);
+    }
     let names: Vec<&str> = if args.name == "all" {
         all_names()
     } else if all_names().contains(&args.name.as_str()) {
@@ -41,19 +46,24 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut reps = vec![];
     for n in names {
-        let rep = run_one(n)?;
-        if !args.json && !args.csv {
+        reps.push(run_one(n)?);
+    }
+    print(&args, &reps)
+}
+
+fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
+    if !args.json && !args.csv {
+        for rep in reps {
             println!("{rep}");
         }
-        reps.push(rep);
     }
     if args.json {
-        let text = if args.name == "all" { serde_json::to_string_pretty(&reps) } else { serde_json::to_string_pretty(&reps[0]) };
+        let text = if args.name == "all" { serde_json::to_string_pretty(reps) } else { serde_json::to_string_pretty(&reps[0]) };
         println!("{}", text.map_err(|e| Error::new(e.to_string()))?);
     } else if args.csv {
         println!("experiment,label,unit,published,simulated,error_pct,tolerance_pct");
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
-        for rep in &reps {
+        for rep in reps {
             for r in rep.rows.iter().chain(&rep.predictions) {
                 println!("{},\"{}\",{},{},{},{},{}", rep.experiment, r.label, r.unit, opt(r.published), r.simulated, opt(r.error_pct), opt(r.tolerance_pct));
             }

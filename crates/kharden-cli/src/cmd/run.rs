@@ -3,7 +3,7 @@
 use clap::Args as ClapArgs;
 use kharden::kernel::Kernel;
 use kharden::oracle::OracleMode;
-use kharden::sim::{Counter, FlushReason, TimeCategory};
+use kharden::sim::{Counter, FlushReason, Stats, TimeCategory};
 use kharden::workload::{self, SyscallLoop};
 use kharden::{defense, machine, Error, Result};
 
@@ -12,7 +12,8 @@ pub struct Args {
     /// Machine name from `kharden machines`, or a path to a profile TOML.
     #[arg(long)]
     machine: String,
-    /// Workload (see --help of each): syscall-loop.
+    /// Workload: syscall-loop (FreeBSD syscall_timing style) or kbuild (make -jN of compile
+    /// jobs from the recorded profile).
     #[arg(long)]
     workload: String,
     /// Comma-separated defenses, e.g. "pti:linux", "pti:freebsd,nopcid", "none".
@@ -27,6 +28,15 @@ pub struct Args {
     /// syscall-loop: loops, printed like FreeBSD's syscall_timing.
     #[arg(long, default_value_t = 1)]
     loops: u32,
+    /// kbuild: parallel jobs (make -jN); default: one per hardware thread.
+    #[arg(long)]
+    jobs: Option<u32>,
+    /// kbuild: simulated warm-up before measuring, milliseconds.
+    #[arg(long, default_value_t = 4.0)]
+    warmup_ms: f64,
+    /// kbuild: simulated measurement window, milliseconds.
+    #[arg(long, default_value_t = 24.0)]
+    window_ms: f64,
     /// Seed of the run's random choices (same seed, same output).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -38,6 +48,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let m = machine::load(&args.machine)?;
     workload::check_name(&args.workload)?;
+    if args.workload == "kbuild" {
+        return run_kbuild(&args, &m);
+    }
     if args.loops == 0 {
         return Err(Error::new("--loops: expected a positive number"));
     }
@@ -76,17 +89,29 @@ pub fn run(args: Args) -> Result<()> {
     }
     let defenses = if k.defense_names().is_empty() { "none".to_string() } else { k.defense_names().join(",") };
     println!("\n Simulation stats for '{} on {} with {}':\n", args.workload, k.machine.name, defenses);
-    let per = |c: Counter| total.counter(c) as f64 / iters as f64;
+    print_stats(&total, elapsed, iters as f64, "iter");
+    println!("\n{:>16.9} seconds simulated, {} iterations, {:.1} ns/iter", elapsed, iters, elapsed * 1e9 / iters as f64);
+    if k.violations.is_empty() {
+        println!("security oracle: no violation (sampled at returns to user mode)");
+    } else {
+        println!("security oracle: {} VIOLATIONS, first: {}", k.violations.len(), k.violations[0].what);
+    }
+    Ok(())
+}
+
+/// perf-stat-like lines: time by category, then counters, then flush reasons; `per` names
+/// the unit the per-unit column divides by.
+fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
     for &c in TimeCategory::ALL {
         let t = total.time(c).secs();
         if t > 0.0 {
-            println!("{:>16.9} s  {:<18} # {:5.1}% {:8.1} ns/iter", t, c.name(), 100.0 * t / elapsed, t * 1e9 / iters as f64);
+            println!("{:>16.9} s  {:<18} # {:5.1}% {:10.1} ns/{per}", t, c.name(), 100.0 * t / elapsed, t * 1e9 / units);
         }
     }
     println!();
     for &c in Counter::ALL {
         if total.counter(c) > 0 {
-            println!("{:>16}    {:<28} # {:8.3} /iter", total.counter(c), c.name(), per(c));
+            println!("{:>16}    {:<28} # {:10.3} /{per}", total.counter(c), c.name(), total.counter(c) as f64 / units);
         }
     }
     for &r in FlushReason::ALL {
@@ -94,11 +119,43 @@ pub fn run(args: Args) -> Result<()> {
             println!("{:>16}    tlb:tlb_flush reason={}", total.flushes(r), r.name());
         }
     }
-    println!("\n{:>16.9} seconds simulated, {} iterations, {:.1} ns/iter", elapsed, iters, elapsed * 1e9 / iters as f64);
-    if k.violations.is_empty() {
-        println!("security oracle: no violation (sampled at returns to user mode)");
-    } else {
-        println!("security oracle: {} VIOLATIONS, first: {}", k.violations.len(), k.violations[0].what);
+}
+
+/// `--workload kbuild`: a window of make -jN's steady state, with the job's unmodelled
+/// kernel work calibrated on this machine as the xpfo reproduction does.
+fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
+    use kharden::experiment::kbuild_table::{calibrate, simulate, Sampling};
+    use kharden::workload::kbuild_profile::JobProfile;
+    defense::parse_list(&args.defense)?;
+    let jobs = args.jobs.unwrap_or(m.threads());
+    if jobs == 0 || jobs > 4096 {
+        return Err(Error::new("--jobs: expected 1..4096"));
     }
+    if !(args.warmup_ms >= 0.0 && args.window_ms > 0.0 && args.warmup_ms + args.window_ms <= 10_000.0) {
+        return Err(Error::new("--warmup-ms/--window-ms: expected 0 <= warm-up, 0 < window, total at most 10000 ms"));
+    }
+    let profile = JobProfile::builtin();
+    let sampling = Sampling { warmup_ms: args.warmup_ms, window_ms: args.window_ms, seed: args.seed };
+    let (extra, note) = calibrate(m, jobs, &profile, sampling)?;
+    let r = simulate(m, &args.defense, jobs, &profile, extra, sampling)?;
+    let w = &r.window;
+    let user_s = w.tasks.user_time().secs();
+    let sys_s = w.tasks.system_time().secs();
+    let compile_jobs = r.user_work_cycles / profile.user_cycles();
+    if args.json {
+        let v = serde_json::json!({
+            "machine": m.name, "workload": "kbuild", "jobs": jobs, "defense": args.defense,
+            "window_s": w.elapsed.secs(), "user_s": user_s, "system_s": sys_s,
+            "system_per_user_cycle": r.system_per_user_cycle(), "compile_jobs_of_work": compile_jobs,
+            "calibration": note, "stats": w.tasks, "idle_stats": w.idle,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?);
+        return Ok(());
+    }
+    println!(" Simulation stats for 'make -j{jobs}' (kbuild) on {} with {}, {:.1} ms window:\n", m.name, args.defense, w.elapsed.secs() * 1e3);
+    print_stats(&w.tasks, w.elapsed.secs() * jobs as f64, compile_jobs, "job");
+    println!("\n{user_s:>16.6} s user, {sys_s:.6} s system ({:.3} system/user), {compile_jobs:.2} compile jobs of work", sys_s / user_s);
+    println!("{:>16.6} s of IPI handling on idle CPUs (charged to idle, not to the build)", w.idle.system_time().secs());
+    println!("calibration: {note}");
     Ok(())
 }

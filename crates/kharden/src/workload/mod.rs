@@ -12,7 +12,10 @@ pub use syscall_loop::SyscallLoop;
 use crate::error::{Error, Result};
 
 /// Names accepted by `--workload`.
-pub const NAMES: &[(&str, &str)] = &[("syscall-loop", "FreeBSD syscall_timing-style loop of one syscall (--syscall NAME)")];
+pub const NAMES: &[(&str, &str)] = &[
+    ("syscall-loop", "FreeBSD syscall_timing-style loop of one syscall (--syscall NAME)"),
+    ("kbuild", "make -jN of kernel compile jobs from the recorded profile (--jobs N)"),
+];
 
 pub fn check_name(name: &str) -> Result<()> {
     if NAMES.iter().any(|(n, _)| *n == name) {

@@ -9,6 +9,7 @@ command -v cc >/dev/null || need_apt+=(gcc)
 command -v aarch64-linux-gnu-gcc >/dev/null || need_apt+=(gcc-aarch64-linux-gnu)
 command -v qemu-aarch64 >/dev/null || need_apt+=(qemu-user)
 command -v aarch64-linux-gnu-objdump >/dev/null || need_apt+=(binutils-aarch64-linux-gnu)
+command -v perf >/dev/null || need_apt+=(linux-perf)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need_apt[*]}"

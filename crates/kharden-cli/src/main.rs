@@ -23,6 +23,8 @@ enum Command {
     Check(cmd::check::Args),
     /// List the defense plug-ins and their variants.
     Defenses,
+    /// XPFO's cost against the number of CPUs, per machine family (table and SVG).
+    Sweep(cmd::sweep::Args),
     /// List the machine library, show one profile, or detect this host.
     #[command(alias = "machine")]
     Machines(cmd::machines::Args),
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Check(args) => cmd::check::run(args),
         Command::Defenses => cmd::defenses::run(),
+        Command::Sweep(args) => cmd::sweep::run(args),
         Command::Machines(args) => cmd::machines::run(args),
         Command::Refcount(args) => cmd::refcount::run(args),
         Command::Record(args) => cmd::trace::record(args),

@@ -6,3 +6,4 @@ pub mod check;
 pub mod defenses;
 pub mod reproduce;
 pub mod run;
+pub mod sweep;

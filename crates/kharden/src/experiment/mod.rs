@@ -3,6 +3,7 @@
 //! parameter it may fit; the runner simulates every row and reports published vs simulated.
 
 pub mod kbuild_table;
+pub mod sweep;
 pub mod syscall_table;
 
 use crate::error::{Error, Result};

@@ -100,8 +100,9 @@ impl Kernel {
             KTouch::ParentTaskStruct => (task.parent.map_or(task.task_struct, |p| self.tasks[p].task_struct), Access::Read),
             KTouch::Stack(n) => (task.stack.offset(KERNEL_STACK_BYTES - (n + 1) * 4096), Access::Write),
             // Per-CPU variables live in the kernel image's .data..percpu for the boot CPU and
-            // in per-CPU chunks after it.
-            KTouch::PerCpu => (VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x8000), Access::Write),
+            // in per-CPU chunks after it; a path touches one page of its CPU's chunk (room
+            // for 4096 CPUs below the end of the data segment).
+            KTouch::PerCpu => (VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000), Access::Write),
             KTouch::UserBufferWrite(n) => (VirtAddr(USER_DATA + n * 4096), Access::Write),
             KTouch::UserBufferRead(n) => (VirtAddr(USER_DATA + n * 4096), Access::Read),
         }

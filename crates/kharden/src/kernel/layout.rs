@@ -18,7 +18,7 @@ pub const KERNEL_TEXT_BYTES: u64 = 16 << 20;
 pub const KERNEL_RODATA: u64 = KERNEL_TEXT + KERNEL_TEXT_BYTES;
 pub const KERNEL_RODATA_BYTES: u64 = 8 << 20;
 pub const KERNEL_DATA: u64 = KERNEL_RODATA + KERNEL_RODATA_BYTES;
-pub const KERNEL_DATA_BYTES: u64 = 8 << 20;
+pub const KERNEL_DATA_BYTES: u64 = 32 << 20;
 /// Kernel stacks are 16 KiB (THREAD_SIZE on x86-64), with a guard gap.
 pub const KERNEL_STACK_BYTES: u64 = 16 << 10;
 pub const KERNEL_STACK_STRIDE: u64 = 32 << 10;

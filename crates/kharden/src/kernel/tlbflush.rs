@@ -100,6 +100,9 @@ impl Kernel {
 
     /// flush_tlb_kernel_range(): on_each_cpu() of a kernel-range flush, waiting for all.
     pub fn flush_tlb_kernel_range(&mut self, cpu: CpuId, start: VirtAddr, pages: u64) {
+        if let Some(ns) = self.broadcast_invalidation_ns() {
+            return self.broadcast_flush(cpu, start, pages, ns);
+        }
         self.flush_kernel_range_local(cpu, start, pages, FlushReason::LocalShootdown);
         let mut others = super::cpuset::CpuSet::all(self.cpus.len());
         others.remove(cpu);
@@ -107,6 +110,37 @@ impl Kernel {
             self.cpus[cpu].stats.flush(FlushReason::RemoteSendIpi);
             self.smp_call_function_many(cpu, &others, IpiWork::FlushTlbKernel { start, pages });
         }
+    }
+
+    /// The cost of one broadcast invalidation where the hardware has it (AMD INVLPGB +
+    /// TLBSYNC, as Linux uses it for kernel flushes since 6.15; arm64 TLBI ...IS + DSB ISH).
+    fn broadcast_invalidation_ns(&self) -> Option<f64> {
+        let c = &self.machine.costs;
+        c.invlpgb_ns.or(c.tlbi_broadcast_ns)
+    }
+
+    /// A kernel-range flush by broadcast: the hardware invalidates the range (or everything,
+    /// above the ceiling) in every CPU's TLB, in every context; no IPI, no remote handler;
+    /// the initiator waits for completion.
+    fn broadcast_flush(&mut self, cpu: CpuId, start: VirtAddr, pages: u64, ns: f64) {
+        let all = pages > self.config.tlb_single_page_flush_ceiling;
+        for c in &mut self.cpus {
+            if all {
+                c.mmu.invpcid(InvpcidType::AllInclGlobal);
+            } else {
+                for p in 0..pages {
+                    c.mmu.invalidate_page_all_contexts(start.offset(p * 4096));
+                }
+            }
+        }
+        let t = crate::sim::Time::from_ns(ns);
+        if !self.fast_forward {
+            let c = &mut self.cpus[cpu];
+            c.now += t;
+            c.stats.add_time(crate::sim::TimeCategory::TlbInvalidate, t);
+        }
+        self.cpus[cpu].stats.count(Counter::BroadcastInvalidations);
+        self.cpus[cpu].stats.flush(FlushReason::LocalShootdown);
     }
 
     /// do_kernel_range_flush() on one CPU: INVLPG per page up to the ceiling (INVLPG also

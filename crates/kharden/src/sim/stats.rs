@@ -91,6 +91,8 @@ named_enum! {
         NrTlbRemoteFlush = "nr_tlb_remote_flush",
         /// vmstat: shootdown requests received from other CPUs.
         NrTlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
+        /// Broadcast invalidations (INVLPGB, TLBI IS) issued.
+        BroadcastInvalidations = "broadcast_invalidations",
         /// IPIs sent (one per target CPU of each call).
         IpisSent = "ipis_sent",
         /// IPIs that woke an idle CPU.

@@ -162,6 +162,13 @@ impl Mmu {
         self.psc.invalidate_where(|p| p == pcid);
     }
 
+    /// What a broadcast invalidation of one page does here: the page's entries in every
+    /// PCID, globals included, and all paging-structure-cache entries.
+    pub fn invalidate_page_all_contexts(&mut self, va: VirtAddr) {
+        self.invalidate_page(va, |_| true);
+        self.psc.invalidate_where(|_| true);
+    }
+
     pub fn invpcid(&mut self, kind: InvpcidType) {
         match kind {
             InvpcidType::Individual(pcid, va) => {

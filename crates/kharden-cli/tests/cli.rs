@@ -112,3 +112,15 @@ fn bad_flags_and_subcommands_are_one_line_errors() {
     let help = kharden(&["--help"]);
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("reproduce"));
 }
+
+#[test]
+fn kbuild_runs_are_deterministic_and_sweep_rejects_bad_counts() {
+    let args = ["run", "--machine", "ivybridge-i5-3550", "--workload", "kbuild", "--defense", "pti:linux,xpfo:deferred", "--window-ms", "5", "--json"];
+    let a = kharden(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, kharden(&args).stdout);
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert!(v["system_s"].as_f64().unwrap() > 0.0 && v["user_s"].as_f64().unwrap() > 0.0);
+    assert_one_line_error(&["sweep", "--family", "xeon-platinum-8160", "--cpus", "7"], "not a multiple");
+    assert_one_line_error(&["run", "--machine", "ivybridge-i5-3550", "--workload", "kbuild", "--jobs", "0"], "--jobs");
+}

@@ -49,6 +49,9 @@ pub struct Fit {
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
+    /// Why this row is known to miss its tolerance (see report::Row::known_miss).
+    #[serde(default)]
+    pub known_miss: Option<String>,
     pub machine: String,
     pub jobs: u32,
     pub defense: String,
@@ -164,7 +167,11 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         .row
         .iter()
         .zip(&measured)
-        .map(|(r, m)| Row::compared(&r.label, "s", r.published, m.system_per_user_cycle() * build_user_cycles, e.tolerance_pct))
+        .map(|(r, m)| {
+            let mut row = Row::compared(&r.label, "s", r.published, m.system_per_user_cycle() * build_user_cycles, e.tolerance_pct);
+            row.known_miss = r.known_miss.clone();
+            row
+        })
         .collect();
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work", e.warmup_ms, e.window_cpu_ms));
     notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());

@@ -43,6 +43,9 @@ pub struct Fit {
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
+    /// Why this row is known to miss its tolerance (see report::Row::known_miss).
+    #[serde(default)]
+    pub known_miss: Option<String>,
     pub defense: String,
     pub published: f64,
     #[serde(default)]
@@ -130,7 +133,9 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     for r in &e.row {
         let m = machine_for(&r.machine)?;
         let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations)?;
-        rows.push(Row::compared(&r.label, "ns", r.published, res.ns_per_iteration(), e.tolerance_pct));
+        let mut row = Row::compared(&r.label, "ns", r.published, res.ns_per_iteration(), e.tolerance_pct);
+        row.known_miss = r.known_miss.clone();
+        rows.push(row);
         measured.push(Measured { label: r.label.clone(), machine: m, result: res });
     }
     let mut predictions = vec![];

@@ -1,0 +1,29 @@
+//! Every reproduction row within its tolerance, unless its experiment file records a known
+//! miss with the reason; a known miss must still miss, so fixing the model forces the file
+//! (and the reported findings) to be updated.
+
+use kharden::experiment;
+
+fn check(name: &str, max_fitted: u32) {
+    let rep = experiment::reproduce(name).unwrap_or_else(|e| panic!("{e}"));
+    assert!(rep.fitted_parameters <= max_fitted, "{name}: {} fitted parameters", rep.fitted_parameters);
+    assert_eq!(rep.fitted.len() as u32, rep.fitted_parameters, "{name}: every fitted parameter is named");
+    for r in &rep.rows {
+        let err = r.error_pct.unwrap();
+        match &r.known_miss {
+            None => assert!(!r.misses(), "{name}: \"{}\" off by {err:+.1}%, tolerance {:?}%", r.label, r.tolerance_pct),
+            Some(_) => assert!(r.misses(), "{name}: \"{}\" is within tolerance ({err:+.1}%) but recorded as a known miss", r.label),
+        }
+    }
+}
+
+#[test]
+fn pti_pcid_rows() {
+    check("pti-pcid", 1);
+}
+
+#[test]
+fn xpfo_rows() {
+    // Fewer fitted parameters than the table has rows (issue: "fewer than the rows").
+    check("xpfo", 5);
+}

@@ -21,4 +21,9 @@ fi
 
 cargo fetch --locked 2>/dev/null || cargo fetch
 cargo build --release --workspace --locked
-cargo test --release --workspace --locked
+log=$(mktemp)
+cargo test --release --workspace --locked 2>&1 | tee "$log"
+# One closing line for the whole workspace (cargo prints one per test binary, the last of
+# which is a doc-test run that may hold no test).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "workspace: %d passed, %d failed\n", p, f }' "$log"
+rm -f "$log"

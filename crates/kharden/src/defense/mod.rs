@@ -49,6 +49,9 @@ pub trait Defense {
     fn on_page_alloc(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
     fn on_page_free(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
 
+    /// An empty per-CPU free list was refilled with `batch` from the node.
+    fn on_pcp_refill(&mut self, _k: &mut Kernel, _cpu: CpuId, _batch: &[Pfn]) {}
+
     /// The kernel maps a page for a copy (kmap/kmap_atomic) and unmaps it afterwards.
     fn on_kmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
     fn on_kunmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
@@ -73,6 +76,8 @@ pub const CATALOGUE: &[(&str, &str, bool)] = &[
     ("pti:broken-user-maps-kernel", "BROKEN: user page tables that still map the whole kernel half", true),
     ("xpfo:immediate", "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", false),
     ("xpfo:deferred", "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", false),
+    ("xpfo:deferred-global", "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", false),
+    ("xpfo:batched", "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", false),
     ("xpfo:noflush", "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false),
     ("xpfo:broken-deferred-no-switch-flush", "BROKEN: deferred XPFO that never runs the pending flush at context switch", true),
     ("xpfo:broken-pending-cleared-early", "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true),
@@ -96,6 +101,8 @@ pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
             "xpfo:immediate" | "xpfo" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Immediate)),
             "xpfo:deferred" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Deferred)),
             "xpfo:noflush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::NoFlush)),
+            "xpfo:deferred-global" => Box::new(xpfo::Xpfo::new(xpfo::Policy::DeferredGlobal)),
+            "xpfo:batched" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Batched)),
             "xpfo:broken-deferred-no-switch-flush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenDeferredNoSwitchFlush)),
             "xpfo:broken-pending-cleared-early" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenPendingClearedEarly)),
             other => {

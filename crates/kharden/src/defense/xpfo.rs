@@ -29,6 +29,12 @@ pub enum Policy {
     Immediate,
     /// v7 16/16: flush locally, post a pending full flush per task for every other CPU.
     Deferred,
+    /// v8/v9: flush locally, post a pending full flush for every other CPU in one global
+    /// mask; each CPU runs it at its next switch to a user task.
+    DeferredGlobal,
+    /// v9 13/13 on top of DeferredGlobal: pages are unmapped when a per-CPU free list is
+    /// refilled (one flush per batch) and stay unmapped when freed.
+    Batched,
     /// v7 patches 1-15 without `xpfotlbflush` (the default): no flush at all.
     NoFlush,
     /// BROKEN: deferred, but the switch-time flush is forgotten.
@@ -49,15 +55,21 @@ pub struct Xpfo {
     pages: HashMap<Pfn, PageState>,
     /// Per task: CPUs that owe a full flush before this task runs there again.
     pending: HashMap<TaskId, CpuSet>,
+    /// DeferredGlobal/Batched: CPUs that owe a full flush at their next user-task switch.
+    global_pending: CpuSet,
 }
 
 impl Xpfo {
     pub fn new(policy: Policy) -> Xpfo {
-        Xpfo { policy, pages: HashMap::new(), pending: HashMap::new() }
+        Xpfo { policy, pages: HashMap::new(), pending: HashMap::new(), global_pending: CpuSet::default() }
     }
 
     fn deferred(&self) -> bool {
-        matches!(self.policy, Policy::Deferred | Policy::BrokenDeferredNoSwitchFlush | Policy::BrokenPendingClearedEarly)
+        !matches!(self.policy, Policy::Immediate | Policy::NoFlush)
+    }
+
+    fn global_mask(&self) -> bool {
+        matches!(self.policy, Policy::DeferredGlobal | Policy::Batched)
     }
 
     /// xpfo_flush_kernel_tlb(): flush the direct-map range of `pfn` (4 KiB, or the whole
@@ -77,9 +89,20 @@ impl Xpfo {
     }
 
     fn post_pending(&mut self, k: &mut Kernel, cpu: CpuId) {
-        let Some(task) = k.cpus[cpu].current else { return };
         let mut others = CpuSet::all(k.cpus.len());
         others.remove(cpu);
+        if self.global_mask() {
+            // OR into the global mask (all but this CPU).
+            if self.global_pending.is_empty() {
+                self.global_pending = CpuSet::new(k.cpus.len());
+            }
+            for c in others.iter() {
+                self.global_pending.insert(c);
+            }
+            k.cpus[cpu].stats.count(Counter::XpfoPendingPosted);
+            return;
+        }
+        let Some(task) = k.cpus[cpu].current else { return };
         if self.policy == Policy::BrokenPendingClearedEarly {
             return; // posted and forgotten at once
         }
@@ -102,6 +125,8 @@ impl Defense for Xpfo {
         match self.policy {
             Policy::Immediate => "xpfo:immediate",
             Policy::Deferred => "xpfo:deferred",
+            Policy::DeferredGlobal => "xpfo:deferred-global",
+            Policy::Batched => "xpfo:batched",
             Policy::NoFlush => "xpfo:noflush",
             Policy::BrokenDeferredNoSwitchFlush => "xpfo:broken-deferred-no-switch-flush",
             Policy::BrokenPendingClearedEarly => "xpfo:broken-pending-cleared-early",
@@ -112,8 +137,16 @@ impl Defense for Xpfo {
     fn on_page_alloc(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, gfp: Gfp) {
         let st = self.pages.entry(pfn).or_default();
         if !gfp.is_highuser() {
-            st.user = false;
+            let remap = st.unmapped;
+            *st = PageState::default();
+            if remap {
+                // A kernel allocation of a page the batched policy left unmapped.
+                self.set_alias(k, cpu, pfn, true);
+            }
             return;
+        }
+        if self.policy == Policy::Batched && st.user && st.unmapped {
+            return; // unmapped and flushed when its batch was refilled
         }
         if !st.user {
             st.user = true;
@@ -123,10 +156,36 @@ impl Defense for Xpfo {
     }
 
     fn on_page_free(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, _gfp: Gfp) {
+        if self.policy == Policy::Batched {
+            return; // freed user pages stay user and unmapped
+        }
         if let Some(st) = self.pages.remove(&pfn) {
             if st.user && st.unmapped {
                 self.set_alias(k, cpu, pfn, true);
             }
+        }
+    }
+
+    fn on_pcp_refill(&mut self, k: &mut Kernel, cpu: CpuId, batch: &[Pfn]) {
+        if self.policy != Policy::Batched {
+            return;
+        }
+        // xpfo_pcp_refill(): every page of a movable list becomes user and leaves the direct
+        // map; one local full flush and a global pending flush cover the batch.
+        let mut unmapped_any = false;
+        for &pfn in batch {
+            let st = self.pages.entry(pfn).or_default();
+            st.user = true;
+            if !st.unmapped {
+                st.unmapped = true;
+                unmapped_any = true;
+                self.set_alias(k, cpu, pfn, false);
+            }
+        }
+        if unmapped_any {
+            k.cpus[cpu].stats.count(Counter::XpfoFlushes);
+            k.flush_tlb_all_local(cpu);
+            self.post_pending(k, cpu);
         }
     }
 
@@ -152,6 +211,15 @@ impl Defense for Xpfo {
 
     fn on_task_switched_in(&mut self, k: &mut Kernel, cpu: CpuId, task: TaskId) {
         if !self.deferred() || self.policy == Policy::BrokenDeferredNoSwitchFlush {
+            return;
+        }
+        if self.global_mask() {
+            if self.global_pending.contains(cpu) {
+                self.global_pending.remove(cpu);
+                k.flush_tlb_all_local(cpu);
+                k.cpus[cpu].stats.count(Counter::XpfoPendingExecuted);
+                k.cpus[cpu].stats.count(Counter::NrTlbRemoteFlushReceived);
+            }
             return;
         }
         if let Some(mask) = self.pending.get_mut(&task) {
@@ -221,6 +289,8 @@ mod tests {
     fn correct_policies_flush_the_stale_alias_before_the_owner_runs() {
         assert_eq!(stale_alias_scenario("xpfo:immediate"), Vec::<String>::new());
         assert_eq!(stale_alias_scenario("xpfo:deferred"), Vec::<String>::new());
+        assert_eq!(stale_alias_scenario("xpfo:deferred-global"), Vec::<String>::new());
+        assert_eq!(stale_alias_scenario("xpfo:batched"), Vec::<String>::new());
     }
 
     #[test]

@@ -272,6 +272,12 @@ impl Kernel {
 
     /// A new process with its own address space: text, data, C library and stack mapped.
     pub fn spawn(&mut self, name: &str, parent: Option<TaskId>) -> TaskId {
+        self.spawn_on(0, name, parent)
+    }
+
+    /// spawn() with the kernel's own allocations (task_struct, kernel stack) made on `cpu`
+    /// through the page allocator, as fork does.
+    pub fn spawn_on(&mut self, cpu: CpuId, name: &str, parent: Option<TaskId>) -> TaskId {
         let root = self.mem.alloc_table(0);
         for i in 256..512 {
             paging::share_pml4_entry(&mut self.mem, root, self.kernel_root, i);
@@ -293,10 +299,10 @@ impl Kernel {
             }
         }
         let task_id = self.tasks.len();
-        let ts = self.mem.alloc_data(0);
+        let ts = self.alloc_page(cpu, page_alloc::Gfp::Kernel, None);
         let stack = kernel_stack(task_id);
         for p in 0..KERNEL_STACK_BYTES / 4096 {
-            let frame = self.mem.alloc_data(0);
+            let frame = self.alloc_page(cpu, page_alloc::Gfp::Kernel, None);
             paging::map(&mut self.mem, self.kernel_root, stack.offset(p * 4096), frame.addr(), PageSize::Size4K, PteFlags::KERNEL_DATA, 0);
         }
         let state = sched::TaskState::Runnable;

@@ -27,6 +27,9 @@ impl Gfp {
 /// Frames a per-CPU list keeps before giving back to the node (Linux pcp->high is larger;
 /// only the LIFO reuse of hot frames matters here).
 const PCP_HIGH: usize = 64;
+/// Frames moved from the node to an empty per-CPU list at once (zone_batchsize() gives 31
+/// for any zone over ~128 MiB; docs/design/xpfo.md section 1.8).
+const PCP_BATCH: usize = 31;
 
 #[derive(Debug, Clone, Copy)]
 pub struct PageInfo {
@@ -37,17 +40,24 @@ pub struct PageInfo {
 impl Kernel {
     /// Allocates one order-0 page on `cpu`'s node.
     pub fn alloc_page(&mut self, cpu: CpuId, gfp: Gfp, owner: Option<TaskId>) -> Pfn {
-        let pfn = match self.pcp[cpu].pop() {
-            Some(p) => p,
-            None => {
-                let node = self.cpus[cpu].mmu.node();
-                self.mem.alloc_data(node)
-            }
-        };
+        if self.pcp[cpu].is_empty() {
+            self.refill_pcp(cpu);
+        }
+        let pfn = self.pcp[cpu].pop().expect("refilled");
         self.pages.insert(pfn, PageInfo { gfp, owner });
         self.cpus[cpu].stats.count(Counter::PagesAllocated);
         self.with_defenses(|d, k| d.on_page_alloc(k, cpu, pfn, gfp));
         pfn
+    }
+
+    /// rmqueue_bulk(): refill an empty per-CPU list with a batch of frames from the node;
+    /// defenses see the batch (XPFO's batched policy unmaps it there, with one flush).
+    fn refill_pcp(&mut self, cpu: CpuId) {
+        let node = self.cpus[cpu].mmu.node();
+        let batch: Vec<Pfn> = (0..PCP_BATCH).map(|_| self.mem.alloc_data(node)).collect();
+        self.with_defenses(|d, k| d.on_pcp_refill(k, cpu, &batch));
+        // Hand them out lowest first, as a fresh buddy block would be.
+        self.pcp[cpu].extend(batch.into_iter().rev());
     }
 
     /// Frees one page back to `cpu`'s list.

@@ -136,7 +136,7 @@ impl Kernel {
         self.cpus[cpu].stats.count(Counter::Forks);
         self.in_kernel(cpu, roundtrip, |k| {
             k.compute(cpu, FORK_CYCLES, TimeCategory::Kernel);
-            let child = k.spawn(name, Some(parent));
+            let child = k.spawn_on(cpu, name, Some(parent));
             k.tasks[child].last_cpu = Some(cpu);
             Ok(child)
         })

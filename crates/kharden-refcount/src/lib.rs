@@ -12,6 +12,7 @@
 //! - [`reproduce`]: seed 001's table, published vs modelled.
 //! - [`op_cycles`]: the cost of one refcount operation on a machine, for the simulator.
 
+pub mod plugin;
 pub mod bench;
 mod ffi;
 pub mod gen;

@@ -5,7 +5,7 @@ use clap::Args as ClapArgs;
 use kharden::kernel::{syscall, Kernel};
 use kharden::oracle::OracleMode;
 use kharden::workload::SyscallLoop;
-use kharden::{defense, machine, Error, Result};
+use kharden::{machine, Error, Result};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -18,7 +18,6 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    defense::parse_list(&args.defense)?;
     let machines = if args.machine.is_empty() {
         ["haswell-i7-4770", "sandybridge-i7-2600", "nehalem-i7-920"].iter().filter(|n| machine::names().contains(n)).map(|s| s.to_string()).collect()
     } else {
@@ -28,7 +27,7 @@ pub fn run(args: Args) -> Result<()> {
     for m in &machines {
         let profile = machine::load(m)?;
         for name in syscall::names() {
-            let mut k = Kernel::boot(profile.clone(), defense::parse_list(&args.defense)?);
+            let mut k = Kernel::boot(profile.clone(), super::defenses::parse(&args.defense, &profile)?);
             k.config.oracle = OracleMode::Every;
             SyscallLoop::new(name, 50)?.run(&mut k)?;
             let verdict = match k.violations.first() {

@@ -1,10 +1,20 @@
 //! `kharden defenses`: the plug-ins and their variants.
-use kharden::defense::CATALOGUE;
+use kharden::defense::{self, Defense, Extension, CATALOGUE};
+use kharden::machine::MachineProfile;
 use kharden::report::table::Table;
+
+/// Defenses that live in other crates of the workspace.
+pub const EXTENSIONS: &[Extension] = &[kharden_refcount::plugin::EXTENSION];
+
+/// Parses a --defense list for `machine`, the workspace's plug-ins included.
+pub fn parse(spec: &str, machine: &MachineProfile) -> kharden::Result<Vec<Box<dyn Defense>>> {
+    defense::parse_list_with(spec, Some(machine), EXTENSIONS)
+}
 
 pub fn run() -> kharden::Result<()> {
     let mut t = Table::new("", &["defense", "broken on purpose", "what it is"]);
-    for (name, what, broken) in CATALOGUE {
+    let extra = EXTENSIONS.iter().flat_map(|e| e.catalogue.iter());
+    for (name, what, broken) in CATALOGUE.iter().chain(extra) {
         t.push(vec![name.to_string(), if *broken { "yes" } else { "no" }.into(), what.to_string()]);
     }
     print!("{t}");

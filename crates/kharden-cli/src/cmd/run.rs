@@ -5,7 +5,7 @@ use kharden::kernel::Kernel;
 use kharden::oracle::OracleMode;
 use kharden::sim::{Counter, FlushReason, Stats, TimeCategory};
 use kharden::workload::{self, SyscallLoop};
-use kharden::{defense, machine, Error, Result};
+use kharden::{machine, Error, Result};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
         return Err(Error::new("--loops: expected a positive number"));
     }
     let _ = args.seed; // the syscall loop makes no random choices
-    let mut k = Kernel::boot(m, defense::parse_list(&args.defense)?);
+    let mut k = Kernel::boot(m.clone(), super::defenses::parse(&args.defense, &m)?);
     k.config.oracle = OracleMode::Sampled(1024);
     let lp = SyscallLoop::new(&args.syscall, args.iterations)?;
     lp.start(&mut k)?;
@@ -124,9 +124,9 @@ fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
 /// `--workload kbuild`: a window of make -jN's steady state, with the job's unmodelled
 /// kernel work calibrated on this machine as the xpfo reproduction does.
 fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
-    use kharden::experiment::kbuild_table::{calibrate, simulate, Sampling};
+    use kharden::experiment::kbuild_table::{calibrate, simulate_with, Sampling};
     use kharden::workload::kbuild_profile::JobProfile;
-    defense::parse_list(&args.defense)?;
+    super::defenses::parse(&args.defense, m)?;
     let jobs = args.jobs.unwrap_or(m.threads());
     if jobs == 0 || jobs > 4096 {
         return Err(Error::new("--jobs: expected 1..4096"));
@@ -137,7 +137,7 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
     let profile = JobProfile::builtin();
     let sampling = Sampling { warmup_ms: args.warmup_ms, window_ms: args.window_ms, seed: args.seed };
     let (extra, note) = calibrate(m, jobs, &profile, sampling)?;
-    let r = simulate(m, &args.defense, jobs, &profile, extra, sampling)?;
+    let r = simulate_with(m, &args.defense, super::defenses::EXTENSIONS, jobs, &profile, extra, sampling)?;
     let w = &r.window;
     let user_s = w.tasks.user_time().secs();
     let sys_s = w.tasks.system_time().secs();

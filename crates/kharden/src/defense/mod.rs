@@ -52,6 +52,9 @@ pub trait Defense {
     /// An empty per-CPU free list was refilled with `batch` from the node.
     fn on_pcp_refill(&mut self, _k: &mut Kernel, _cpu: CpuId, _batch: &[Pfn]) {}
 
+    /// A kernel path did `n` refcount_t operations (half increments, half decrements).
+    fn on_refcount_ops(&mut self, _k: &mut Kernel, _cpu: CpuId, _n: u32) {}
+
     /// The kernel maps a page for a copy (kmap/kmap_atomic) and unmaps it afterwards.
     fn on_kmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
     fn on_kunmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
@@ -86,10 +89,28 @@ pub const CATALOGUE: &[(&str, &str, bool)] = &[
 
 const BOOT_OPTIONS: &[&str] = &["nopcid"];
 
+/// Defenses that live in other crates (they may need the machine to set themselves up),
+/// so a new mechanism plugs in without touching this file.
+pub struct Extension {
+    /// Names it answers to, with one line each for `kharden defenses`.
+    pub catalogue: &'static [(&'static str, &'static str, bool)],
+    pub make: fn(name: &str, machine: &MachineProfile) -> Option<Result<Box<dyn Defense>>>,
+}
+
 /// Parses a comma-separated defense list, e.g. "pti:linux,nopcid" or "none".
 pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
+    parse_list_with(spec, None, &[])
+}
+
+/// parse_list() that also knows the defenses of `extensions`, built for `machine`.
+pub fn parse_list_with(spec: &str, machine: Option<&MachineProfile>, extensions: &[Extension]) -> Result<Vec<Box<dyn Defense>>> {
     let mut out: Vec<Box<dyn Defense>> = vec![];
     for item in spec.split(',').map(str::trim) {
+        let extended = machine.and_then(|m| extensions.iter().find_map(|e| (e.make)(item, m)));
+        if let Some(d) = extended {
+            out.push(d?);
+            continue;
+        }
         let d: Box<dyn Defense> = match item {
             "none" | "" => continue,
             "nopcid" => Box::new(boot_options::NoPcid),
@@ -106,7 +127,8 @@ pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
             "xpfo:broken-deferred-no-switch-flush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenDeferredNoSwitchFlush)),
             "xpfo:broken-pending-cleared-early" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenPendingClearedEarly)),
             other => {
-                let known: Vec<&str> = CATALOGUE.iter().map(|(n, _, _)| *n).collect();
+                let extra = extensions.iter().flat_map(|e| e.catalogue.iter());
+                let known: Vec<&str> = CATALOGUE.iter().chain(extra).map(|(n, _, _)| *n).collect();
                 return Err(Error::new(format!("--defense: unknown defense '{other}': expected a comma-separated list of {}", known.join(", "))));
             }
         };

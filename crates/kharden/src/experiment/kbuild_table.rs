@@ -108,7 +108,12 @@ pub struct Sampling {
 
 /// Simulates the build's steady state on `m` under `defenses`.
 pub fn simulate(m: &MachineProfile, defenses: &str, jobs: u32, profile: &JobProfile, extra: f64, sampling: Sampling) -> Result<Measured> {
-    let k = Kernel::boot(m.clone(), defense::parse_list(defenses)?);
+    simulate_with(m, defenses, &[], jobs, profile, extra, sampling)
+}
+
+/// simulate() with defenses from other crates available.
+pub fn simulate_with(m: &MachineProfile, defenses: &str, extensions: &[defense::Extension], jobs: u32, profile: &JobProfile, extra: f64, sampling: Sampling) -> Result<Measured> {
+    let k = Kernel::boot(m.clone(), defense::parse_list_with(defenses, Some(m), extensions)?);
     // Enough jobs that make never runs dry in the window.
     let mut r = Runner::new(k, Make::new(profile.spec(extra), jobs, u64::MAX), sampling.seed);
     let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;

@@ -19,6 +19,14 @@ pub const FORK_CYCLES: f64 = 75_000.0;
 pub const EXEC_CYCLES: f64 = 300_000.0;
 /// Kernel work of exit() beyond freeing pages. ESTIMATE: ~15 µs at 3 GHz.
 pub const EXIT_CYCLES: f64 = 45_000.0;
+/// refcount_t operations of copy_process() in Linux 6.1, from reading kernel/fork.c: task
+/// usage (x2), struct pid (x2), sighand, signal->sigcnt, nsproxy, user_struct, uts/ipc/mnt/pid
+/// namespace counts (x4): about 12. exit releases as many; exec (de_thread, mm and creds
+/// swap, binfmt module refs) about 6. Other paths of the table take none on refcount_t
+/// (files use atomic_long_t f_count, dentries lockrefs).
+pub const FORK_REFCOUNT_OPS: u32 = 12;
+pub const EXIT_REFCOUNT_OPS: u32 = 12;
+pub const EXEC_REFCOUNT_OPS: u32 = 6;
 /// Kernel work per page of a buffered read() or write() besides the copy: page-cache lookup,
 /// iov_iter bookkeeping. ESTIMATE: ~300 cycles.
 pub const FILE_PAGE_CYCLES: f64 = 300.0;
@@ -44,6 +52,13 @@ impl Kernel {
         }
         self.compute(cpu, entry / 2.0, TimeCategory::InterruptEntry);
         r
+    }
+
+    /// `n` refcount_t operations on a kernel path: counted, and priced by a refcount defense
+    /// (the unhardened kernel's atomic_t cost is part of the path's work).
+    pub fn refcount_ops(&mut self, cpu: CpuId, n: u32) {
+        self.cpus[cpu].stats.add(Counter::RefcountOps, n as u64);
+        self.with_defenses(|d, k| d.on_refcount_ops(k, cpu, n));
     }
 
     /// kmap(): the kernel alias of a page for a copy. On x86-64 that is the direct map;
@@ -136,6 +151,7 @@ impl Kernel {
         self.cpus[cpu].stats.count(Counter::Forks);
         self.in_kernel(cpu, roundtrip, |k| {
             k.compute(cpu, FORK_CYCLES, TimeCategory::Kernel);
+            k.refcount_ops(cpu, FORK_REFCOUNT_OPS);
             let child = k.spawn_on(cpu, name, Some(parent));
             k.tasks[child].last_cpu = Some(cpu);
             Ok(child)
@@ -148,6 +164,7 @@ impl Kernel {
         self.cpus[cpu].stats.count(Counter::Execs);
         self.in_kernel(cpu, roundtrip, |k| {
             k.compute(cpu, EXEC_CYCLES, TimeCategory::Kernel);
+            k.refcount_ops(cpu, EXEC_REFCOUNT_OPS);
             k.release_user_memory(cpu, task);
             Ok(())
         })
@@ -158,6 +175,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.in_kernel(cpu, roundtrip, |k| {
             k.compute(cpu, EXIT_CYCLES, TimeCategory::Kernel);
+            k.refcount_ops(cpu, EXIT_REFCOUNT_OPS);
             k.release_user_memory(cpu, task);
             Ok(())
         })?;

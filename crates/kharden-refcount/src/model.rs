@@ -491,7 +491,7 @@ fn frequency_of(core: &Core, notes: &mut Vec<String>) -> f64 {
 pub fn reproduce() -> Result<Reproduction> {
     let p = published()?;
     let cores = cores()?;
-    let core = core_named(&cores, &p.core)?;
+    let core = core_named(cores, &p.core)?;
     let variant = Variant::from_name(&p.variant).ok_or_else(|| Error::at("published/seed001.toml", "unknown variant"))?;
     let mut notes = vec![];
     let freq = frequency_of(&core, &mut notes);
@@ -526,7 +526,7 @@ pub fn reproduce() -> Result<Reproduction> {
     predictions.push(Row::predicted(&format!("{} {} fetch_add: seconds", core.name, variant.name()), "s", m.seconds));
     let mut lse = Table::new("LKDTM loops on the LSE cores (predicted, no published figures)", &["core", "variant", "implementation", "instructions", "cycles", "seconds", "vs atomic_t"]);
     for name in ["neoverse-n1", "thunderx2"] {
-        let c = core_named(&cores, name)?;
+        let c = core_named(cores, name)?;
         let f = frequency_of(&c, &mut notes);
         for v in [Variant::Arm64Lse, Variant::Arm64Llsc] {
             let base = lkdtm(&c, v, Impl::Atomic, f, p.lkdtm_bound)?.cycles;

@@ -94,8 +94,11 @@ const BOOT_OPTIONS: &[&str] = &["nopcid"];
 pub struct Extension {
     /// Names it answers to, with one line each for `kharden defenses`.
     pub catalogue: &'static [(&'static str, &'static str, bool)],
-    pub make: fn(name: &str, machine: &MachineProfile) -> Option<Result<Box<dyn Defense>>>,
+    pub make: MakeDefense,
 }
+
+/// Builds the named defense for a machine; `None` when the name is not this extension's.
+pub type MakeDefense = fn(name: &str, machine: &MachineProfile) -> Option<Result<Box<dyn Defense>>>;
 
 /// Parses a comma-separated defense list, e.g. "pti:linux,nopcid" or "none".
 pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {

@@ -9,6 +9,7 @@
 //! - kunmap: mapcount 0 unmaps it (set_kpte, splitting a large direct-map page first) and
 //!   flushes the alias;
 //! - free: alias restored, no flush.
+//!
 //! The flush policies differ in who flushes: `immediate` every CPU at once by IPI
 //! (flush_tlb_kernel_range); `deferred` (v7 16/16) the local CPU now and every other CPU
 //! when the allocating task is next switched in there (a per-task pending mask). Splitting a

@@ -17,6 +17,7 @@ use crate::sim::{Counter, Time, TimeCategory};
 use crate::workload::kbuild::Make;
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::run::{Runner, Window};
+use super::Fit;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -35,14 +36,6 @@ pub struct Experiment {
     pub window_cpu_ms: f64,
     pub fit: Fit,
     pub row: Vec<RowSpec>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fit {
-    /// Only "build_user_cycles".
-    pub parameter: String,
-    pub row: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -115,7 +108,7 @@ pub fn simulate(m: &MachineProfile, defenses: &str, jobs: u32, profile: &JobProf
 pub fn simulate_with(m: &MachineProfile, defenses: &str, extensions: &[defense::Extension], jobs: u32, profile: &JobProfile, extra: f64, sampling: Sampling) -> Result<Measured> {
     let k = Kernel::boot(m.clone(), defense::parse_list_with(defenses, Some(m), extensions)?);
     // Enough jobs that make never runs dry in the window.
-    let mut r = Runner::new(k, Make::new(profile.spec(extra), jobs, u64::MAX), sampling.seed);
+    let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), sampling.seed);
     let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
     if let Some(v) = r.k.violations.first() {
         return Err(Error::new(format!("{defenses} on {}: security oracle violation: {}", m.name, v.what)));

@@ -13,6 +13,15 @@ mod embedded {
     include!(concat!(env!("OUT_DIR"), "/experiments.rs"));
 }
 
+/// The one parameter an experiment may fit, and the row whose published figure fixes it.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fit {
+    pub parameter: String,
+    /// Label of the row whose published figure the parameter is fitted to.
+    pub row: String,
+}
+
 /// Experiments this library runs (others, like refcount, are run by their own crates).
 pub fn names() -> Vec<&'static str> {
     embedded::EXPERIMENT_FILES.iter().map(|(n, _)| *n).collect()

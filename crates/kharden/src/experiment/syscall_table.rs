@@ -9,6 +9,7 @@ use crate::report::{Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
 use crate::workload::syscall_loop::{LoopResult, SyscallLoop};
 use crate::defense;
+use super::Fit;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -28,15 +29,6 @@ pub struct Experiment {
     pub row: Vec<RowSpec>,
     #[serde(default)]
     pub prediction: Vec<PredictionSpec>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fit {
-    /// Only "syscall_work_cycles" (the handler's work) can be fitted.
-    pub parameter: String,
-    /// Label of the row whose published figure the parameter is fitted to.
-    pub row: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

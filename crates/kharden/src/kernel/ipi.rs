@@ -101,7 +101,7 @@ impl Kernel {
         let mut start = booking.start;
         if idle && !booking.drained {
             self.cpus[t].idle_stats.count(Counter::IpisToIdle);
-            start = start + self.idle_exit_latency(t, arrival);
+            start += self.idle_exit_latency(t, arrival);
             let c = &mut self.cpus[t];
             c.now = c.now.max(start);
         }
@@ -159,7 +159,7 @@ impl Kernel {
         let slept = (at - c.now).ns();
         let predicted = c.idle_estimate_ns;
         c.idle_estimate_ns = 0.75 * c.idle_estimate_ns + 0.25 * slept;
-        let state = self.machine.cstates.iter().filter(|s| s.target_residency_us * 1000.0 <= predicted).last();
+        let state = self.machine.cstates.iter().rev().find(|s| s.target_residency_us * 1000.0 <= predicted);
         state.map_or(Time::ZERO, |s| Time::from_ns(s.exit_latency_us * 1000.0))
     }
 }

@@ -14,7 +14,7 @@ pub fn check(k: &Kernel, cpu: CpuId, defense: &str, unmapped: impl Fn(Pfn) -> bo
     let pcid = c.mmu.current_pcid();
     for e in c.mmu.tlb_entries() {
         let va = e.va().0;
-        if !e.matches_context(pcid) || va < DIRECT_MAP || va >= DIRECT_MAP + (1 << 46) {
+        if !e.matches_context(pcid) || !(DIRECT_MAP..DIRECT_MAP + (1 << 46)).contains(&va) {
             continue;
         }
         let first = e.page.pfn().0;

@@ -71,7 +71,8 @@ pub struct Make {
 }
 
 impl Make {
-    pub fn new(spec: JobSpec, jobs: u32, total: u64) -> Program {
+    /// The program of a make -j`jobs` that starts `total` jobs of `spec`.
+    pub fn program(spec: JobSpec, jobs: u32, total: u64) -> Program {
         Program::Make(Make { spec: Arc::new(spec), limit: jobs.max(1), total, started: 0, running: 0, waited: false })
     }
 
@@ -250,7 +251,7 @@ mod tests {
     fn a_small_build_runs_every_job_to_completion() {
         let m = machine::load("ivybridge-i5-3550").unwrap();
         let k = Kernel::boot(m, defense::parse_list("none").unwrap());
-        let mut r = Runner::new(k, Make::new(small_spec(), 4, 12), 7);
+        let mut r = Runner::new(k, Make::program(small_spec(), 4, 12), 7);
         let w = r.run(Time::ZERO, Time(10_000_000_000_000)).unwrap();
         let s = &w.tasks;
         // make forks 12 shells; each shell forks its 3 processes, except that the first 4
@@ -281,7 +282,7 @@ mod xpfo_smoke {
             for d in ["none", "xpfo:immediate", "xpfo:deferred"] {
                 let k = Kernel::boot(machine::load(m).unwrap(), defense::parse_list(d).unwrap());
                 let jobs = if m.starts_with("xeon") { 60 } else { 4 };
-                let mut r = Runner::new(k, Make::new(small_spec(), jobs, 3 * jobs as u64), 7);
+                let mut r = Runner::new(k, Make::program(small_spec(), jobs, 3 * jobs as u64), 7);
                 let w = r.run(Time::ZERO, Time(10_000_000_000_000)).unwrap();
                 eprintln!("{m} {d}: sys {:.6} s user {:.6} s flushes {} ipis {} splits {} violations {}", w.tasks.system_time().secs(), w.tasks.user_time().secs(), w.tasks.counter(Counter::XpfoFlushes), w.tasks.counter(Counter::NrTlbRemoteFlush), w.tasks.counter(Counter::DirectMapSplits), r.k.violations.len());
                 assert!(r.k.violations.is_empty(), "{m} {d}: {:?}", r.k.violations.first());

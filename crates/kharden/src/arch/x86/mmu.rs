@@ -286,12 +286,7 @@ impl Mmu {
             w &= e.writable();
             u &= e.user();
             nx |= e.no_exec();
-            let size = match level {
-                3 if e.large() => Some(PageSize::Size1G),
-                2 if e.large() => Some(PageSize::Size2M),
-                1 => Some(PageSize::Size4K),
-                _ => None,
-            };
+            let size = e.leaf_size(level);
             if let Some(size) = size {
                 let flags = PteFlags { writable: w, user: u, no_exec: nx, global: e.global() };
                 return Ok((e.addr(), size, flags, cycles));

@@ -78,12 +78,7 @@ fn find_leaf(mem: &PhysMem, root: Pfn, va: VirtAddr) -> Option<(Pfn, usize, Leaf
         writable &= e.writable();
         user &= e.user();
         no_exec |= e.no_exec();
-        let size = match level {
-            3 if e.large() => Some(PageSize::Size1G),
-            2 if e.large() => Some(PageSize::Size2M),
-            1 => Some(PageSize::Size4K),
-            _ => None,
-        };
+        let size = e.leaf_size(level);
         if let Some(size) = size {
             let flags = PteFlags { writable, user, no_exec, global: e.global() };
             return Some((table, idx, Leaf { page: e.addr(), size, flags }));
@@ -112,12 +107,7 @@ fn visit(mem: &PhysMem, table: Pfn, level: u8, base: VirtAddr, perms: (bool, boo
         }
         let va = base.offset(i as u64 * span);
         let p = (perms.0 & e.writable(), perms.1 & e.user(), perms.2 | e.no_exec());
-        let size = match level {
-            3 if e.large() => Some(PageSize::Size1G),
-            2 if e.large() => Some(PageSize::Size2M),
-            1 => Some(PageSize::Size4K),
-            _ => None,
-        };
+        let size = e.leaf_size(level);
         match size {
             Some(size) => f(va, Leaf { page: e.addr(), size, flags: PteFlags { writable: p.0, user: p.1, no_exec: p.2, global: e.global() } }),
             None => visit(mem, e.addr().pfn(), level - 1, va, p, f),

@@ -64,6 +64,16 @@ impl Pte {
     pub fn global(self) -> bool { self.0 & G != 0 }
     pub fn no_exec(self) -> bool { self.0 & NX != 0 }
     pub fn addr(self) -> PhysAddr { PhysAddr(self.0 & ADDR_MASK) }
+    /// The page this entry maps when read at `level` (1 = PTE), or None for a table pointer:
+    /// PTEs always map 4 KiB, PDEs and PDPTEs map 2 MiB / 1 GiB when PS is set.
+    pub fn leaf_size(self, level: u8) -> Option<PageSize> {
+        match level {
+            1 => Some(PageSize::Size4K),
+            2 if self.large() => Some(PageSize::Size2M),
+            3 if self.large() => Some(PageSize::Size1G),
+            _ => None,
+        }
+    }
     pub fn flags(self) -> PteFlags {
         PteFlags { writable: self.writable(), user: self.user(), no_exec: self.no_exec(), global: self.global() }
     }

@@ -22,6 +22,26 @@ fn syscall_loop(c: &mut Criterion) {
     g.finish();
 }
 
+/// A window of make -j60 on the 96-thread Xeon under immediate XPFO: the heaviest case of
+/// the xpfo reproduction (every flush IPIs 95 CPUs). Throughput is in simulated IPIs.
+fn kbuild_shootdowns(c: &mut Criterion) {
+    use kharden::experiment::kbuild_table::{simulate, Sampling};
+    use kharden::sim::Counter;
+    use kharden::workload::kbuild_profile::JobProfile;
+    let m = machine::load("xeon-platinum-8160").unwrap();
+    let profile = JobProfile::builtin();
+    let sampling = Sampling { warmup_ms: 1.0, window_ms: 4.0, seed: 1 };
+    let probe = simulate(&m, "pti:linux,xpfo:immediate", 60, &profile, 36000.0, sampling).unwrap();
+    let ipis = probe.window.tasks.counter(Counter::IpisSent) + probe.window.idle.counter(Counter::IpisSent);
+    let mut g = c.benchmark_group("kbuild");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(ipis));
+    g.bench_function("xeon-8160 -j60 xpfo:immediate, 5 ms simulated", |b| {
+        b.iter(|| simulate(&m, "pti:linux,xpfo:immediate", 60, &profile, 36000.0, sampling).unwrap())
+    });
+    g.finish();
+}
+
 fn reproduction(c: &mut Criterion) {
     let mut g = c.benchmark_group("reproduce");
     g.sample_size(10);
@@ -29,5 +49,5 @@ fn reproduction(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, syscall_loop, reproduction);
+criterion_group!(benches, syscall_loop, kbuild_shootdowns, reproduction);
 criterion_main!(benches);

@@ -56,8 +56,13 @@ impl Kernel {
     /// Runs `work` on every CPU in `targets` (not including `cpu`) and waits for all of them.
     pub fn smp_call_function_many(&mut self, cpu: CpuId, targets: &CpuSet, work: IpiWork) {
         if self.fast_forward {
-            for t in targets.iter() {
-                self.run_handler_work(t, work);
+            // Fast-forwarded history: a page-sized kernel flush reached CPUs that had never
+            // touched the page (nothing ran before the simulation), so only full flushes
+            // (after direct-map splits) and user-mm flushes change remote TLBs.
+            if !matches!(work, IpiWork::FlushTlbKernel { pages, .. } if pages <= self.config.tlb_single_page_flush_ceiling) {
+                for t in targets.iter() {
+                    self.run_handler_work(t, work);
+                }
             }
             return;
         }

@@ -32,6 +32,8 @@ enum Command {
     Record(cmd::trace::RecordArgs),
     /// Inspect kharden traces.
     Trace(cmd::trace::TraceArgs),
+    /// Replay a recorded trace on a machine model.
+    Replay(cmd::replay::Args),
     /// Refcount implementations: native benchmark (LKDTM style).
     Refcount(cmd::refcount::Args),
 }
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Refcount(args) => cmd::refcount::run(args),
         Command::Record(args) => cmd::trace::record(args),
         Command::Trace(args) => cmd::trace::trace(args),
+        Command::Replay(args) => cmd::replay::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

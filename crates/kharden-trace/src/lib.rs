@@ -6,6 +6,7 @@
 //! switch in/out, migration, syscalls, page allocations and frees, TLB flushes, page faults),
 //! so a replayer can demultiplex it by tid into one stream of operations per task.
 
+pub mod replay;
 pub mod format;
 pub mod gfp;
 pub mod perf;

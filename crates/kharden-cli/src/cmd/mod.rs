@@ -7,3 +7,4 @@ pub mod defenses;
 pub mod reproduce;
 pub mod run;
 pub mod sweep;
+pub mod replay;

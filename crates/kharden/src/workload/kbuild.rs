@@ -34,19 +34,32 @@ pub struct JobSpec {
 }
 
 /// A task's program.
-#[derive(Debug, Clone)]
 pub enum Program {
     Make(Make),
     Job(Job),
     Process(Process),
+    /// Operations streamed from a source (trace replay).
+    Stream(Box<dyn super::program::OpSource>),
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Program::Stream(s) => write!(f, "Stream({})", s.name()),
+            Program::Make(m) => m.fmt(f),
+            Program::Job(j) => j.fmt(f),
+            Program::Process(p) => p.fmt(f),
+        }
+    }
 }
 
 impl Program {
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Program::Make(_) => "make",
             Program::Job(_) => "sh",
             Program::Process(_) => "cc",
+            Program::Stream(s) => s.name(),
         }
     }
 
@@ -55,12 +68,13 @@ impl Program {
             Program::Make(m) => m.next(rng),
             Program::Job(j) => j.next(),
             Program::Process(p) => p.next(),
+            Program::Stream(s) => s.next(),
         }
     }
 }
 
 /// make -jN: keeps N jobs running until `total` have been started.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Make {
     spec: Arc<JobSpec>,
     limit: u32,
@@ -97,7 +111,7 @@ impl Make {
 }
 
 /// The shell of one job: runs the job's processes in turn.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Job {
     spec: Arc<JobSpec>,
     next_process: usize,
@@ -154,7 +168,7 @@ impl Job {
 
 /// One process of a job: exec, then chunks of user work with its share of the job's
 /// kernel events spread evenly between them, then exit.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Process {
     spec: Arc<JobSpec>,
     share: f64,

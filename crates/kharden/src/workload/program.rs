@@ -3,7 +3,7 @@
 
 use crate::kernel::syscall::SyscallSpec;
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Op {
     /// User-mode computation of `cycles`, touching `touches` pages of the heap at random
     /// (plus its text and stack).
@@ -18,7 +18,7 @@ pub enum Op {
     /// write() of `pages` pages (object files, pipes, temporaries).
     FileWrite { pages: u32 },
     /// Any other system call from the table, `count` times, each with `extra_cycles` of
-    /// kernel work beyond the table's path.
+    /// kernel work beyond the table's path (a replayed syscall carries its measured work here).
     Syscall { spec: &'static SyscallSpec, count: u32, extra_cycles: f64 },
     /// fork() a child that runs `program`.
     Fork(Box<super::kbuild::Program>),
@@ -27,4 +27,11 @@ pub enum Op {
     /// wait() for one child to exit (blocks while none has).
     WaitChild,
     Exit,
+}
+
+/// A program whose operations come from elsewhere (a replayed trace), one at a time.
+pub trait OpSource {
+    fn next(&mut self) -> Op;
+    /// The task's name (its command).
+    fn name(&self) -> &str;
 }

@@ -176,7 +176,8 @@ impl Runner {
                 }
             }
             Op::Fork(program) => {
-                let child = k.fork(cpu, task, program.name())?;
+                let name = program.name().to_string();
+                let child = k.fork(cpu, task, &name)?;
                 let now = k.cpus[cpu].now;
                 self.adopt(child, *program);
                 self.alive_children[task] += 1;

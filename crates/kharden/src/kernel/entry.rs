@@ -1,7 +1,7 @@
 //! Kernel entry and exit paths: syscalls, page faults, and the user-mode work between them.
 //! Defenses hook kernel entry and exit; the oracle runs at the return to user mode.
 
-use super::syscall::{Effect, KTouch, SyscallSpec, ANON_FAULT_TOUCHES, ANON_FAULT_WORK_CYCLES, COMMON_TOUCHES};
+use super::syscall::{Effect, KTouch, SyscallSpec, COMMON_TOUCHES};
 use super::{layout::*, CpuId, Kernel};
 use crate::arch::x86::{paging, Access, Fault, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
@@ -40,45 +40,15 @@ impl Kernel {
     /// A system call from user mode: SYSCALL, entry hooks, the path's touches and work, its
     /// effect on the address space, exit hooks, SYSRET.
     pub fn syscall(&mut self, cpu: CpuId, spec: &SyscallSpec) -> Result<()> {
-        let half = self.machine.costs.syscall_roundtrip_cycles as f64 / 2.0;
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
-        self.compute(cpu, half, TimeCategory::SyscallInsn);
-        self.kernel_entry(cpu);
-        self.kernel_touches(cpu, COMMON_TOUCHES, spec.name)?;
-        self.kernel_touches(cpu, spec.touches, spec.name)?;
-        self.compute(cpu, spec.work_cycles, TimeCategory::Kernel);
-        self.apply(cpu, spec.effect);
-        self.kernel_exit(cpu);
-        self.compute(cpu, half, TimeCategory::SyscallInsn);
-        Ok(())
-    }
-
-    /// A #PF on an anonymous page: exception entry, allocate and map a frame, return.
-    pub fn page_fault(&mut self, cpu: CpuId, va: VirtAddr) -> Result<()> {
-        self.cpus[cpu].stats.count(Counter::PageFaults);
-        let half = self.machine.costs.interrupt_entry_cycles as f64 / 2.0;
-        self.compute(cpu, half, TimeCategory::InterruptEntry);
-        self.kernel_entry(cpu);
-        self.kernel_touches(cpu, ANON_FAULT_TOUCHES, "page fault")?;
-        self.compute(cpu, ANON_FAULT_WORK_CYCLES, TimeCategory::Kernel);
-        let mm = self.current_mm(cpu);
-        let frame = self.mem.alloc_data(self.cpus[cpu].mmu.node());
-        self.map_user(mm, va.align_down(crate::arch::x86::PageSize::Size4K), frame.addr(), PteFlags::USER_DATA);
-        self.kernel_exit(cpu);
-        self.compute(cpu, half, TimeCategory::InterruptEntry);
-        Ok(())
-    }
-
-    fn kernel_entry(&mut self, cpu: CpuId) {
-        self.cpus[cpu].user_mode = false;
-        self.cpus[cpu].stats.count(Counter::KernelEntries);
-        self.with_defenses(|d, k| d.on_kernel_entry(k, cpu));
-    }
-
-    fn kernel_exit(&mut self, cpu: CpuId) {
-        self.with_defenses(|d, k| d.on_kernel_exit(k, cpu));
-        self.cpus[cpu].user_mode = true;
-        self.check_at_user_return(cpu);
+        self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
+            k.kernel_touches(cpu, COMMON_TOUCHES, spec.name)?;
+            k.kernel_touches(cpu, spec.touches, spec.name)?;
+            k.compute(cpu, spec.work_cycles, TimeCategory::Kernel);
+            k.apply(cpu, spec.effect);
+            Ok(())
+        })
     }
 
     fn kernel_touches(&mut self, cpu: CpuId, touches: &[KTouch], path: &str) -> Result<()> {
@@ -124,7 +94,7 @@ impl Kernel {
                 let mut cleared = 0;
                 for p in 0..pages {
                     if let Some(leaf) = paging::unmap(&mut self.mem, root, start.offset(p * 4096)) {
-                        self.mem.free_data(leaf.page.pfn());
+                        self.free_page(cpu, leaf.page.pfn());
                         cleared += 1;
                     }
                 }

@@ -36,9 +36,15 @@ pub const COPY_PAGE_CYCLES: f64 = 256.0;
 impl Kernel {
     /// Runs `f` with the CPU in kernel mode, through the entry and exit paths (defenses see
     /// both), charging `entry` cycles of exception or syscall entry/exit.
-    fn in_kernel<T>(&mut self, cpu: CpuId, entry: f64, f: impl FnOnce(&mut Kernel) -> Result<T>) -> Result<T> {
+    pub(crate) fn in_kernel<T>(&mut self, cpu: CpuId, entry: f64, f: impl FnOnce(&mut Kernel) -> Result<T>) -> Result<T> {
+        self.in_kernel_as(cpu, entry, TimeCategory::InterruptEntry, f)
+    }
+
+    /// in_kernel() with the entry/exit cycles charged to `category` (SYSCALL/SYSRET for
+    /// system calls, exception or interrupt entry otherwise).
+    pub(crate) fn in_kernel_as<T>(&mut self, cpu: CpuId, entry: f64, category: TimeCategory, f: impl FnOnce(&mut Kernel) -> Result<T>) -> Result<T> {
         let from_user = self.cpus[cpu].user_mode;
-        self.compute(cpu, entry / 2.0, TimeCategory::InterruptEntry);
+        self.compute(cpu, entry / 2.0, category);
         if from_user {
             self.cpus[cpu].user_mode = false;
             self.cpus[cpu].stats.count(Counter::KernelEntries);
@@ -50,7 +56,7 @@ impl Kernel {
             self.cpus[cpu].user_mode = true;
             self.check_at_user_return(cpu);
         }
-        self.compute(cpu, entry / 2.0, TimeCategory::InterruptEntry);
+        self.compute(cpu, entry / 2.0, category);
         r
     }
 
@@ -85,9 +91,9 @@ impl Kernel {
         Ok(())
     }
 
-    /// An anonymous page fault on the next page of the current task's heap: allocate a
-    /// zeroed page (GFP_HIGHUSER_MOVABLE | __GFP_ZERO, zeroed through kmap) and map it.
-    pub fn anon_fault(&mut self, cpu: CpuId) -> Result<()> {
+    /// A #PF on an anonymous page at `va` of the current task: allocate a zeroed page
+    /// (GFP_HIGHUSER_MOVABLE | __GFP_ZERO, zeroed through kmap) and map it.
+    pub fn page_fault(&mut self, cpu: CpuId, va: VirtAddr) -> Result<Pfn> {
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.cpus[cpu].stats.count(Counter::PageFaults);
         self.in_kernel(cpu, entry, |k| {
@@ -97,12 +103,19 @@ impl Kernel {
             let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
             k.copy_page(cpu, pfn, Access::Write, None)?;
             let mm = k.tasks[task].mm;
-            let va = k.mms[mm].heap.offset(k.mms[mm].heap_pages * 4096);
-            k.map_user(mm, va, pfn.addr(), PteFlags::USER_DATA);
-            k.mms[mm].anon.push(pfn);
-            k.mms[mm].heap_pages += 1;
-            Ok(())
+            k.map_user(mm, va.align_down(crate::arch::x86::PageSize::Size4K), pfn.addr(), PteFlags::USER_DATA);
+            Ok(pfn)
         })
+    }
+
+    /// An anonymous page fault on the next page of the current task's heap.
+    pub fn anon_fault(&mut self, cpu: CpuId) -> Result<()> {
+        let mm = self.current_mm(cpu);
+        let va = self.mms[mm].heap.offset(self.mms[mm].heap_pages * 4096);
+        let pfn = self.page_fault(cpu, va)?;
+        self.mms[mm].anon.push(pfn);
+        self.mms[mm].heap_pages += 1;
+        Ok(())
     }
 
     /// read() of `pages` pages of file data into the user buffer: `misses` of them are not
@@ -203,7 +216,7 @@ impl Kernel {
         self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
     }
 
-    fn path_touches(&mut self, cpu: CpuId, touches: &[KTouch]) -> Result<()> {
+    pub(crate) fn path_touches(&mut self, cpu: CpuId, touches: &[KTouch]) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
             self.touch(cpu, va, access).map_err(|f| Error::new(format!("kernel fault at {va} ({t:?}): {f:?}")))?;

@@ -36,6 +36,36 @@ pub struct Experiment {
     pub window_cpu_ms: f64,
     pub fit: Fit,
     pub row: Vec<RowSpec>,
+    /// What-if runs of a row with some unsourced machine costs scaled, to show how much the
+    /// result depends on them (reported as predictions, never compared).
+    #[serde(default)]
+    pub sensitivity: Vec<Sensitivity>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sensitivity {
+    /// Label of the row to rerun.
+    pub row: String,
+    #[serde(default = "one")]
+    pub interrupt_entry_scale: f64,
+    #[serde(default = "one")]
+    pub ipi_latency_scale: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl Sensitivity {
+    fn apply(&self, m: &MachineProfile) -> MachineProfile {
+        let mut m = m.clone();
+        let c = &mut m.costs;
+        c.interrupt_entry_cycles = (c.interrupt_entry_cycles as f64 * self.interrupt_entry_scale).round() as u32;
+        let l = &mut c.ipi_latency_ns;
+        (l.same_core_ns, l.same_socket_ns, l.remote_socket_ns) = (l.same_core_ns * self.ipi_latency_scale, l.same_socket_ns * self.ipi_latency_scale, l.remote_socket_ns * self.ipi_latency_scale);
+        m
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -61,6 +91,14 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     }
     if !(e.warmup_ms >= 0.0 && e.warmup_ms <= 1000.0 && e.window_cpu_ms > 0.0 && e.window_cpu_ms <= 100_000.0) {
         return Err(Error::at(place, "warmup_ms, window_cpu_ms: expected 0 <= warmup_ms <= 1000 and 0 < window_cpu_ms <= 100000"));
+    }
+    for s in &e.sensitivity {
+        if !e.row.iter().any(|r| r.label == s.row) {
+            return Err(Error::at(place, format!("sensitivity.row: no [[row]] labelled \"{}\"", s.row)));
+        }
+        if !(0.1..=100.0).contains(&s.interrupt_entry_scale) || !(0.1..=100.0).contains(&s.ipi_latency_scale) {
+            return Err(Error::at(place, "sensitivity: expected scales between 0.1 and 100"));
+        }
     }
     for r in &e.row {
         defense::parse_list(&r.defense).map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
@@ -171,6 +209,16 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
             row
         })
         .collect();
+    let mut predictions = vec![];
+    for sens in &e.sensitivity {
+        let r = e.row.iter().find(|r| r.label == sens.row).unwrap();
+        let m = sens.apply(&machine::load(&r.machine)?);
+        let sampling = Sampling { warmup_ms: e.warmup_ms, window_ms: e.window_cpu_ms / r.jobs as f64, seed: 1 };
+        let extra = calibration[&(r.machine.clone(), r.jobs)];
+        let one = simulate(&m, &r.defense, r.jobs, &profile, extra, sampling)?;
+        let label = format!("what if: {} with interrupt entry x{} and IPI delivery x{}", r.label, sens.interrupt_entry_scale, sens.ipi_latency_scale);
+        predictions.push(Row::predicted(&label, "s", one.system_per_user_cycle() * build_user_cycles));
+    }
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work", e.warmup_ms, e.window_cpu_ms));
     notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());
     Ok(Reproduction {
@@ -179,7 +227,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         rows,
         fitted_parameters: 1,
         fitted,
-        predictions: vec![],
+        predictions,
         breakdowns: vec![breakdown(&e.title, &measured, build_user_cycles)],
         notes,
     })

@@ -63,9 +63,22 @@ pub trait Defense {
     /// runs with the incoming task known).
     fn on_task_switched_in(&mut self, _k: &mut Kernel, _cpu: CpuId, _task: TaskId) {}
 
+    /// The kernel flushed kernel addresses [start, start + pages) from this CPU's TLB page by
+    /// page (Linux __flush_tlb_one_kernel, which also calls flush_tlb_one_user for them).
+    fn on_kernel_page_flush(&mut self, _k: &mut Kernel, _cpu: CpuId, _start: VirtAddr, _pages: u64) {}
+
     /// The security property, checked in user mode right after a return from the kernel.
     fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {
         None
+    }
+}
+
+/// Stands in for a defense while its own hook runs (see Kernel::with_defenses).
+pub struct Running;
+
+impl Defense for Running {
+    fn name(&self) -> String {
+        "(running)".into()
     }
 }
 

@@ -166,6 +166,27 @@ impl Defense for Pti {
     }
 
     fn on_user_tlb_flush(&mut self, k: &mut Kernel, cpu: CpuId, _mm: MmId, start: VirtAddr, pages: u64) {
+        self.flush_user_pcid(k, cpu, start, pages);
+    }
+
+    fn on_kernel_page_flush(&mut self, k: &mut Kernel, cpu: CpuId, start: VirtAddr, pages: u64) {
+        // Linux's __flush_tlb_one_kernel goes through flush_tlb_one_user, which under PTI
+        // invalidates the address in the user PCID too (INVPCID type 0, or a deferred flush).
+        if self.variant == Variant::Linux {
+            self.flush_user_pcid(k, cpu, start, pages);
+        }
+    }
+
+    fn check_user_mode(&self, k: &Kernel, cpu: CpuId) -> Option<Violation> {
+        invariant::check(k, cpu, &self.name(), &self.allowed_in_user_mode(k))
+    }
+}
+
+impl Pti {
+    /// Invalidates [start, start + pages) in this CPU's user PCID: INVPCID type 0 per page
+    /// where the CPU has it and the range is small, else a full user-PCID flush owed at the
+    /// next return to user mode (Linux's user_pcid_flush_mask, FreeBSD's ucr3_load_mask).
+    fn flush_user_pcid(&mut self, k: &mut Kernel, cpu: CpuId, start: VirtAddr, pages: u64) {
         if !k.cpus[cpu].mmu.pcide() || self.variant == Variant::BrokenNoUserFlush {
             return; // without PCID, the CR3 write at exit flushes every non-global entry anyway
         }
@@ -178,9 +199,5 @@ impl Defense for Pti {
             self.deferred_user_flush[cpu] = true;
             k.cpus[cpu].stats.count(Counter::DeferredUserFlushes);
         }
-    }
-
-    fn check_user_mode(&self, k: &Kernel, cpu: CpuId) -> Option<Violation> {
-        invariant::check(k, cpu, &self.name(), &self.allowed_in_user_mode(k))
     }
 }

@@ -115,7 +115,7 @@ impl Kernel {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
         }
-        let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false);
+        let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false) && !idle;
         if !booking.drained {
             let entry = self.machine.costs.interrupt_entry_cycles as f64;
             self.compute(t, entry, TimeCategory::InterruptEntry);

@@ -257,13 +257,15 @@ impl Kernel {
         }
     }
 
-    /// Calls `f` on every defense, in the order given on the command line.
+    /// Calls `f` on every defense, in the order given on the command line. Re-entrant: a
+    /// hook may call kernel code that raises other hooks (an XPFO flush reaches PTI's user
+    /// PCID); only the defense whose hook is running is skipped for the nested events.
     pub fn with_defenses(&mut self, mut f: impl FnMut(&mut dyn Defense, &mut Kernel)) {
-        let mut ds = std::mem::take(&mut self.defenses);
-        for d in ds.iter_mut() {
+        for i in 0..self.defenses.len() {
+            let mut d = std::mem::replace(&mut self.defenses[i], Box::new(crate::defense::Running));
             f(d.as_mut(), self);
+            self.defenses[i] = d;
         }
-        self.defenses = ds;
     }
 
     pub fn defense_names(&self) -> Vec<String> {

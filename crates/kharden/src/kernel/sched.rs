@@ -76,6 +76,7 @@ impl Kernel {
             None => {
                 if prev.is_some() {
                     self.cpus[cpu].current = None;
+                    self.cpus[cpu].user_mode = false; // the idle loop runs in the kernel
                     self.enter_lazy_tlb(cpu);
                 }
                 None

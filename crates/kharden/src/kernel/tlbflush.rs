@@ -156,6 +156,7 @@ impl Kernel {
             if self.cpus[cpu].mmu.pcide() && self.config.global_kernel != super::KernelGlobal::All {
                 self.cpus[cpu].asid.invalidate_others();
             }
+            self.with_defenses(|d, k| d.on_kernel_page_flush(k, cpu, start, pages));
         } else {
             self.flush_tlb_all_local(cpu);
         }

@@ -228,13 +228,13 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         fitted_parameters: 1,
         fitted,
         predictions,
-        breakdowns: vec![breakdown(&e.title, &measured, build_user_cycles)],
+        breakdowns: vec![breakdown(&e.title, &measured, build_user_cycles, profile.user_cycles())],
         notes,
     })
 }
 
 /// Where each row's system time goes, scaled to the whole build.
-pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64) -> Table {
+pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per_job_user_cycles: f64) -> Table {
     let cats = [
         TimeCategory::Kernel,
         TimeCategory::InterruptEntry,
@@ -249,7 +249,6 @@ pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64) -> 
     header.extend(cats.iter().map(|c| c.name()));
     header.extend(["user-tlb-refill", "xpfo flushes/job", "IPIs sent/job", "IPIs to idle/job", "pending run/job", "splits"]);
     let mut t = Table::new(format!("{title}: system time by category, seconds for the whole build; events per compile job"), &header);
-    let per_job_user_cycles = JobProfile::builtin().user_cycles();
     for m in measured {
         let scale = build_user_cycles / m.user_work_cycles;
         let jobs_in_window = m.user_work_cycles / per_job_user_cycles;

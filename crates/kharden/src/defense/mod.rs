@@ -59,6 +59,10 @@ pub trait Defense {
     fn on_kmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
     fn on_kunmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
 
+    /// fork() created `child` from `parent` (dup_task_struct copies the parent's task_struct,
+    /// so per-task state is inherited).
+    fn on_task_forked(&mut self, _k: &mut Kernel, _cpu: CpuId, _parent: TaskId, _child: TaskId) {}
+
     /// `task` was just switched in on `cpu` (after switch_mm; Linux's switch_mm_irqs_off
     /// runs with the incoming task known).
     fn on_task_switched_in(&mut self, _k: &mut Kernel, _cpu: CpuId, _task: TaskId) {}

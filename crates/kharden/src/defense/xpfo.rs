@@ -210,6 +210,13 @@ impl Defense for Xpfo {
         }
     }
 
+    fn on_task_forked(&mut self, _k: &mut Kernel, _cpu: CpuId, parent: TaskId, child: TaskId) {
+        // v7 16/16 keeps the mask in task_struct, which dup_task_struct copies.
+        if let Some(mask) = self.pending.get(&parent).cloned() {
+            self.pending.insert(child, mask);
+        }
+    }
+
     fn on_task_switched_in(&mut self, k: &mut Kernel, cpu: CpuId, task: TaskId) {
         if !self.deferred() || self.policy == Policy::BrokenDeferredNoSwitchFlush {
             return;
@@ -241,6 +248,7 @@ impl Defense for Xpfo {
 #[cfg(test)]
 mod tests {
     use crate::arch::x86::Access;
+    use crate::sim::Counter;
     use crate::kernel::page_alloc::Gfp;
     use crate::kernel::Kernel;
     use crate::oracle::OracleMode;
@@ -300,5 +308,22 @@ mod tests {
             let v = stale_alias_scenario(d);
             assert!(v.iter().any(|w| w.contains("direct-map alias")), "{d}: {v:?}");
         }
+    }
+
+    #[test]
+    fn a_forked_child_inherits_its_parents_pending_flushes() {
+        let m = machine::load("ivybridge-i5-3550").unwrap();
+        let mut k = Kernel::boot(m, defense::parse_list("xpfo:deferred").unwrap());
+        let parent = k.spawn("parent", None);
+        k.switch_to(0, parent);
+        k.enter_user(0);
+        k.anon_fault(0).unwrap(); // posts a pending full flush for CPUs 1-3
+        let child = k.fork(0, parent, "child").unwrap();
+        k.rq[1].push_back(child);
+        k.schedule(1);
+        assert_eq!(k.cpus[1].stats.counter(Counter::XpfoPendingExecuted), 1, "the child owes CPU 1 its parent's flush");
+        k.rq[0].push_back(child);
+        k.schedule(0);
+        assert_eq!(k.cpus[0].stats.counter(Counter::XpfoPendingExecuted), 0, "CPU 0 flushed when the page was allocated");
     }
 }

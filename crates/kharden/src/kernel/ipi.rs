@@ -1,8 +1,13 @@
-//! Inter-processor interrupts: smp_call_function_many() with its real costs. The initiator
-//! queues a call for each target (a cache-line write to the target's queue), writes the APIC
-//! ICR once per target, then spins until every target has run the function and released
-//! its call slot. A target pays interrupt entry/exit and the handler; an idle target first
-//! leaves its C-state.
+//! Inter-processor interrupts: smp_call_function_many() (kernel/smp.c, 4.20) with its real
+//! costs, including the cache lines it moves between CPUs.
+//!
+//! Initiator, per target: csd_lock() reads its call slot for that target (last written by the
+//! target when it released the slot), llist_add() writes the target's call queue, one APIC
+//! ICR write. Then it spins on each slot until the target releases it; those reads overlap
+//! (speculative loads), so only the last acknowledgement's transfer is waited for in full.
+//! Target, per interrupt: entry/exit and llist_del_all() of its queue (written by the
+//! initiator); per request: read the slot and the initiator's flush_tlb_info, run the
+//! function, write the slot's flag to release it. An idle target first leaves its C-state.
 
 use super::cpuset::CpuSet;
 use super::{CpuId, Kernel, MmId};
@@ -17,9 +22,14 @@ pub enum IpiWork {
 }
 
 /// Cycles of the generic IPI handler around the function (flush_smp_call_function_queue:
-/// take the per-CPU list, run each call, release the slot). ESTIMATE: ~50 instructions and
-/// two cache-line accesses already counted as transfers.
+/// take the per-CPU list, run each call, release the slot). ESTIMATE: ~50 instructions; the
+/// cache lines it touches are charged as transfers.
 const CALL_FUNCTION_HANDLER_CYCLES: f64 = 150.0;
+
+/// Lines a target moves from the initiator per request: the call slot (func, info, flags),
+/// the flush_tlb_info on the initiator's stack, and the slot again to release it (a write
+/// to a line the initiator shares).
+const TRANSFERS_PER_REQUEST: u32 = 3;
 
 impl Kernel {
     /// Which socket a CPU sits on, and whether two CPUs are SMT siblings.
@@ -33,9 +43,12 @@ impl Kernel {
     }
 
     /// Latency of one cache-line transfer between two CPUs (call queueing, acknowledgement):
-    /// an LLC hit on one socket, a remote-memory access across sockets.
+    /// an L2 hit between SMT siblings, an LLC hit on one socket, a remote-memory access
+    /// across sockets.
     fn line_transfer(&self, a: CpuId, b: CpuId) -> Time {
-        if self.socket_of(a) == self.socket_of(b) {
+        if self.same_core(a, b) {
+            self.clock.cycles(self.machine.memory.l2_hit_cycles as f64)
+        } else if self.socket_of(a) == self.socket_of(b) {
             self.clock.cycles(self.machine.memory.llc_hit_cycles as f64)
         } else {
             Time::from_ns(self.machine.memory.dram_remote_ns)
@@ -70,10 +83,11 @@ impl Kernel {
         // Queue a call on each target, then send the IPIs.
         let mut sent = Vec::with_capacity(targets.len());
         for t in targets.iter() {
-            let queue = self.line_transfer(cpu, t);
+            // csd_lock() reads the slot the target released, llist_add() its queue.
+            let lines = self.line_transfer(cpu, t) * 2;
             let c = &mut self.cpus[cpu];
-            c.now += queue;
-            c.stats.add_time(TimeCategory::IpiSend, queue);
+            c.now += lines;
+            c.stats.add_time(TimeCategory::IpiSend, lines);
             self.compute(cpu, send_cycles, TimeCategory::IpiSend);
             self.cpus[cpu].stats.count(Counter::IpisSent);
             sent.push((t, self.cpus[cpu].now));
@@ -81,7 +95,7 @@ impl Kernel {
         let mut last_ack = self.cpus[cpu].now;
         for (t, at) in sent {
             let arrival = at + self.ipi_latency(cpu, t);
-            let done = self.run_ipi_handler(t, arrival, work);
+            let done = self.run_ipi_handler(t, cpu, arrival, work);
             last_ack = last_ack.max(done + self.line_transfer(t, cpu));
         }
         let c = &mut self.cpus[cpu];
@@ -100,7 +114,7 @@ impl Kernel {
     /// under an IPI storm requests queue up behind each other. A busy target's clock moves by
     /// the handler's cost (the interrupt steals it from the running task); an idle one first
     /// leaves its C-state.
-    fn run_ipi_handler(&mut self, t: CpuId, arrival: Time, work: IpiWork) -> Time {
+    fn run_ipi_handler(&mut self, t: CpuId, initiator: CpuId, arrival: Time, work: IpiWork) -> Time {
         let idle = self.cpus[t].current.is_none();
         let booking = self.irq_calendar[t].place(arrival);
         let mut start = booking.start;
@@ -116,14 +130,18 @@ impl Kernel {
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
         }
         let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false) && !idle;
+        let transfer = self.line_transfer(initiator, t);
         if !booking.drained {
             let entry = self.machine.costs.interrupt_entry_cycles as f64;
             self.compute(t, entry, TimeCategory::InterruptEntry);
             if was_user {
                 self.with_defenses(|d, k| d.on_kernel_entry(k, t));
             }
+            // llist_del_all() of the queue the initiator wrote.
+            self.stall(t, transfer, TimeCategory::IpiHandler);
         }
         self.compute(t, CALL_FUNCTION_HANDLER_CYCLES, TimeCategory::IpiHandler);
+        self.stall(t, transfer * TRANSFERS_PER_REQUEST as u64, TimeCategory::IpiHandler);
         self.run_handler_work(t, work);
         if was_user && !booking.drained {
             self.with_defenses(|d, k| d.on_kernel_exit(k, t));
@@ -147,6 +165,13 @@ impl Kernel {
             c.stats.remove_time(TimeCategory::IpiWait, overlap);
         }
         done
+    }
+
+    /// `cpu` waits `d` for cache lines.
+    fn stall(&mut self, cpu: CpuId, d: Time, category: TimeCategory) {
+        let c = &mut self.cpus[cpu];
+        c.now += d;
+        c.stats.add_time(category, d);
     }
 
     fn run_handler_work(&mut self, t: CpuId, work: IpiWork) {

@@ -167,6 +167,7 @@ impl Kernel {
             k.refcount_ops(cpu, FORK_REFCOUNT_OPS);
             let child = k.spawn_on(cpu, name, Some(parent));
             k.tasks[child].last_cpu = Some(cpu);
+            k.with_defenses(|d, k| d.on_task_forked(k, cpu, parent, child));
             Ok(child)
         })
     }

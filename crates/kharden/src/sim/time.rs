@@ -1,7 +1,7 @@
 //! Simulated time in integer picoseconds: exact addition, no drift, and a u64 lasts 213 days.
 
 use serde::Serialize;
-use std::ops::{Add, AddAssign, Sub};
+use std::ops::{Add, AddAssign, Mul, Sub};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Time(pub u64);
@@ -31,6 +31,12 @@ impl Add for Time {
 impl AddAssign for Time {
     fn add_assign(&mut self, o: Time) {
         self.0 += o.0;
+    }
+}
+impl Mul<u64> for Time {
+    type Output = Time;
+    fn mul(self, n: u64) -> Time {
+        Time(self.0 * n)
     }
 }
 impl Sub for Time {

@@ -30,7 +30,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
     use kharden::workload::kbuild_profile::JobProfile;
     let m = machine::load("xeon-platinum-8160").unwrap();
     let profile = JobProfile::builtin();
-    let sampling = Sampling { warmup_ms: 1.0, window_ms: 4.0, seed: 1 };
+    let sampling = Sampling { warmup_ms: 1.0, window_ms: 4.0, seed: 1, irq_path_cycles: kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE };
     let probe = simulate(&m, "pti:linux,xpfo:immediate", 60, &profile, 36000.0, sampling).unwrap();
     let ipis = probe.window.tasks.counter(Counter::IpisSent) + probe.window.idle.counter(Counter::IpisSent);
     let mut g = c.benchmark_group("kbuild");

@@ -37,6 +37,10 @@ pub struct Args {
     /// kbuild: simulated measurement window, milliseconds.
     #[arg(long, default_value_t = 24.0)]
     window_ms: f64,
+    /// kbuild: cycles of Linux's hard-IRQ path beyond exception entry (`reproduce xpfo`
+    /// prints the fitted value). Default: the kernel model's estimate.
+    #[arg(long, default_value_t = kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE)]
+    irq_path_cycles: f64,
     /// Seed of the run's random choices (same seed, same output).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -135,7 +139,10 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
         return Err(Error::new("--warmup-ms/--window-ms: expected 0 <= warm-up, 0 < window, total at most 10000 ms"));
     }
     let profile = JobProfile::builtin();
-    let sampling = Sampling { warmup_ms: args.warmup_ms, window_ms: args.window_ms, seed: args.seed };
+    if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
+        return Err(Error::new("--irq-path-cycles: expected 0..100000"));
+    }
+    let sampling = Sampling { warmup_ms: args.warmup_ms, window_ms: args.window_ms, seed: args.seed, irq_path_cycles: args.irq_path_cycles };
     let (extra, note) = calibrate(m, jobs, &profile, sampling)?;
     let r = simulate_with(m, &args.defense, super::defenses::EXTENSIONS, jobs, &profile, extra, sampling)?;
     let w = &r.window;

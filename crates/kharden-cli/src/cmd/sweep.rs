@@ -17,6 +17,10 @@ pub struct Args {
     /// CPU time of the build measured per point, milliseconds.
     #[arg(long, default_value_t = 300.0)]
     window_cpu_ms: f64,
+    /// Cycles of Linux's hard-IRQ path beyond exception entry (`reproduce xpfo` prints the
+    /// value fitted to the seed's table). Default: the kernel model's estimate.
+    #[arg(long, default_value_t = kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE)]
+    irq_path_cycles: f64,
     /// Write the plot here (SVG).
     #[arg(long)]
     svg: Option<String>,
@@ -34,7 +38,10 @@ pub fn run(args: Args) -> Result<()> {
     if !(args.window_cpu_ms > 0.0 && args.window_cpu_ms <= 100_000.0) {
         return Err(Error::new("--window-cpu-ms: expected 0 < ms <= 100000"));
     }
-    let points = sweep::run(&profiles, &args.cpus, args.window_cpu_ms)?;
+    if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
+        return Err(Error::new("--irq-path-cycles: expected 0..100000"));
+    }
+    let points = sweep::run(&profiles, &args.cpus, args.window_cpu_ms, args.irq_path_cycles)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&points).map_err(|e| Error::new(e.to_string()))?);
     } else {

@@ -6,10 +6,13 @@
 //! user work, a number the source does not give and which is fitted to one row. Before the
 //! rows of a machine run, the job's unmodelled kernel work is calibrated on that machine with
 //! no defense, so that its kernel cycles per user cycle equal the recording's.
+//!
+//! An experiment may also fit Linux's hard-IRQ path cost (`irq_path_cycles`, kernel software
+//! with no published count) to one row; it then applies to every row and machine.
 
 use crate::defense;
 use crate::error::{Error, Result};
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, IRQ_PATH_CYCLES_ESTIMATE};
 use crate::machine::{self, MachineProfile};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
@@ -34,7 +37,8 @@ pub struct Experiment {
     /// CPU time of the build to measure per row; the window is this divided by the jobs, so
     /// small and large machines see samples of the same size.
     pub window_cpu_ms: f64,
-    pub fit: Fit,
+    /// `build_user_cycles` first; optionally `irq_path_cycles`.
+    pub fit: Vec<Fit>,
     pub row: Vec<RowSpec>,
     /// What-if runs of a row with some unsourced machine costs scaled, to show how much the
     /// result depends on them (reported as predictions, never compared).
@@ -83,11 +87,14 @@ pub struct RowSpec {
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment = toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
-    if e.fit.parameter != "build_user_cycles" {
-        return Err(Error::at(place, format!("fit.parameter: expected \"build_user_cycles\", got \"{}\"", e.fit.parameter)));
+    let parameters: Vec<&str> = e.fit.iter().map(|f| f.parameter.as_str()).collect();
+    if !matches!(parameters.as_slice(), ["build_user_cycles"] | ["build_user_cycles", "irq_path_cycles"]) {
+        return Err(Error::at(place, format!("[[fit]] parameters: expected \"build_user_cycles\", optionally followed by \"irq_path_cycles\", got {parameters:?}")));
     }
-    if !e.row.iter().any(|r| r.label == e.fit.row) {
-        return Err(Error::at(place, format!("fit.row: no [[row]] labelled \"{}\"", e.fit.row)));
+    for f in &e.fit {
+        if !e.row.iter().any(|r| r.label == f.row) {
+            return Err(Error::at(place, format!("fit.row: no [[row]] labelled \"{}\"", f.row)));
+        }
     }
     if !(e.warmup_ms >= 0.0 && e.warmup_ms <= 1000.0 && e.window_cpu_ms > 0.0 && e.window_cpu_ms <= 100_000.0) {
         return Err(Error::at(place, "warmup_ms, window_cpu_ms: expected 0 <= warmup_ms <= 1000 and 0 < window_cpu_ms <= 100000"));
@@ -129,12 +136,14 @@ fn ms(v: f64) -> Time {
     Time((v * 1e9) as u64)
 }
 
-/// How much simulated time a kbuild run covers.
+/// How much simulated time a kbuild run covers, and the kernel's hard-IRQ path cost
+/// (BootConfig::irq_path_cycles), the one kernel cost an experiment may fit.
 #[derive(Debug, Clone, Copy)]
 pub struct Sampling {
     pub warmup_ms: f64,
     pub window_ms: f64,
     pub seed: u64,
+    pub irq_path_cycles: f64,
 }
 
 /// Simulates the build's steady state on `m` under `defenses`.
@@ -144,7 +153,8 @@ pub fn simulate(m: &MachineProfile, defenses: &str, jobs: u32, profile: &JobProf
 
 /// simulate() with defenses from other crates available.
 pub fn simulate_with(m: &MachineProfile, defenses: &str, extensions: &[defense::Extension], jobs: u32, profile: &JobProfile, extra: f64, sampling: Sampling) -> Result<Measured> {
-    let k = Kernel::boot(m.clone(), defense::parse_list_with(defenses, Some(m), extensions)?);
+    let mut k = Kernel::boot(m.clone(), defense::parse_list_with(defenses, Some(m), extensions)?);
+    k.config.irq_path_cycles = sampling.irq_path_cycles;
     // Enough jobs that make never runs dry in the window.
     let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), sampling.seed);
     let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
@@ -174,32 +184,88 @@ pub fn calibrate(m: &MachineProfile, jobs: u32, profile: &JobProfile, sampling: 
     Ok((extra, note))
 }
 
+/// Simulates rows, calibrating each (machine, jobs, IRQ path cost) once.
+struct Rows<'a> {
+    e: &'a Experiment,
+    profile: JobProfile,
+    machines: BTreeMap<String, MachineProfile>,
+    /// (machine, jobs, IRQ path cost bits) -> extra cycles per other syscall, and its note.
+    calibration: BTreeMap<(String, u32, u64), (f64, String)>,
+}
+
+impl Rows<'_> {
+    fn sampling(&self, r: &RowSpec, irq_path_cycles: f64) -> Sampling {
+        Sampling { warmup_ms: self.e.warmup_ms, window_ms: self.e.window_cpu_ms / r.jobs as f64, seed: 1, irq_path_cycles }
+    }
+
+    fn measure(&mut self, r: &RowSpec, m: &MachineProfile, irq_path_cycles: f64) -> Result<Measured> {
+        let sampling = self.sampling(r, irq_path_cycles);
+        let key = (r.machine.clone(), r.jobs, irq_path_cycles.to_bits());
+        if !self.calibration.contains_key(&key) {
+            let calibrated = calibrate(m, r.jobs, &self.profile, sampling)?;
+            self.calibration.insert(key.clone(), calibrated);
+        }
+        let mut one = simulate(m, &r.defense, r.jobs, &self.profile, self.calibration[&key].0, sampling)?;
+        one.label = r.label.clone();
+        Ok(one)
+    }
+
+    fn row(&mut self, label: &str, irq_path_cycles: f64) -> Result<Measured> {
+        let r = self.e.row.iter().find(|r| r.label == label).expect("fit rows are checked by parse").clone();
+        let m = self.machines[&r.machine].clone();
+        self.measure(&r, &m, irq_path_cycles)
+    }
+
+    /// The IRQ path cost at which `label`'s row, scaled by `build_user_cycles`, gives its
+    /// published figure: secant steps on a cost the row's time grows with almost linearly.
+    fn fit_irq_path(&mut self, label: &str, build_user_cycles: f64) -> Result<f64> {
+        let published = self.e.row.iter().find(|r| r.label == label).expect("checked").published;
+        let error = |rows: &mut Self, v: f64| -> Result<f64> { Ok(rows.row(label, v)?.system_per_user_cycle() * build_user_cycles / published - 1.0) };
+        let (mut a, mut b) = (IRQ_PATH_CYCLES_ESTIMATE, 4.0 * IRQ_PATH_CYCLES_ESTIMATE);
+        let (mut fa, mut fb) = (error(self, a)?, error(self, b)?);
+        for _ in 0..8 {
+            if fb.abs() < 0.002 || fb == fa {
+                break;
+            }
+            let next = (b - fb * (b - a) / (fb - fa)).clamp(0.0, 100.0 * IRQ_PATH_CYCLES_ESTIMATE).round();
+            (a, fa) = (b, fb);
+            b = next;
+            fb = error(self, b)?;
+        }
+        Ok(b)
+    }
+}
+
 pub fn run(e: &Experiment) -> Result<Reproduction> {
-    let profile = JobProfile::builtin();
-    let mut calibration: BTreeMap<(String, u32), f64> = BTreeMap::new();
-    let mut notes = vec![];
+    let mut machines = BTreeMap::new();
+    for r in &e.row {
+        if !machines.contains_key(&r.machine) {
+            machines.insert(r.machine.clone(), machine::load(&r.machine)?);
+        }
+    }
+    let mut rows = Rows { e, profile: JobProfile::builtin(), machines, calibration: BTreeMap::new() };
+    let base_label = e.fit[0].row.clone();
+    let base_published = e.row.iter().find(|r| r.label == base_label).expect("checked").published;
+    let mut fitted = vec![];
+    let mut irq_path_cycles = IRQ_PATH_CYCLES_ESTIMATE;
+    if let Some(f) = e.fit.get(1) {
+        let build_user_cycles = base_published / rows.row(&base_label, irq_path_cycles)?.system_per_user_cycle();
+        irq_path_cycles = rows.fit_irq_path(&f.row, build_user_cycles)?;
+        fitted.push(format!(
+            "irq_path_cycles = {irq_path_cycles:.0} (Linux's hard-IRQ path beyond exception entry, every machine; estimate before fitting {IRQ_PATH_CYCLES_ESTIMATE:.0}), fitted to \"{}\"",
+            f.row
+        ));
+    }
     let mut measured = vec![];
     for r in &e.row {
-        let m = machine::load(&r.machine)?;
-        let sampling = Sampling { warmup_ms: e.warmup_ms, window_ms: e.window_cpu_ms / r.jobs as f64, seed: 1 };
-        let key = (r.machine.clone(), r.jobs);
-        if !calibration.contains_key(&key) {
-            let (extra, note) = calibrate(&m, r.jobs, &profile, sampling)?;
-            calibration.insert(key.clone(), extra);
-            notes.push(note);
-        }
-        let mut one = simulate(&m, &r.defense, r.jobs, &profile, calibration[&key], sampling)?;
-        one.label = r.label.clone();
-        measured.push(one);
+        let m = rows.machines[&r.machine].clone();
+        measured.push(rows.measure(r, &m, irq_path_cycles)?);
     }
-    let fit_index = e.row.iter().position(|r| r.label == e.fit.row).unwrap();
-    let build_user_cycles = e.row[fit_index].published / measured[fit_index].system_per_user_cycle();
-    let jobs_in_build = build_user_cycles / profile.user_cycles();
-    let fitted = vec![format!(
-        "build_user_cycles = {build_user_cycles:.4e} (the build's total user work, {jobs_in_build:.0} compile jobs of the recorded kind), fitted to \"{}\" = {} s",
-        e.fit.row, e.row[fit_index].published
-    )];
-    let rows = e
+    let base_index = e.row.iter().position(|r| r.label == base_label).unwrap();
+    let build_user_cycles = base_published / measured[base_index].system_per_user_cycle();
+    let jobs_in_build = build_user_cycles / rows.profile.user_cycles();
+    fitted.insert(0, format!("build_user_cycles = {build_user_cycles:.4e} (the build's total user work, {jobs_in_build:.0} compile jobs of the recorded kind), fitted to \"{base_label}\" = {base_published} s"));
+    let compared = e
         .row
         .iter()
         .zip(&measured)
@@ -212,23 +278,24 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     let mut predictions = vec![];
     for sens in &e.sensitivity {
         let r = e.row.iter().find(|r| r.label == sens.row).unwrap();
-        let m = sens.apply(&machine::load(&r.machine)?);
-        let sampling = Sampling { warmup_ms: e.warmup_ms, window_ms: e.window_cpu_ms / r.jobs as f64, seed: 1 };
-        let extra = calibration[&(r.machine.clone(), r.jobs)];
-        let one = simulate(&m, &r.defense, r.jobs, &profile, extra, sampling)?;
+        let m = sens.apply(&rows.machines[&r.machine]);
+        let sampling = rows.sampling(r, irq_path_cycles);
+        let extra = rows.calibration[&(r.machine.clone(), r.jobs, irq_path_cycles.to_bits())].0;
+        let one = simulate(&m, &r.defense, r.jobs, &rows.profile, extra, sampling)?;
         let label = format!("what if: {} with interrupt entry x{} and IPI delivery x{}", r.label, sens.interrupt_entry_scale, sens.ipi_latency_scale);
         predictions.push(Row::predicted(&label, "s", one.system_per_user_cycle() * build_user_cycles));
     }
+    let mut notes: Vec<String> = rows.calibration.iter().filter(|(k, _)| k.2 == irq_path_cycles.to_bits()).map(|(_, (_, note))| note.clone()).collect();
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work", e.warmup_ms, e.window_cpu_ms));
     notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());
     Ok(Reproduction {
         experiment: e.name.clone(),
         source: e.source.clone(),
-        rows,
-        fitted_parameters: 1,
+        rows: compared,
+        fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
-        breakdowns: vec![breakdown(&e.title, &measured, build_user_cycles, profile.user_cycles())],
+        breakdowns: vec![breakdown(&e.title, &measured, build_user_cycles, rows.profile.user_cycles())],
         notes,
     })
 }
@@ -270,4 +337,49 @@ pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per
         t.push(row);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    const ROWS: &str = r#"
+name = "t"
+kind = "kbuild-table"
+title = "t"
+source = "t"
+tolerance_pct = 15.0
+warmup_ms = 1.0
+window_cpu_ms = 10.0
+[[row]]
+label = "base"
+machine = "ivybridge-i5-3550"
+jobs = 4
+defense = "pti:linux"
+published = 600.0
+[[row]]
+label = "xpfo"
+machine = "ivybridge-i5-3550"
+jobs = 4
+defense = "pti:linux,xpfo:immediate"
+published = 1600.0
+"#;
+
+    fn with_fits(fits: &[(&str, &str)]) -> String {
+        let mut text = ROWS.to_string();
+        for (parameter, row) in fits {
+            text += &format!("[[fit]]\nparameter = \"{parameter}\"\nrow = \"{row}\"\n");
+        }
+        text
+    }
+
+    #[test]
+    fn build_user_cycles_comes_first_and_irq_path_cycles_may_follow() {
+        assert_eq!(parse("t.toml", &with_fits(&[("build_user_cycles", "base")])).unwrap().fit.len(), 1);
+        assert_eq!(parse("t.toml", &with_fits(&[("build_user_cycles", "base"), ("irq_path_cycles", "xpfo")])).unwrap().fit.len(), 2);
+        for bad in [vec![("irq_path_cycles", "xpfo")], vec![], vec![("build_user_cycles", "base"), ("ipi_latency", "xpfo")], vec![("build_user_cycles", "nope")]] {
+            let err = parse("t.toml", &with_fits(&bad)).unwrap_err().to_string();
+            assert!(err.starts_with("t.toml") && !err.contains('\n'), "{bad:?}: {err}");
+        }
+    }
 }

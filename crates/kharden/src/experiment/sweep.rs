@@ -49,14 +49,14 @@ pub fn jobs_for(cpus: u32) -> u32 {
     (cpus * 5).div_ceil(8).max(1)
 }
 
-pub fn run(families: &[MachineProfile], cpus: &[u32], window_cpu_ms: f64) -> Result<Vec<Point>> {
+pub fn run(families: &[MachineProfile], cpus: &[u32], window_cpu_ms: f64, irq_path_cycles: f64) -> Result<Vec<Point>> {
     let profile = JobProfile::builtin();
     let mut points = vec![];
     for base in families {
         for &n in cpus {
             let m = scaled(base, n)?;
             let jobs = jobs_for(n);
-            let sampling = Sampling { warmup_ms: 4.0, window_ms: window_cpu_ms / jobs as f64, seed: 1 };
+            let sampling = Sampling { warmup_ms: 4.0, window_ms: window_cpu_ms / jobs as f64, seed: 1, irq_path_cycles };
             let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;
             let mut baseline = None;
             for (label, defenses) in CONFIGS {

@@ -132,7 +132,7 @@ impl Kernel {
         let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false) && !idle;
         let transfer = self.line_transfer(initiator, t);
         if !booking.drained {
-            let entry = self.machine.costs.interrupt_entry_cycles as f64;
+            let entry = self.machine.costs.interrupt_entry_cycles as f64 + self.config.irq_path_cycles;
             self.compute(t, entry, TimeCategory::InterruptEntry);
             if was_user {
                 self.with_defenses(|d, k| d.on_kernel_entry(k, t));

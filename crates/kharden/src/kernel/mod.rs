@@ -46,12 +46,21 @@ pub struct BootConfig {
     /// Linux's tlb_single_page_flush_ceiling: above this many pages a range flush becomes a
     /// full flush (arch/x86/mm/tlb.c, default 33).
     pub tlb_single_page_flush_ceiling: u64,
+    /// Cycles of Linux's hard-IRQ path on top of the exception entry and return the machine
+    /// profile charges: APIC EOI, irq_enter()/irq_exit() (RCU, IRQ time accounting, nohz tick
+    /// checks, pending-softirq check). Kernel software, so the same on every machine; the
+    /// default is an ESTIMATE, and `reproduce xpfo` fits it to a published row.
+    pub irq_path_cycles: f64,
     pub oracle: OracleMode,
 }
 
+/// ESTIMATE of BootConfig::irq_path_cycles: about 150 instructions of irq_enter/irq_exit
+/// plus an x2APIC EOI write; no published count was found.
+pub const IRQ_PATH_CYCLES_ESTIMATE: f64 = 300.0;
+
 impl Default for BootConfig {
     fn default() -> Self {
-        BootConfig { global_kernel: KernelGlobal::All, use_pcid: true, tlb_single_page_flush_ceiling: 33, oracle: OracleMode::Sampled(1024) }
+        BootConfig { global_kernel: KernelGlobal::All, use_pcid: true, tlb_single_page_flush_ceiling: 33, irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE, oracle: OracleMode::Sampled(1024) }
     }
 }
 

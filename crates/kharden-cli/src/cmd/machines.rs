@@ -1,4 +1,5 @@
 //! `kharden machines [show NAME | detect [FLAGS]]`.
+use clap::builder::NonEmptyStringValueParser;
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::machine;
 use kharden::report::table::Table;
@@ -15,59 +16,31 @@ enum Action {
     Show { name: String },
     /// Write a profile of this host: topology, features and TLB geometry as the host reports
     /// them, user-space timings, and the rest from the closest library profile (each value says
-    /// which). Flags: --name NAME, --no-measure, --output FILE.
-    #[command(disable_help_flag = true)]
-    Detect {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        flags: Vec<String>,
-    },
+    /// which).
+    Detect(DetectArgs),
 }
-
-const DETECT_USAGE: &str = "usage: kharden machines detect [--name NAME] [--no-measure] [--output FILE]";
 
 /// What `machines detect` was asked to do.
-#[derive(Debug, PartialEq)]
-struct DetectFlags {
+#[derive(ClapArgs, Debug, PartialEq)]
+struct DetectArgs {
+    /// Profile name (default: detected-<cpu model>).
+    #[arg(long, value_name = "NAME", value_parser = profile_name)]
     name: Option<String>,
-    measure: bool,
+    /// Read what the host reports, time nothing.
+    #[arg(long)]
+    no_measure: bool,
+    /// Write the TOML to FILE instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE", value_parser = NonEmptyStringValueParser::new())]
     output: Option<String>,
-    help: bool,
 }
 
-/// Parses `detect`'s flags by hand so every mistake is one line naming the flag.
-fn parse_detect_flags(args: &[String]) -> kharden::Result<DetectFlags> {
-    let mut f = DetectFlags { name: None, measure: true, output: None, help: false };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        let mut value = |what: &str| -> kharden::Result<String> {
-            let v = match &inline {
-                Some(v) => v.clone(),
-                None => it.next().cloned().ok_or_else(|| kharden::Error::at(flag, format!("expected {what} after it")))?,
-            };
-            if v.is_empty() || v.starts_with("--") {
-                return Err(kharden::Error::at(flag, format!("expected {what}, got '{v}'")));
-            }
-            Ok(v)
-        };
-        match flag {
-            "--name" => {
-                let v = value("a profile name")?;
-                if !v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
-                    return Err(kharden::Error::at("--name", format!("expected letters, digits, '-', '_' or '.', got '{v}'")));
-                }
-                f.name = Some(v);
-            }
-            "--output" | "-o" => f.output = Some(value("a file path")?),
-            "--no-measure" if inline.is_none() => f.measure = false,
-            "--help" | "-h" if inline.is_none() => f.help = true,
-            _ => return Err(kharden::Error::at(a, format!("unknown flag for 'machines detect'; {DETECT_USAGE}"))),
-        }
+/// `--name`'s value: letters, digits, '-', '_' and '.' only (it becomes a file name).
+fn profile_name(v: &str) -> Result<String, String> {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
+        Ok(v.to_string())
+    } else {
+        Err("expected letters, digits, '-', '_' or '.'".to_string())
     }
-    Ok(f)
 }
 
 pub fn run(args: Args) -> kharden::Result<()> {
@@ -94,16 +67,8 @@ pub fn run(args: Args) -> kharden::Result<()> {
             print!("{t}");
             Ok(())
         }
-        Some(Action::Detect { flags }) => {
-            let f = parse_detect_flags(&flags)?;
-            if f.help {
-                println!("{DETECT_USAGE}");
-                println!("  --name NAME     profile name (default: detected-<cpu model>)");
-                println!("  --no-measure    read what the host reports, time nothing");
-                println!("  --output FILE   write the TOML to FILE instead of standard output");
-                return Ok(());
-            }
-            let opts = machine::detect::DetectOptions { name: f.name, measure: f.measure, ..Default::default() };
+        Some(Action::Detect(f)) => {
+            let opts = machine::detect::DetectOptions { name: f.name, measure: !f.no_measure, ..Default::default() };
             let d = machine::detect::detect(&opts)?;
             match f.output {
                 Some(path) => std::fs::write(&path, &d.text).map_err(|e| machine::detect::write_error(&path, e))?,
@@ -125,32 +90,43 @@ pub fn run(args: Args) -> kharden::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Cli, Command};
+    use clap::error::ErrorKind;
+    use clap::Parser;
 
-    fn args(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
+    fn detect(flags: &[&str]) -> Result<DetectArgs, clap::Error> {
+        let argv = ["kharden", "machines", "detect"].iter().chain(flags);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Machines(Args { action: Some(Action::Detect(f)) }) => Ok(f),
+            _ => panic!("{flags:?}: not parsed as 'machines detect'"),
+        }
     }
 
     #[test]
     fn detect_flags_parse() {
-        let f = parse_detect_flags(&args(&["--name", "box", "--no-measure", "-o", "x.toml"])).unwrap();
-        assert_eq!(f, DetectFlags { name: Some("box".into()), measure: false, output: Some("x.toml".into()), help: false });
-        let f = parse_detect_flags(&args(&["--name=box"])).unwrap();
-        assert_eq!(f.name.as_deref(), Some("box"));
-        assert!(parse_detect_flags(&args(&["--help"])).unwrap().help);
+        let f = detect(&["--name", "box", "--no-measure", "-o", "x.toml"]).unwrap();
+        assert_eq!(f, DetectArgs { name: Some("box".into()), no_measure: true, output: Some("x.toml".into()) });
+        assert_eq!(detect(&["--name=box"]).unwrap().name.as_deref(), Some("box"));
+        assert_eq!(detect(&["--output=x.toml"]).unwrap().output.as_deref(), Some("x.toml"));
+        assert_eq!(detect(&[]).unwrap(), DetectArgs { name: None, no_measure: false, output: None });
+        assert_eq!(detect(&["--help"]).unwrap_err().kind(), ErrorKind::DisplayHelp);
     }
 
     #[test]
-    fn bad_detect_flags_are_one_line_errors() {
-        for (bad, expect) in [
-            (vec!["--frobnicate"], "--frobnicate: unknown flag"),
-            (vec!["--name"], "--name: expected a profile name after it"),
-            (vec!["--name", "a b"], "--name: expected letters"),
-            (vec!["--output", "--no-measure"], "--output: expected a file path"),
-            (vec!["--no-measure=yes"], "unknown flag"),
+    fn bad_detect_flags_name_the_flag() {
+        for (bad, kind, expect) in [
+            (vec!["--frobnicate"], ErrorKind::UnknownArgument, "'--frobnicate'"),
+            (vec!["--name"], ErrorKind::InvalidValue, "'--name <NAME>'"),
+            (vec!["--name", "a b"], ErrorKind::ValueValidation, "for '--name <NAME>': expected letters"),
+            (vec!["--name="], ErrorKind::ValueValidation, "for '--name <NAME>': expected letters"),
+            (vec!["--output", "--no-measure"], ErrorKind::InvalidValue, "'--output <FILE>'"),
+            (vec!["--output="], ErrorKind::InvalidValue, "'--output <FILE>'"),
+            (vec!["--no-measure=yes"], ErrorKind::TooManyValues, "'--no-measure'"),
         ] {
-            let e = parse_detect_flags(&args(&bad)).unwrap_err().to_string();
-            assert!(e.contains(expect), "{bad:?}: {e}");
-            assert!(!e.contains('\n'));
+            let e = detect(&bad).unwrap_err();
+            let first = e.to_string().lines().next().unwrap_or_default().to_string();
+            assert_eq!(e.kind(), kind, "{bad:?}: {e}");
+            assert!(first.contains(expect), "{bad:?}: {first}");
         }
     }
 }

@@ -1,8 +1,7 @@
-//! `kharden refcount bench [--iterations N] [--threads T] [--json]`
+//! `kharden refcount bench [--iterations N] [--threads T] [--repeat R] [--json]`
 //! `kharden refcount model [--machine M] [--json]`
 //! `kharden refcount selftest [--threads T] [--iterations N]`
-//!
-//! Flags are parsed by hand so every mistake is one line naming the flag.
+use clap::builder::NonEmptyStringValueParser;
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::Error;
 use kharden_refcount::{bench, model, native};
@@ -17,86 +16,56 @@ pub struct Args {
 enum Action {
     /// Run LKDTM's ATOMIC_TIMING and REFCOUNT_TIMING loops natively for every refcount
     /// implementation this host can run (time, ns per operation, ratio to atomic_t).
-    /// Flags: --iterations N (loop bound, LKDTM uses INT_MAX), --threads T (T threads on one
-    /// counter), --repeat R (runs per implementation, fastest kept; default 3), --json.
-    #[command(disable_help_flag = true)]
-    Bench {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        flags: Vec<String>,
-    },
+    Bench(BenchArgs),
     /// The arm64/x86-64 per-instruction cost model: LKDTM's loops and one operation's cycles,
-    /// on one machine (--machine M) or on every core table. Flags: --machine M, --json.
-    #[command(disable_help_flag = true)]
-    Model {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        flags: Vec<String>,
-    },
+    /// on one machine (--machine M) or on every core table.
+    Model(ModelArgs),
     /// Run the functional tests of every implementation on this host.
-    /// Flags: --threads T, --iterations N (increments per thread).
-    #[command(disable_help_flag = true)]
-    Selftest {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        flags: Vec<String>,
-    },
+    Selftest(SelftestArgs),
 }
 
-const BENCH_USAGE: &str = "usage: kharden refcount bench [--iterations N] [--threads T] [--repeat R] [--json]";
-const MODEL_USAGE: &str = "usage: kharden refcount model [--machine M] [--json]";
-const SELFTEST_USAGE: &str = "usage: kharden refcount selftest [--threads T] [--iterations N]";
-
-#[derive(Debug, Default, PartialEq)]
-struct Flags {
-    iterations: Option<u32>,
-    threads: Option<u32>,
-    repeat: Option<u32>,
-    machine: Option<String>,
+#[derive(ClapArgs, Debug, PartialEq)]
+struct BenchArgs {
+    /// Loop bound (LKDTM uses INT_MAX).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = bench::DEFAULT_ITERATIONS, value_parser = integer(2, i32::MAX as u32))]
+    iterations: u32,
+    /// T threads on one counter.
+    #[arg(long, value_name = "T", allow_negative_numbers = true, default_value_t = 1, value_parser = integer(1, 256))]
+    threads: u32,
+    /// Runs per implementation, fastest kept.
+    #[arg(long, value_name = "R", allow_negative_numbers = true, default_value_t = bench::DEFAULT_REPEATS, value_parser = integer(1, 100))]
+    repeat: u32,
+    /// Print the results as JSON.
+    #[arg(long)]
     json: bool,
-    help: bool,
 }
 
-/// Parses `args`, accepting only the flags in `allowed`.
-fn parse_flags(args: &[String], allowed: &[&str]) -> kharden::Result<Flags> {
-    let mut f = Flags::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
-            _ => (a.as_str(), None),
-        };
-        if !allowed.contains(&flag) && flag != "--help" && flag != "-h" {
-            return Err(Error::at(flag, format!("unknown flag, expected one of {}", allowed.join(", "))));
-        }
-        let mut value = |what: &str| -> kharden::Result<String> {
-            let v = match &inline {
-                Some(v) => v.clone(),
-                None => it.next().cloned().ok_or_else(|| Error::at(flag, format!("expected {what} after it")))?,
-            };
-            if v.is_empty() || v.starts_with("--") {
-                return Err(Error::at(flag, format!("expected {what}, got '{v}'")));
-            }
-            Ok(v)
-        };
-        let number = |v: String, lo: u64, hi: u64| -> kharden::Result<u32> {
-            match v.replace('_', "").parse::<u64>() {
-                Ok(n) if (lo..=hi).contains(&n) => Ok(n as u32),
-                _ => Err(Error::at(flag, format!("expected an integer from {lo} to {hi}, got '{v}'"))),
-            }
-        };
-        match flag {
-            "--iterations" => f.iterations = Some(number(value("a number")?, 2, i32::MAX as u64)?),
-            "--threads" => f.threads = Some(number(value("a number")?, 1, 256)?),
-            "--repeat" => f.repeat = Some(number(value("a number")?, 1, 100)?),
-            "--machine" => f.machine = Some(value("a machine name or profile path")?),
-            "--json" => {
-                if inline.is_some() {
-                    return Err(Error::at(flag, "takes no value"));
-                }
-                f.json = true
-            }
-            _ => f.help = true,
-        }
+#[derive(ClapArgs, Debug, PartialEq)]
+struct ModelArgs {
+    /// Machine name from `kharden machines`, or a path to a profile TOML (default: every core table).
+    #[arg(long, value_name = "M", value_parser = NonEmptyStringValueParser::new())]
+    machine: Option<String>,
+    /// Print the table as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(ClapArgs, Debug, PartialEq)]
+struct SelftestArgs {
+    /// Threads on one counter.
+    #[arg(long, value_name = "T", allow_negative_numbers = true, default_value_t = 4, value_parser = integer(1, 256))]
+    threads: u32,
+    /// Increments per thread.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 100_000, value_parser = integer(2, i32::MAX as u32))]
+    iterations: u32,
+}
+
+/// A value parser for an integer from `lo` to `hi`; '_' may separate digits (1_000_000).
+fn integer(lo: u32, hi: u32) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync + 'static {
+    move |v: &str| match v.replace('_', "").parse::<u64>() {
+        Ok(n) if (lo as u64..=hi as u64).contains(&n) => Ok(n as u32),
+        _ => Err(format!("expected an integer from {lo} to {hi}")),
     }
-    Ok(f)
 }
 
 /// Writes to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
@@ -115,16 +84,8 @@ fn print_json(text: serde_json::Result<String>) -> kharden::Result<()> {
 
 pub fn run(args: Args) -> kharden::Result<()> {
     match args.action {
-        Action::Bench { flags } => {
-            let f = parse_flags(&flags, &["--iterations", "--threads", "--repeat", "--json"])?;
-            if f.help {
-                return out(&format!("{BENCH_USAGE}\n"));
-            }
-            let results = bench::run_repeated(
-                f.iterations.unwrap_or(bench::DEFAULT_ITERATIONS),
-                f.threads.unwrap_or(1),
-                f.repeat.unwrap_or(bench::DEFAULT_REPEATS),
-            );
+        Action::Bench(f) => {
+            let results = bench::run_repeated(f.iterations, f.threads, f.repeat);
             if results.is_empty() {
                 return Err(Error::new("refcount bench: no refcount implementation runs on this host (x86-64 and arm64 only)"));
             }
@@ -138,11 +99,7 @@ pub fn run(args: Args) -> kharden::Result<()> {
             }
             Ok(())
         }
-        Action::Model { flags } => {
-            let f = parse_flags(&flags, &["--machine", "--json"])?;
-            if f.help {
-                return out(&format!("{MODEL_USAGE}\n"));
-            }
+        Action::Model(f) => {
             let machine = match &f.machine {
                 Some(m) => Some(kharden::machine::load(m).map_err(|e| Error::at("--machine", e))?),
                 None => None,
@@ -158,12 +115,8 @@ pub fn run(args: Args) -> kharden::Result<()> {
                 out(&text)
             }
         }
-        Action::Selftest { flags } => {
-            let f = parse_flags(&flags, &["--threads", "--iterations"])?;
-            if f.help {
-                return out(&format!("{SELFTEST_USAGE}\n"));
-            }
-            let failures = native::selftest(f.threads.unwrap_or(4), f.iterations.unwrap_or(100_000));
+        Action::Selftest(f) => {
+            let failures = native::selftest(f.threads, f.iterations);
             if failures != 0 {
                 return Err(Error::new(format!("refcount selftest: {failures} failure(s)")));
             }
@@ -175,46 +128,82 @@ pub fn run(args: Args) -> kharden::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Cli, Command};
+    use clap::error::ErrorKind;
+    use clap::Parser;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        match Cli::try_parse_from(["kharden", "refcount"].iter().chain(args))?.command {
+            Command::Refcount(a) => Ok(a),
+            _ => panic!("{args:?}: not parsed as 'refcount'"),
+        }
+    }
+
+    fn bench_args(flags: &[&str]) -> Result<BenchArgs, clap::Error> {
+        match parse(&[&["bench"], flags].concat())?.action {
+            Action::Bench(f) => Ok(f),
+            _ => unreachable!(),
+        }
     }
 
     #[test]
-    fn flags_parse_and_reject_with_one_line() {
-        let all = ["--iterations", "--threads", "--json"];
-        let f = parse_flags(&s(&["--iterations", "1000", "--threads=2", "--json"]), &all).unwrap();
-        assert_eq!((f.iterations, f.threads, f.json), (Some(1000), Some(2), true));
-        for bad in [
-            vec!["--iterations"],
-            vec!["--iterations", "x"],
-            vec!["--iterations", "1"],
-            vec!["--threads", "0"],
-            vec!["--threads", "9999"],
-            vec!["--frobnicate"],
-            vec!["--json=yes"],
-        ] {
-            let e = parse_flags(&s(&bad), &all).unwrap_err().to_string();
-            assert!(!e.contains('\n') && e.starts_with("--"), "{bad:?}: {e}");
+    fn flags_parse_with_their_defaults() {
+        let f = bench_args(&["--iterations", "1000", "--threads=2", "--json"]).unwrap();
+        assert_eq!(f, BenchArgs { iterations: 1000, threads: 2, repeat: bench::DEFAULT_REPEATS, json: true });
+        let f = bench_args(&["--iterations=1_000_000", "--repeat", "100"]).unwrap();
+        assert_eq!((f.iterations, f.threads, f.repeat, f.json), (1_000_000, 1, 100, false));
+        assert_eq!(bench_args(&["--iterations", "2147483647"]).unwrap().iterations, i32::MAX as u32);
+        assert_eq!(bench_args(&[]).unwrap().iterations, bench::DEFAULT_ITERATIONS);
+        match parse(&["selftest"]).unwrap().action {
+            Action::Selftest(f) => assert_eq!(f, SelftestArgs { threads: 4, iterations: 100_000 }),
+            _ => unreachable!(),
         }
-        assert!(parse_flags(&s(&["--machine", "x"]), &all).is_err());
+        match parse(&["model", "--machine", "x", "--json"]).unwrap().action {
+            Action::Model(f) => assert_eq!(f, ModelArgs { machine: Some("x".into()), json: true }),
+            _ => unreachable!(),
+        }
+        for sub in ["bench", "model", "selftest"] {
+            assert_eq!(parse(&[sub, "--help"]).err().map(|e| e.kind()), Some(ErrorKind::DisplayHelp), "{sub}");
+        }
+    }
+
+    #[test]
+    fn bad_flags_are_rejected_naming_the_flag() {
+        for (bad, expect) in [
+            (vec!["bench", "--iterations"], "'--iterations <N>'"),
+            (vec!["bench", "--iterations", "x"], "for '--iterations <N>': expected an integer from 2 to 2147483647"),
+            (vec!["bench", "--iterations", "1"], "for '--iterations <N>': expected an integer from 2"),
+            (vec!["bench", "--iterations", "0"], "for '--iterations <N>': expected an integer from 2"),
+            (vec!["bench", "--iterations", "2147483648"], "for '--iterations <N>': expected an integer"),
+            (vec!["bench", "--threads", "0"], "for '--threads <T>': expected an integer from 1 to 256"),
+            (vec!["bench", "--threads", "9999"], "for '--threads <T>': expected an integer from 1 to 256"),
+            (vec!["bench", "--repeat", "101"], "for '--repeat <R>': expected an integer from 1 to 100"),
+            (vec!["bench", "--frobnicate"], "'--frobnicate'"),
+            (vec!["bench", "--json=yes"], "'--json'"),
+            (vec!["bench", "--machine", "x"], "'--machine'"),
+            (vec!["model", "--threads", "2"], "'--threads'"),
+            (vec!["model", "--machine="], "'--machine <M>'"),
+            (vec!["selftest", "--json"], "'--json'"),
+            (vec!["selftest", "--threads", "-1"], "for '--threads <T>': expected an integer from 1 to 256"),
+            (vec!["bench", "--iterations", "--json"], "'--iterations <N>'"),
+        ] {
+            let e = parse(&bad).err().unwrap_or_else(|| panic!("{bad:?} accepted")).to_string();
+            let first = e.lines().next().unwrap_or_default();
+            assert!(first.contains(expect), "{bad:?}: {first}");
+        }
     }
 
     #[test]
     fn bench_command_with_a_tiny_bound() {
-        let bench = |flags: &[&str]| run(Args { action: Action::Bench { flags: s(flags) } });
-        bench(&["--iterations", "1000", "--repeat", "1"]).unwrap();
-        bench(&["--iterations", "1000", "--threads", "2", "--json"]).unwrap();
-        let e = bench(&["--iterations", "0"]).unwrap_err().to_string();
-        assert!(e.starts_with("--iterations") && !e.contains('\n'), "{e}");
+        run(parse(&["bench", "--iterations", "1000", "--repeat", "1"]).unwrap()).unwrap();
+        run(parse(&["bench", "--iterations", "1000", "--threads", "2", "--json"]).unwrap()).unwrap();
     }
 
     #[test]
     fn model_command() {
-        let model = |flags: &[&str]| run(Args { action: Action::Model { flags: s(flags) } });
-        model(&[]).unwrap();
-        model(&["--machine", "cortex-a57-opteron-a1100"]).unwrap();
-        let e = model(&["--machine", "no-such-machine"]).unwrap_err().to_string();
+        run(parse(&["model"]).unwrap()).unwrap();
+        run(parse(&["model", "--machine", "cortex-a57-opteron-a1100"]).unwrap()).unwrap();
+        let e = run(parse(&["model", "--machine", "no-such-machine"]).unwrap()).unwrap_err().to_string();
         assert!(e.starts_with("--machine") && !e.contains('\n'), "{e}");
     }
 }

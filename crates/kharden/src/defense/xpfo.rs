@@ -247,51 +247,17 @@ impl Defense for Xpfo {
 
 #[cfg(test)]
 mod tests {
-    use crate::arch::x86::Access;
-    use crate::sim::Counter;
-    use crate::kernel::page_alloc::Gfp;
     use crate::kernel::Kernel;
-    use crate::oracle::OracleMode;
+    use crate::sim::Counter;
     use crate::{defense, machine};
 
     /// The deferred policy's reason to exist and its duty: a CPU that touched a page while it
     /// was a kernel page keeps that alias in its TLB; when the page becomes task T's and
-    /// leaves the direct map, the CPU must be flushed before T runs there. Returns the
-    /// violations the oracle found when T moves to that CPU.
+    /// leaves the direct map, the CPU must be flushed before T runs there.
     fn stale_alias_scenario(defenses: &str) -> Vec<String> {
         let m = machine::load("ivybridge-i5-3550").unwrap();
-        let mut k = Kernel::boot(m, defense::parse_list(defenses).unwrap());
-        k.config.oracle = OracleMode::Every;
-        let t = k.spawn("victim", None);
-        let other = k.spawn("other", None);
-        k.switch_to(0, t);
-        k.enter_user(0);
-        k.switch_to(1, other);
-        k.enter_user(1);
-        // A kernel page P, its 2 MiB direct-map region already split to 4 KiB entries.
-        let p = k.alloc_page(1, Gfp::Kernel, None);
-        let neighbour = crate::arch::x86::Pfn(p.0 ^ 1);
-        k.set_direct_map_entry(1, neighbour, false);
-        k.set_direct_map_entry(1, neighbour, true);
-        k.flush_tlb_kernel_range(1, k.direct_map_addr(neighbour), crate::kernel::tlbflush::FLUSH_ALL);
-        // CPU 1 uses P as kernel memory, then frees it; P is next handed out on CPU 0.
-        k.cpus[1].user_mode = false;
-        k.touch(1, k.direct_map_addr(p), Access::Write).unwrap();
-        k.cpus[1].user_mode = true;
-        k.free_page(1, p);
-        k.pcp[1].retain(|&f| f != p);
-        k.pcp[0].push(p);
-        // T faults P in on CPU 0 (XPFO marks it user, flushes, unmaps it after zeroing).
-        k.anon_fault(0).unwrap();
-        assert_eq!(k.mms[k.tasks[t].mm].anon.last(), Some(&p));
-        // T migrates to CPU 1.
-        k.schedule(0);
-        k.rq[1].push_back(t);
-        k.preempt(1);
-        k.rq[1].retain(|&x| x == t);
-        k.schedule(1);
-        k.enter_user(1);
-        k.violations.iter().map(|v| v.what.clone()).collect()
+        let violations = crate::oracle::scenario::page_handoff(&m, defense::parse_list(defenses).unwrap()).unwrap();
+        violations.into_iter().map(|v| v.what).collect()
     }
 
     #[test]

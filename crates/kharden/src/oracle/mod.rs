@@ -2,6 +2,7 @@
 
 pub mod coherence;
 pub mod pti;
+pub mod scenario;
 pub mod xpfo;
 
 use serde::Serialize;

@@ -11,10 +11,12 @@ pub fn check(k: &Kernel, cpu: CpuId, defense: &str, unmapped: impl Fn(Pfn) -> bo
     let task = c.current?;
     let mm = k.tasks[task].mm;
     let owned = &k.mms[mm].anon;
-    let pcid = c.mmu.current_pcid();
+    // The kernel reaches aliases with its own PCID, which under PTI is not the one user
+    // mode runs with.
+    let (pcid, kernel_pcid) = (c.mmu.current_pcid(), k.kernel_pcid(cpu));
     for e in c.mmu.tlb_entries() {
         let va = e.va().0;
-        if !e.matches_context(pcid) || !(DIRECT_MAP..DIRECT_MAP + (1 << 46)).contains(&va) {
+        if !(e.matches_context(pcid) || e.matches_context(kernel_pcid)) || !(DIRECT_MAP..DIRECT_MAP + (1 << 46)).contains(&va) {
             continue;
         }
         let first = e.page.pfn().0;

@@ -43,15 +43,16 @@ impl Kernel {
     }
 
     /// Latency of one cache-line transfer between two CPUs (call queueing, acknowledgement):
-    /// an L2 hit between SMT siblings, an LLC hit on one socket, a remote-memory access
-    /// across sockets.
+    /// the profile's core-to-core latency, else an L2 hit between SMT siblings, an LLC hit on
+    /// one socket, a remote-memory access across sockets.
     fn line_transfer(&self, a: CpuId, b: CpuId) -> Time {
+        let (m, l) = (&self.machine.memory, &self.machine.costs.line_transfer_ns);
         if self.same_core(a, b) {
-            self.clock.cycles(self.machine.memory.l2_hit_cycles as f64)
+            l.same_core_ns.map_or_else(|| self.clock.cycles(m.l2_hit_cycles as f64), Time::from_ns)
         } else if self.socket_of(a) == self.socket_of(b) {
-            self.clock.cycles(self.machine.memory.llc_hit_cycles as f64)
+            l.same_socket_ns.map_or_else(|| self.clock.cycles(m.llc_hit_cycles as f64), Time::from_ns)
         } else {
-            Time::from_ns(self.machine.memory.dram_remote_ns)
+            Time::from_ns(l.remote_socket_ns.unwrap_or(m.dram_remote_ns))
         }
     }
 

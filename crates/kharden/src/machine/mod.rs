@@ -159,6 +159,9 @@ impl MachineProfile {
             c.ipi_latency_ns.same_core_ns,
             c.ipi_latency_ns.same_socket_ns,
             c.ipi_latency_ns.remote_socket_ns,
+            c.line_transfer_ns.same_core_ns.unwrap_or(0.0),
+            c.line_transfer_ns.same_socket_ns.unwrap_or(0.0),
+            c.line_transfer_ns.remote_socket_ns.unwrap_or(0.0),
             self.memory.dram_remote_ns,
         ];
         if ns.iter().any(|&v| !(0.0..=1e6).contains(&v)) {

@@ -218,6 +218,22 @@ pub struct Costs {
     pub ipi_send_cycles: u32,
     /// IPI delivery latency from sender to handler start, per distance.
     pub ipi_latency_ns: IpiLatency,
+    /// Moving a modified cache line to another CPU (core-to-core latency), per distance; each
+    /// value is optional. Missing values fall back to an L2 hit between SMT siblings, an LLC
+    /// hit within a socket and a remote-memory access across sockets.
+    #[serde(default)]
+    pub line_transfer_ns: LineTransfer,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LineTransfer {
+    #[serde(default)]
+    pub same_core_ns: Option<f64>,
+    #[serde(default)]
+    pub same_socket_ns: Option<f64>,
+    #[serde(default)]
+    pub remote_socket_ns: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

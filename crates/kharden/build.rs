@@ -8,7 +8,8 @@ fn embed(dir: &Path, out: &Path, const_name: &str) {
         .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
         .unwrap_or_default();
     files.retain(|p| p.extension().is_some_and(|e| e == "toml"));
-    files.sort();
+    // By name, so "xpfo" comes before "xpfo-v8" (by path, "-" sorts before ".toml").
+    files.sort_by_key(|p| p.file_stem().map(|s| s.to_os_string()));
     let mut src = format!("/// (file stem, file text)\npub const {const_name}: &[(&str, &str)] = &[\n");
     for path in files {
         println!("cargo:rerun-if-changed={}", path.display());

@@ -27,3 +27,13 @@ fn xpfo_rows() {
     // Fewer fitted parameters than the table has rows (issue: "fewer than the rows").
     check("xpfo", 5);
 }
+
+#[test]
+fn xpfo_v8_rows() {
+    check("xpfo-v8", 5);
+}
+
+#[test]
+fn xpfo_v9_rows() {
+    check("xpfo-v9", 3);
+}

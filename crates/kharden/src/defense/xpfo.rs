@@ -13,7 +13,8 @@
 //! The flush policies differ in who flushes: `immediate` every CPU at once by IPI
 //! (flush_tlb_kernel_range); `deferred` (v7 16/16) the local CPU now and every other CPU
 //! when the allocating task is next switched in there (a per-task pending mask). Splitting a
-//! large direct-map page always ends with flush_tlb_all() on every CPU (__split_large_page).
+//! large direct-map page ends with flush_tlb_all() on every CPU (__split_large_page), except
+//! under v9's batched policy, where it is deferred like any other XPFO flush.
 
 use super::Defense;
 use crate::arch::x86::{PageSize, Pfn, VirtAddr};
@@ -111,12 +112,24 @@ impl Xpfo {
         k.cpus[cpu].stats.count(Counter::XpfoPendingPosted);
     }
 
-    /// set_kpte() of the alias; a split ends with flush_tlb_all() on every CPU, whatever
-    /// the policy (v7 keeps __split_large_page's own flush).
+    /// xpfo_flush_tlb_all(): a full local flush now, a pending one everywhere else.
+    fn flush_all_deferred(&mut self, k: &mut Kernel, cpu: CpuId) {
+        k.flush_tlb_all_local(cpu);
+        self.post_pending(k, cpu);
+    }
+
+    /// set_kpte() of the alias; a split ends with __split_large_page's flush_tlb_all() on
+    /// every CPU (v7, v8), or with xpfo_flush_tlb_all() under the batched policy (v9 13/13
+    /// tells __split_large_page that XPFO is splitting).
     fn set_alias(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, present: bool) {
         let splits = k.set_direct_map_entry(cpu, pfn, present);
-        if splits > 0 && self.policy != Policy::NoFlush {
-            k.flush_tlb_kernel_range(cpu, VirtAddr(layout::DIRECT_MAP), crate::kernel::tlbflush::FLUSH_ALL);
+        if splits == 0 {
+            return;
+        }
+        match self.policy {
+            Policy::NoFlush => {}
+            Policy::Batched => self.flush_all_deferred(k, cpu),
+            _ => k.flush_tlb_kernel_range(cpu, VirtAddr(layout::DIRECT_MAP), crate::kernel::tlbflush::FLUSH_ALL),
         }
     }
 }
@@ -185,8 +198,7 @@ impl Defense for Xpfo {
         }
         if unmapped_any {
             k.cpus[cpu].stats.count(Counter::XpfoFlushes);
-            k.flush_tlb_all_local(cpu);
-            self.post_pending(k, cpu);
+            self.flush_all_deferred(k, cpu);
         }
     }
 

@@ -314,7 +314,7 @@ pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per
     ];
     let mut header = vec!["row", "system s"];
     header.extend(cats.iter().map(|c| c.name()));
-    header.extend(["user-tlb-refill", "xpfo flushes/job", "IPIs sent/job", "IPIs to idle/job", "pending run/job", "splits"]);
+    header.extend(["user-tlb-refill", "switches/job", "xpfo flushes/job", "IPIs sent/job", "IPIs to idle/job", "pending run/job", "splits"]);
     let mut t = Table::new(format!("{title}: system time by category, seconds for the whole build; events per compile job"), &header);
     for m in measured {
         let scale = build_user_cycles / m.user_work_cycles;
@@ -329,6 +329,7 @@ pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per
         row.extend(cats.iter().map(|&c| format!("{:.1}", s.time(c).secs() * scale)));
         row.push(format!("{:.1}", s.time(TimeCategory::UserTlbRefill).secs() * scale));
         let per_job = |c: Counter| format!("{:.0}", all.counter(c) as f64 / jobs_in_window);
+        row.push(per_job(Counter::ContextSwitches));
         row.push(per_job(Counter::XpfoFlushes));
         row.push(per_job(Counter::IpisSent));
         row.push(per_job(Counter::IpisToIdle));

@@ -839,9 +839,15 @@ pub(crate) struct Measurements {
     pub llc_ns: Option<f64>,
     pub dram_local_ns: Option<f64>,
     pub dram_remote_ns: Option<f64>,
+    /// One modified cache line moved between two CPUs, per distance (same core, same socket,
+    /// other socket: LINE_DISTANCES), with the pair measured.
+    pub line_transfer: [Option<(f64, usize, usize)>; 3],
     /// Measurements left out because the time budget ran out.
     pub skipped: Vec<&'static str>,
 }
+
+/// The `[costs.line_transfer_ns]` keys, in the order of `Measurements::line_transfer`.
+const LINE_DISTANCES: [&str; 3] = ["same_core_ns", "same_socket_ns", "remote_socket_ns"];
 
 #[cfg(target_os = "linux")]
 mod measure {
@@ -877,6 +883,7 @@ mod measure {
         step!("atomic", m.atomic_ns = atomic_increment());
         step!("minor fault", m.minor_fault_ns = minor_fault());
         step!("stlb", m.stlb_hit_ns = stlb_hit(f));
+        step!("line transfer", m.line_transfer = line_transfers());
         step!("shootdown", {
             let (v, note) = shootdown(f);
             m.shootdown_ns = v;
@@ -1107,6 +1114,92 @@ mod measure {
             diffs.push(a - b);
         }
         median(diffs)
+    }
+
+    /// (package, core) of a CPU, from sysfs.
+    fn cpu_place(cpu: usize) -> Option<(String, String)> {
+        let read = |f: &str| super::read_sysfs(&format!("/sys/devices/system/cpu/cpu{cpu}/topology/{f}")).map(|v| v.trim().to_string());
+        Some((read("physical_package_id")?, read("core_id")?))
+    }
+
+    /// Line transfers from the first allowed CPU to the first CPU at each distance (an SMT
+    /// sibling, another core of the package, another package), where the host has one.
+    fn line_transfers() -> [Option<(f64, usize, usize)>; 3] {
+        let cpus = online_allowed_cpus();
+        let mut out = [None; 3];
+        let Some((&a, others)) = cpus.split_first() else { return out };
+        let Some(home) = cpu_place(a) else { return out };
+        for (i, slot) in out.iter_mut().enumerate() {
+            let at_distance = |c: &usize| {
+                cpu_place(*c).is_some_and(|(pkg, core)| match i {
+                    0 => pkg == home.0 && core == home.1,
+                    1 => pkg == home.0 && core != home.1,
+                    _ => pkg != home.0,
+                })
+            };
+            if let Some(&b) = others.iter().find(|c| at_distance(c)) {
+                *slot = line_transfer(a, b).map(|ns| (ns, a, b));
+            }
+        }
+        restore_affinity(&cpus);
+        out
+    }
+
+    /// One modified cache line moved from CPU `a` to CPU `b`: two pinned threads take turns
+    /// incrementing one counter, each waiting for the other's write (the ping-pong of
+    /// github.com/nviennot/core-to-core-latency, whose figures the library profiles cite).
+    /// Half a round trip, median of 5 batches of 2000 round trips, in ns.
+    fn line_transfer(a: usize, b: usize) -> Option<f64> {
+        const ROUNDS: u64 = 2_000;
+        const BATCHES: usize = 5;
+        let counter = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (c2, s2) = (counter.clone(), stop.clone());
+        // The helper answers every odd value with the next even one.
+        let helper = std::thread::spawn(move || {
+            if !pin(b) {
+                s2.store(true, Ordering::Release);
+                return;
+            }
+            let mut next = 1;
+            while next < 2 * ROUNDS * BATCHES as u64 && !s2.load(Ordering::Relaxed) {
+                if c2.load(Ordering::Acquire) == next {
+                    c2.store(next + 1, Ordering::Release);
+                    next += 2;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let result = (|| {
+            if !pin(a) {
+                return None;
+            }
+            let start = Instant::now();
+            let mut batches = vec![];
+            let mut v = 0;
+            for _ in 0..BATCHES {
+                let t = Instant::now();
+                for _ in 0..ROUNDS {
+                    counter.store(v + 1, Ordering::Release);
+                    let mut spins = 0u32;
+                    while counter.load(Ordering::Acquire) != v + 2 {
+                        spins = spins.wrapping_add(1);
+                        // Reading the clock on every spin would slow the loop it times.
+                        if spins % 4096 == 0 && (stop.load(Ordering::Relaxed) || start.elapsed() > Duration::from_secs(1)) {
+                            return None;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    v += 2;
+                }
+                batches.push(now_ns(t) / (2 * ROUNDS) as f64);
+            }
+            median(batches)
+        })();
+        stop.store(true, Ordering::Release);
+        let _ = helper.join();
+        result
     }
 
     fn online_allowed_cpus() -> Vec<usize> {
@@ -1611,6 +1704,25 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
         w.kv("remote_socket_ns", Val::Float(l.same_socket_ns), "one socket: unused, set to the same-socket value");
     }
 
+    // Only distances this host has; a missing one falls back to the cache-hit proxies.
+    let library = [c.line_transfer_ns.same_core_ns, c.line_transfer_ns.same_socket_ns, c.line_transfer_ns.remote_socket_ns];
+    let has = [f.threads_per_core.value > 1, f.cores_per_socket.value > 1, f.sockets.value > 1];
+    let lines: Vec<(&str, f64, String)> = LINE_DISTANCES
+        .iter()
+        .zip(m.line_transfer.iter().zip(library.iter().zip(has)))
+        .filter_map(|(&key, (measured, (&lib, has)))| match (measured, lib) {
+            (Some((ns, a, b)), _) => Some((key, *ns, format!("measured: one cache line bounced between CPU {a} and CPU {b} (two pinned threads taking turns on a counter; half the round trip, median of 5 batches)"))),
+            (None, Some(ns)) if has => Some((key, ns, from("core-to-core latency (not measured)"))),
+            _ => None,
+        })
+        .collect();
+    if !lines.is_empty() {
+        w.header("[costs.line_transfer_ns]");
+        for (key, ns, how) in lines {
+            w.kv(key, Val::Float(ns), &how);
+        }
+    }
+
     let any = m.syscall_ns.is_some() || m.minor_fault_ns.is_some() || m.shootdown_ns.is_some() || m.atomic_ns.is_some() || m.stlb_hit_ns.is_some();
     if any || !m.skipped.is_empty() || m.shootdown_note.is_some() {
         w.header("[measured]");
@@ -1666,6 +1778,11 @@ mod tests {
         let again = super::super::parse("again.toml", &d.text).unwrap();
         assert_eq!(again.name, d.profile.name);
         assert!(d.profile.threads() >= 1);
+        // a host with two cores on a package measures the line transfer between them
+        let lt = &d.profile.costs.line_transfer_ns;
+        if d.profile.topology.cores_per_socket > 1 && d.text.contains("measured: one cache line bounced") {
+            assert!(lt.same_socket_ns.is_some_and(|ns| ns > 0.5 && ns < 10_000.0), "{lt:?}");
+        }
         // every value line says how it was obtained
         for line in d.text.lines() {
             let code = line.split('#').next().unwrap().trim();

@@ -16,7 +16,7 @@ fn handoff_line(out: &str) -> &str {
 fn check_runs_the_page_handoff_and_catches_broken_xpfo() {
     for machine in ["ivybridge-i5-3550", "haswell-i7-4770"] {
         for pti in ["", "pti:linux,"] {
-            for good in ["xpfo:immediate", "xpfo:deferred", "xpfo:deferred-global", "xpfo:batched"] {
+            for good in ["xpfo:immediate", "xpfo:deferred", "xpfo:deferred-global", "xpfo:batched", "xpfo:batched-v8"] {
                 let (code, out) = check(&format!("{pti}{good}"), machine);
                 assert_eq!(code, Some(0), "{pti}{good} on {machine}: {out}");
                 assert!(handoff_line(&out).ends_with("ok"), "{pti}{good} on {machine}: {out}");

@@ -98,6 +98,7 @@ pub const CATALOGUE: &[(&str, &str, bool)] = &[
     ("xpfo:deferred", "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", false),
     ("xpfo:deferred-global", "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", false),
     ("xpfo:batched", "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", false),
+    ("xpfo:batched-v8", "XPFO batched (v8 13/14): refilled movable pages marked user and unmapped with one flush per batch (still mapped until their first kunmap), freed pages mapped back; global pending mask", false),
     ("xpfo:noflush", "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false),
     ("xpfo:broken-deferred-no-switch-flush", "BROKEN: deferred XPFO that never runs the pending flush at context switch", true),
     ("xpfo:broken-pending-cleared-early", "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true),
@@ -144,6 +145,7 @@ pub fn parse_list_with(spec: &str, machine: Option<&MachineProfile>, extensions:
             "xpfo:noflush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::NoFlush)),
             "xpfo:deferred-global" => Box::new(xpfo::Xpfo::new(xpfo::Policy::DeferredGlobal)),
             "xpfo:batched" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Batched)),
+            "xpfo:batched-v8" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BatchedV8)),
             "xpfo:broken-deferred-no-switch-flush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenDeferredNoSwitchFlush)),
             "xpfo:broken-pending-cleared-early" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenPendingClearedEarly)),
             other => {

@@ -37,6 +37,10 @@ pub enum Policy {
     /// v9 13/13 on top of DeferredGlobal: pages are unmapped when a per-CPU free list is
     /// refilled (one flush per batch) and stay unmapped when freed.
     Batched,
+    /// v8 13/14 on top of DeferredGlobal: a refill only marks its pages user and unmapped
+    /// (one flush per batch, no set_kpte: they stay mapped until their first kunmap); a
+    /// freed page is mapped back and loses its marks, so its next allocation flushes again.
+    BatchedV8,
     /// v7 patches 1-15 without `xpfotlbflush` (the default): no flush at all.
     NoFlush,
     /// BROKEN: deferred, but the switch-time flush is forgotten.
@@ -71,7 +75,7 @@ impl Xpfo {
     }
 
     fn global_mask(&self) -> bool {
-        matches!(self.policy, Policy::DeferredGlobal | Policy::Batched)
+        matches!(self.policy, Policy::DeferredGlobal | Policy::Batched | Policy::BatchedV8)
     }
 
     /// xpfo_flush_kernel_tlb(): flush the direct-map range of `pfn` (4 KiB, or the whole
@@ -141,6 +145,7 @@ impl Defense for Xpfo {
             Policy::Deferred => "xpfo:deferred",
             Policy::DeferredGlobal => "xpfo:deferred-global",
             Policy::Batched => "xpfo:batched",
+            Policy::BatchedV8 => "xpfo:batched-v8",
             Policy::NoFlush => "xpfo:noflush",
             Policy::BrokenDeferredNoSwitchFlush => "xpfo:broken-deferred-no-switch-flush",
             Policy::BrokenPendingClearedEarly => "xpfo:broken-pending-cleared-early",
@@ -181,11 +186,12 @@ impl Defense for Xpfo {
     }
 
     fn on_pcp_refill(&mut self, k: &mut Kernel, cpu: CpuId, batch: &[Pfn]) {
-        if self.policy != Policy::Batched {
+        if !matches!(self.policy, Policy::Batched | Policy::BatchedV8) {
             return;
         }
-        // xpfo_pcp_refill(): every page of a movable list becomes user and leaves the direct
-        // map; one local full flush and a global pending flush cover the batch.
+        // xpfo_pcp_refill(): every page of a movable list becomes user and unmapped (v9 takes
+        // it out of the direct map there, v8 only marks it); one local full flush and a
+        // global pending flush cover the batch.
         let mut unmapped_any = false;
         for &pfn in batch {
             let st = self.pages.entry(pfn).or_default();
@@ -193,7 +199,9 @@ impl Defense for Xpfo {
             if !st.unmapped {
                 st.unmapped = true;
                 unmapped_any = true;
-                self.set_alias(k, cpu, pfn, false);
+                if self.policy == Policy::Batched {
+                    self.set_alias(k, cpu, pfn, false);
+                }
             }
         }
         if unmapped_any {
@@ -278,6 +286,7 @@ mod tests {
         assert_eq!(stale_alias_scenario("xpfo:deferred"), Vec::<String>::new());
         assert_eq!(stale_alias_scenario("xpfo:deferred-global"), Vec::<String>::new());
         assert_eq!(stale_alias_scenario("xpfo:batched"), Vec::<String>::new());
+        assert_eq!(stale_alias_scenario("xpfo:batched-v8"), Vec::<String>::new());
     }
 
     #[test]
@@ -303,5 +312,28 @@ mod tests {
         k.rq[0].push_back(child);
         k.schedule(0);
         assert_eq!(k.cpus[0].stats.counter(Counter::XpfoPendingExecuted), 0, "CPU 0 flushed when the page was allocated");
+    }
+
+    /// What v8 and v9 batching do differently with a page taken from a refilled per-CPU
+    /// list: v9 unmaps it at the refill and leaves it unmapped when freed; v8 only marks it,
+    /// and maps it back at free, so the same page flushes again when it is reallocated.
+    #[test]
+    fn v8_and_v9_batching_differ_at_refill_and_free() {
+        use crate::kernel::page_alloc::Gfp;
+        for (d, mapped_after_refill, flushes_again) in [("xpfo:batched", false, false), ("xpfo:batched-v8", true, true)] {
+            let m = machine::load("ivybridge-i5-3550").unwrap();
+            let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
+            let t = k.spawn("t", None);
+            k.switch_to(0, t);
+            let flushes = |k: &Kernel| k.cpus[0].stats.counter(Counter::XpfoFlushes);
+            let p = k.alloc_page(0, Gfp::UserAnon, Some(t)); // refills the empty list: one batch flush
+            assert_eq!(flushes(&k), 1, "{d}");
+            assert_eq!(k.direct_map_present(p), mapped_after_refill, "{d}: alias present after the refill");
+            k.free_page(0, p);
+            assert_eq!(k.direct_map_present(p), flushes_again, "{d}: alias mapped back at free");
+            let q = k.alloc_page(0, Gfp::UserAnon, Some(t)); // LIFO: the same frame
+            assert_eq!(q, p);
+            assert_eq!(flushes(&k), 1 + flushes_again as u64, "{d}: flush when the freed page is reallocated");
+        }
     }
 }

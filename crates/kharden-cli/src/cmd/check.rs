@@ -1,6 +1,7 @@
 //! `kharden check --defense D [--machine M]`: runs every syscall of the table under the
-//! defense, then the staged scenarios (a page handed between CPUs), with the security
-//! oracle checking at every return to user mode.
+//! defense, then the staged scenarios (oracle/scenario.rs: a page handed between CPUs, a
+//! page given to one thread while its sibling runs elsewhere), with the security oracle
+//! checking at every return to user mode.
 
 use clap::Args as ClapArgs;
 use kharden::kernel::{syscall, Kernel};
@@ -33,7 +34,7 @@ pub fn run(args: Args) -> Result<()> {
                 format!("VIOLATION ({} times): {}", found.len(), v.what)
             }
         };
-        println!("{m:<22} {run:<12} {verdict}");
+        println!("{m:<22} {run:<14} {verdict}");
     };
     for m in &machines {
         let profile = machine::load(m)?;
@@ -44,9 +45,14 @@ pub fn run(args: Args) -> Result<()> {
             report(m, name, &k.violations);
         }
         if profile.threads() >= 2 {
-            let found = scenario::page_handoff(&profile, super::defenses::parse(&args.defense, &profile)?)?;
-            report(m, "page-handoff", &found);
+            for s in scenario::ALL {
+                let found = (s.run)(&profile, super::defenses::parse(&args.defense, &profile)?)?;
+                report(m, s.name, &found);
+            }
         }
+    }
+    for s in scenario::ALL {
+        println!("{}: {}", s.name, s.what);
     }
     if violations > 0 {
         return Err(Error::new(format!("check: {} violated its security property in {violations} runs", args.defense)));

@@ -289,6 +289,20 @@ mod tests {
         assert_eq!(stale_alias_scenario("xpfo:batched-v8"), Vec::<String>::new());
     }
 
+    /// Dave Hansen's objection to v7 16/16, which Khalid Aziz conceded: deferring the other
+    /// CPUs' flush leaves a sibling thread of the receiving process, already running on a
+    /// CPU that holds the old alias, free to use it. Every deferred policy has the hole;
+    /// flushing every CPU at once does not.
+    #[test]
+    fn deferral_leaves_a_sibling_thread_the_stale_alias() {
+        let m = machine::load("ivybridge-i5-3550").unwrap();
+        let sibling = |d: &str| crate::oracle::scenario::sibling_thread(&m, defense::parse_list(d).unwrap()).unwrap();
+        assert!(sibling("xpfo:immediate").is_empty());
+        for d in ["xpfo:deferred", "xpfo:deferred-global", "xpfo:batched", "xpfo:batched-v8"] {
+            assert!(sibling(d).iter().any(|v| v.what.contains("direct-map alias")), "{d}");
+        }
+    }
+
     #[test]
     fn broken_deferred_variants_are_caught() {
         for d in ["xpfo:broken-deferred-no-switch-flush", "xpfo:broken-pending-cleared-early", "xpfo:noflush"] {

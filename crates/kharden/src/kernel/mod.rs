@@ -99,6 +99,8 @@ pub struct Mm {
     pub heap: VirtAddr,
     pub heap_pages: u64,
     pub anon: Vec<Pfn>,
+    /// Live tasks using this address space (Linux mm_users): its threads.
+    pub users: u32,
 }
 
 pub struct Task {
@@ -296,7 +298,7 @@ impl Kernel {
         let mm_id = self.mms.len();
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
         let heap = VirtAddr(USER_HEAP);
-        self.mms.push(Mm { root, user_root: None, ctx_id: mm_id as u64 + 1, tlb_gen: 1, cpumask, vmas: vec![], next_mmap: USER_MMAP, heap, heap_pages: 0, anon: vec![] });
+        self.mms.push(Mm { root, user_root: None, ctx_id: mm_id as u64 + 1, tlb_gen: 1, cpumask, vmas: vec![], next_mmap: USER_MMAP, heap, heap_pages: 0, anon: vec![], users: 0 });
         self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
         for (base, pages, flags) in [
             (USER_TEXT, 4, PteFlags::USER_TEXT),
@@ -309,7 +311,23 @@ impl Kernel {
                 self.map_user(mm_id, VirtAddr(base + p * 4096), frame.addr(), flags);
             }
         }
+        self.add_task(cpu, name, parent, mm_id)
+    }
+
+    /// A new thread in `leader`'s process: its own task_struct and kernel stack, the
+    /// leader's address space. Like spawn(), a set-up call that charges no time; defenses
+    /// hear of it as a fork (copy_process duplicates the task_struct either way).
+    pub fn spawn_thread(&mut self, cpu: CpuId, leader: TaskId, name: &str) -> TaskId {
+        let (mm, parent) = (self.tasks[leader].mm, self.tasks[leader].parent);
+        let thread = self.add_task(cpu, name, parent, mm);
+        self.with_defenses(|d, k| d.on_task_forked(k, cpu, leader, thread));
+        thread
+    }
+
+    /// A task of address space `mm`, its task_struct and kernel stack allocated on `cpu`.
+    fn add_task(&mut self, cpu: CpuId, name: &str, parent: Option<TaskId>, mm: MmId) -> TaskId {
         let task_id = self.tasks.len();
+        self.mms[mm].users += 1;
         let ts = self.alloc_page(cpu, page_alloc::Gfp::Kernel, None);
         let stack = kernel_stack(task_id);
         for p in 0..KERNEL_STACK_BYTES / 4096 {
@@ -317,7 +335,7 @@ impl Kernel {
             paging::map(&mut self.mem, self.kernel_root, stack.offset(p * 4096), frame.addr(), PageSize::Size4K, PteFlags::KERNEL_DATA, 0);
         }
         let state = sched::TaskState::Runnable;
-        self.tasks.push(Task { name: name.into(), mm: mm_id, parent, state, last_cpu: None, task_struct: direct_map(ts.addr().0), stack });
+        self.tasks.push(Task { name: name.into(), mm, parent, state, last_cpu: None, task_struct: direct_map(ts.addr().0), stack });
         task_id
     }
 

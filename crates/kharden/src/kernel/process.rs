@@ -174,6 +174,9 @@ impl Kernel {
 
     /// execve(): the task's old user memory is freed and a fresh image mapped.
     pub fn exec(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
+        if self.mms[self.tasks[task].mm].users > 1 {
+            return Err(Error::new(format!("exec by task {task}: exec in a multi-threaded process (de_thread) is not modelled")));
+        }
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Execs);
         self.in_kernel(cpu, roundtrip, |k| {
@@ -184,13 +187,17 @@ impl Kernel {
         })
     }
 
-    /// exit(): frees the task's user memory; the task is dead afterwards.
+    /// exit(): the last thread out frees the user memory; the task is dead afterwards.
     pub fn exit(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.in_kernel(cpu, roundtrip, |k| {
             k.compute(cpu, EXIT_CYCLES, TimeCategory::Kernel);
             k.refcount_ops(cpu, EXIT_REFCOUNT_OPS);
-            k.release_user_memory(cpu, task);
+            let mm = k.tasks[task].mm;
+            k.mms[mm].users = k.mms[mm].users.saturating_sub(1);
+            if k.mms[mm].users == 0 {
+                k.release_user_memory(cpu, task);
+            }
             Ok(())
         })?;
         self.tasks[task].state = super::sched::TaskState::Dead;
@@ -223,5 +230,29 @@ impl Kernel {
             self.touch(cpu, va, access).map_err(|f| Error::new(format!("kernel fault at {va} ({t:?}): {f:?}")))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::Kernel;
+    use crate::{defense, machine};
+
+    #[test]
+    fn threads_share_the_address_space_until_the_last_one_exits() {
+        let mut k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), defense::parse_list("none").unwrap());
+        let t = k.spawn("leader", None);
+        let s = k.spawn_thread(0, t, "sibling");
+        let mm = k.tasks[t].mm;
+        assert_eq!((k.tasks[s].mm, k.mms[mm].users), (mm, 2));
+        k.switch_to(0, t);
+        k.enter_user(0);
+        k.anon_fault(0).unwrap();
+        assert!(k.exec(0, t).unwrap_err().to_string().contains("multi-threaded"));
+        k.exit(0, t).unwrap();
+        assert_eq!(k.mms[mm].anon.len(), 1, "the sibling still uses the page");
+        k.switch_to(0, s);
+        k.exit(0, s).unwrap();
+        assert!(k.mms[mm].anon.is_empty(), "the last thread out frees it");
     }
 }

@@ -7,54 +7,113 @@ use crate::arch::x86::{Access, Pfn};
 use crate::defense::Defense;
 use crate::error::{Error, Result};
 use crate::kernel::page_alloc::Gfp;
-use crate::kernel::{tlbflush, Kernel};
+use crate::kernel::{syscall, tlbflush, CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
+
+/// Runs a scenario on a machine under the given defenses; returns what the oracle found.
+pub type Run = fn(&MachineProfile, Vec<Box<dyn Defense>>) -> Result<Vec<Violation>>;
+
+/// A staged scenario: its name, what it stages, and the run.
+pub struct Scenario {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub run: Run,
+}
+
+/// Every scenario; each needs two CPUs.
+pub const ALL: &[Scenario] = &[
+    Scenario {
+        name: "page-handoff",
+        what: "a CPU keeps a kernel alias of a page that becomes task T's on another CPU; T then runs there",
+        run: page_handoff,
+    },
+    Scenario {
+        name: "sibling-thread",
+        what: "thread T receives a page on one CPU while its sibling thread keeps running on a CPU holding the page's old kernel alias (Dave Hansen's review of XPFO v7 16/16)",
+        run: sibling_thread,
+    },
+];
 
 /// A page changes hands between CPUs. Task T runs on CPU 1, where the kernel uses page P as
 /// kernel memory (CPU 1's TLB now holds P's direct-map alias, in T's kernel context); P is
 /// freed. T moves to CPU 0 and faults P in as a user page (XPFO takes it out of the direct
 /// map), then moves back to CPU 1, whose TLB still holds T's context. Whatever the flush
-/// policy, CPU 1 must have dropped the alias before T runs there. Needs two CPUs.
+/// policy, CPU 1 must have dropped the alias before T runs there.
 pub fn page_handoff(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Result<Vec<Violation>> {
-    if machine.threads() < 2 {
-        return Err(Error::new(format!("{}: the page-handoff scenario needs two CPUs", machine.name)));
-    }
-    let mut k = Kernel::boot(machine.clone(), defenses);
-    k.config.oracle = OracleMode::Every;
+    let mut k = boot(machine, defenses, "page-handoff")?;
     let t = k.spawn("victim", None);
     let other = k.spawn("other", None);
-    k.switch_to(1, t);
-    k.enter_user(1);
-    // A kernel page P whose direct-map region is already split to 4 KiB entries, so that
-    // the alias is a 4 KiB TLB entry of its own.
-    let p = k.alloc_page(1, Gfp::Kernel, None);
-    let neighbour = Pfn(p.0 ^ 1);
-    k.set_direct_map_entry(1, neighbour, false);
-    k.set_direct_map_entry(1, neighbour, true);
-    k.flush_tlb_kernel_range(1, k.direct_map_addr(neighbour), tlbflush::FLUSH_ALL);
-    // The kernel on CPU 1 writes P (an interrupt, so defenses see the kernel entry) and
-    // frees it; P is next handed out on CPU 0.
-    k.in_kernel(1, 0.0, |k| {
-        k.touch(1, k.direct_map_addr(p), Access::Write).map(|_| ()).map_err(|f| Error::new(format!("page-handoff: kernel write to page {} faulted: {f:?}", p.0)))
-    })?;
-    k.free_page(1, p);
-    k.pcp[1].retain(|&f| f != p);
-    k.pcp[0].push(p);
+    run_next(&mut k, 1, t);
+    let p = stale_kernel_alias(&mut k, 1, 0)?;
     // CPU 1 switches to another task; T moves to CPU 0 and faults P in.
     run_next(&mut k, 1, other);
     run_next(&mut k, 0, t);
-    k.anon_fault(0)?;
-    if k.mms[k.tasks[t].mm].anon.last() != Some(&p) {
-        return Err(Error::new("page-handoff: the fault did not get the handed-over page"));
-    }
+    fault_in(&mut k, 0, t, p)?;
     // T goes back to CPU 1.
     k.schedule(0);
     run_next(&mut k, 1, t);
     Ok(k.violations)
 }
 
+/// The hole Dave Hansen pointed out in v7's per-task deferral (linux-mm, January 2019;
+/// conceded by Khalid Aziz): threads T and S of one process run on CPUs 0 and 1; the kernel
+/// used page P on CPU 1 (in S's context, so the alias sits in the process's kernel context
+/// there) and freed it; T faults P in on CPU 0. CPU 1 flushes only when a task owing it a
+/// flush is switched in there (per-task mask) or at its next switch (global mask), but S
+/// just makes a system call and returns to user mode with the alias of its own process's
+/// page still usable. The property is about the process's pages, so S must not see it.
+pub fn sibling_thread(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, "sibling-thread")?;
+    let t = k.spawn("victim", None);
+    let s = k.spawn_thread(0, t, "sibling");
+    run_next(&mut k, 0, t);
+    run_next(&mut k, 1, s);
+    let p = stale_kernel_alias(&mut k, 1, 0)?;
+    fault_in(&mut k, 0, t, p)?;
+    let getppid = syscall::lookup("getppid").ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
+    k.syscall(1, getppid)?;
+    Ok(k.violations)
+}
+
+fn boot(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>, name: &str) -> Result<Kernel> {
+    if machine.threads() < 2 {
+        return Err(Error::new(format!("{}: the {name} scenario needs two CPUs", machine.name)));
+    }
+    let mut k = Kernel::boot(machine.clone(), defenses);
+    k.config.oracle = OracleMode::Every;
+    Ok(k)
+}
+
+/// A kernel page P that the kernel on `on` writes (an interrupt in the running task's
+/// context, so defenses see the kernel entry) and frees; P is then the next page handed out
+/// on CPU `to`. P's direct-map region is split to 4 KiB first, so its alias is a TLB entry
+/// of its own.
+fn stale_kernel_alias(k: &mut Kernel, on: CpuId, to: CpuId) -> Result<Pfn> {
+    let p = k.alloc_page(on, Gfp::Kernel, None);
+    let neighbour = Pfn(p.0 ^ 1);
+    k.set_direct_map_entry(on, neighbour, false);
+    k.set_direct_map_entry(on, neighbour, true);
+    k.flush_tlb_kernel_range(on, k.direct_map_addr(neighbour), tlbflush::FLUSH_ALL);
+    k.in_kernel(on, 0.0, |k| {
+        k.touch(on, k.direct_map_addr(p), Access::Write).map(|_| ()).map_err(|f| Error::new(format!("kernel write to page {} faulted: {f:?}", p.0)))
+    })?;
+    k.free_page(on, p);
+    k.pcp[on].retain(|&f| f != p);
+    k.pcp[to].push(p);
+    Ok(p)
+}
+
+/// Task `t`, running on `cpu`, takes an anonymous fault that must be served with page `p`.
+fn fault_in(k: &mut Kernel, cpu: CpuId, t: TaskId, p: Pfn) -> Result<()> {
+    k.anon_fault(cpu)?;
+    if k.mms[k.tasks[t].mm].anon.last() != Some(&p) {
+        return Err(Error::new("the fault did not get the handed-over page"));
+    }
+    Ok(())
+}
+
 /// Makes `cpu` switch to `task` (taken off any run queue) and return to user mode.
-fn run_next(k: &mut Kernel, cpu: usize, task: usize) {
+fn run_next(k: &mut Kernel, cpu: CpuId, task: TaskId) {
     for q in k.rq.iter_mut() {
         q.retain(|&x| x != task);
     }

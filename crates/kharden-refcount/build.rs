@@ -29,7 +29,11 @@ fn main() {
     let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     match arch.as_str() {
         "x86_64" => {
-            build().file("c/impl.c").file("c/registry.c").file("c/selftest.c").compile("kharden_rc_impl");
+            build()
+                .file("c/impl.c")
+                .file("c/registry.c")
+                .file("c/selftest.c")
+                .compile("kharden_rc_impl");
         }
         "aarch64" => {
             // impl.c twice (LL/SC and LSE objects, in separate directories so they do not
@@ -41,7 +45,11 @@ fn main() {
                 .flag("-mno-outline-atomics")
                 .file("c/impl.c")
                 .compile_intermediates();
-            let lse = build().out_dir(out.join("lse")).flag("-march=armv8.1-a").file("c/impl.c").compile_intermediates();
+            let lse = build()
+                .out_dir(out.join("lse"))
+                .flag("-march=armv8.1-a")
+                .file("c/impl.c")
+                .compile_intermediates();
             build()
                 .flag("-mno-outline-atomics")
                 .objects(llsc)
@@ -52,7 +60,9 @@ fn main() {
         }
         other => {
             // No native implementations: the crate still builds (model only).
-            println!("cargo:warning=kharden-refcount: no native refcount implementations for {other}");
+            println!(
+                "cargo:warning=kharden-refcount: no native refcount implementations for {other}"
+            );
             println!("cargo:rustc-cfg=kharden_no_native");
         }
     }

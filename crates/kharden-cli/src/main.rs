@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "kharden", version, about = "What a memory-protection hardening mechanism costs on a given machine, and whether it still protects")]
+#[command(
+    name = "kharden",
+    version,
+    about = "What a memory-protection hardening mechanism costs on a given machine, and whether it still protects"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,12 +45,27 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) => e.exit(),
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp
+                    | clap::error::ErrorKind::DisplayVersion
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
         Err(e) => {
             // clap explains over several lines; keep the one that names the problem.
             let text = e.to_string();
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-            eprintln!("kharden: {} (see 'kharden --help')", line.trim_start_matches("error: "));
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            eprintln!(
+                "kharden: {} (see 'kharden --help')",
+                line.trim_start_matches("error: ")
+            );
             return ExitCode::from(2);
         }
     };

@@ -6,13 +6,24 @@
 use std::process::Command;
 
 fn check(defense: &str, machine: &str) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kharden")).args(["check", "--defense", defense, "--machine", machine]).output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(["check", "--defense", defense, "--machine", machine])
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 /// The verdict of one scenario: "ok" or "VIOLATION ...".
 fn verdict<'a>(out: &'a str, scenario: &str) -> &'a str {
-    out.lines().find_map(|l| l.split_once(&format!(" {scenario} ")).map(|(_, v)| v.trim())).unwrap_or("")
+    out.lines()
+        .find_map(|l| {
+            l.split_once(&format!(" {scenario} "))
+                .map(|(_, v)| v.trim())
+        })
+        .unwrap_or("")
 }
 
 #[test]
@@ -21,17 +32,43 @@ fn check_runs_the_scenarios_and_separates_the_policies() {
         for pti in ["", "pti:linux,"] {
             let (code, out) = check(&format!("{pti}xpfo:immediate"), machine);
             assert_eq!(code, Some(0), "{pti}immediate on {machine}: {out}");
-            assert_eq!((verdict(&out, "page-handoff"), verdict(&out, "sibling-thread")), ("ok", "ok"), "{out}");
-            for deferred in ["xpfo:deferred", "xpfo:deferred-global", "xpfo:batched", "xpfo:batched-v8"] {
+            assert_eq!(
+                (
+                    verdict(&out, "page-handoff"),
+                    verdict(&out, "sibling-thread")
+                ),
+                ("ok", "ok"),
+                "{out}"
+            );
+            for deferred in [
+                "xpfo:deferred",
+                "xpfo:deferred-global",
+                "xpfo:batched",
+                "xpfo:batched-v8",
+            ] {
                 let (code, out) = check(&format!("{pti}{deferred}"), machine);
                 assert_eq!(code, Some(2), "{pti}{deferred} on {machine}: {out}");
-                assert_eq!(verdict(&out, "page-handoff"), "ok", "{pti}{deferred} on {machine}: {out}");
-                assert!(verdict(&out, "sibling-thread").starts_with("VIOLATION"), "{pti}{deferred} on {machine}: {out}");
+                assert_eq!(
+                    verdict(&out, "page-handoff"),
+                    "ok",
+                    "{pti}{deferred} on {machine}: {out}"
+                );
+                assert!(
+                    verdict(&out, "sibling-thread").starts_with("VIOLATION"),
+                    "{pti}{deferred} on {machine}: {out}"
+                );
             }
-            for bad in ["xpfo:broken-deferred-no-switch-flush", "xpfo:broken-pending-cleared-early", "xpfo:noflush"] {
+            for bad in [
+                "xpfo:broken-deferred-no-switch-flush",
+                "xpfo:broken-pending-cleared-early",
+                "xpfo:noflush",
+            ] {
                 let (code, out) = check(&format!("{pti}{bad}"), machine);
                 assert_eq!(code, Some(2), "{pti}{bad} on {machine}: {out}");
-                assert!(verdict(&out, "page-handoff").starts_with("VIOLATION"), "{pti}{bad} on {machine}: {out}");
+                assert!(
+                    verdict(&out, "page-handoff").starts_with("VIOLATION"),
+                    "{pti}{bad} on {machine}: {out}"
+                );
             }
         }
     }

@@ -3,7 +3,10 @@
 use std::process::{Command, Output};
 
 fn kharden(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kharden")).args(args).output().expect("run kharden")
+    Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(args)
+        .output()
+        .expect("run kharden")
 }
 
 fn stderr(o: &Output) -> String {
@@ -15,20 +18,66 @@ fn assert_one_line_error(args: &[&str], needle: &str) {
     let o = kharden(args);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: not one line: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?}: not one line: {err}"
+    );
     assert!(err.contains(needle), "{args:?}: '{err}' lacks '{needle}'");
     assert!(!err.contains("panicked"), "{args:?}: {err}");
 }
 
 #[test]
 fn unknown_machine_workload_defense_syscall() {
-    assert_one_line_error(&["run", "--machine", "pdp11", "--workload", "syscall-loop"], "unknown machine 'pdp11'");
-    assert_one_line_error(&["run", "--machine", "haswell-i7-4770", "--workload", "kbuil"], "--workload: unknown workload 'kbuil'");
-    assert_one_line_error(&["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--defense", "pti:maybe"], "unknown defense 'pti:maybe'");
-    assert_one_line_error(&["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--syscall", "fork"], "--syscall: unknown syscall 'fork'");
-    assert_one_line_error(&["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--iterations", "0"], "--iterations");
+    assert_one_line_error(
+        &["run", "--machine", "pdp11", "--workload", "syscall-loop"],
+        "unknown machine 'pdp11'",
+    );
+    assert_one_line_error(
+        &["run", "--machine", "haswell-i7-4770", "--workload", "kbuil"],
+        "--workload: unknown workload 'kbuil'",
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "syscall-loop",
+            "--defense",
+            "pti:maybe",
+        ],
+        "unknown defense 'pti:maybe'",
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "syscall-loop",
+            "--syscall",
+            "fork",
+        ],
+        "--syscall: unknown syscall 'fork'",
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "syscall-loop",
+            "--iterations",
+            "0",
+        ],
+        "--iterations",
+    );
     assert_one_line_error(&["reproduce", "nothing"], "unknown experiment 'nothing'");
-    assert_one_line_error(&["machines", "show", "nothing"], "unknown machine 'nothing'");
+    assert_one_line_error(
+        &["machines", "show", "nothing"],
+        "unknown machine 'nothing'",
+    );
 }
 
 #[test]
@@ -38,19 +87,57 @@ fn malformed_machine_files_name_file_field_and_expectation() {
     let good = kharden(&["machines", "show", "haswell-i7-4770"]);
     let good = String::from_utf8(good.stdout).unwrap();
     let cases = [
-        ("syntax.toml", good.replacen("sockets = 1", "sockets = = 1", 1), "syntax.toml: line"),
-        ("type.toml", good.replacen("frequency_ghz = 3.9", "frequency_ghz = \"fast\"", 1), "type.toml: line"),
-        ("missing.toml", good.replacen("pde_entries", "pde_entriez", 1), "pde_entriez"),
-        ("range.toml", good.replacen("cores_per_socket = 4", "cores_per_socket = 0", 1), "topology.cores_per_socket"),
-        ("ways.toml", good.replacen("entries = 64", "entries = 66", 1), "multiple of ways"),
+        (
+            "syntax.toml",
+            good.replacen("sockets = 1", "sockets = = 1", 1),
+            "syntax.toml: line",
+        ),
+        (
+            "type.toml",
+            good.replacen("frequency_ghz = 3.9", "frequency_ghz = \"fast\"", 1),
+            "type.toml: line",
+        ),
+        (
+            "missing.toml",
+            good.replacen("pde_entries", "pde_entriez", 1),
+            "pde_entriez",
+        ),
+        (
+            "range.toml",
+            good.replacen("cores_per_socket = 4", "cores_per_socket = 0", 1),
+            "topology.cores_per_socket",
+        ),
+        (
+            "ways.toml",
+            good.replacen("entries = 64", "entries = 66", 1),
+            "multiple of ways",
+        ),
     ];
     for (name, text, needle) in cases {
         assert_ne!(text, good, "{name}: the mutation did not apply");
         let path = dir.join(name);
         std::fs::write(&path, text).unwrap();
-        assert_one_line_error(&["run", "--machine", path.to_str().unwrap(), "--workload", "syscall-loop"], needle);
+        assert_one_line_error(
+            &[
+                "run",
+                "--machine",
+                path.to_str().unwrap(),
+                "--workload",
+                "syscall-loop",
+            ],
+            needle,
+        );
     }
-    assert_one_line_error(&["run", "--machine", "/nonexistent/m.toml", "--workload", "syscall-loop"], "/nonexistent/m.toml: cannot read");
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "/nonexistent/m.toml",
+            "--workload",
+            "syscall-loop",
+        ],
+        "/nonexistent/m.toml: cannot read",
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -60,7 +147,19 @@ fn same_inputs_same_output() {
     let b = kharden(&["reproduce", "pti-pcid", "--json"]);
     assert!(a.status.success(), "{}", stderr(&a));
     assert_eq!(a.stdout, b.stdout);
-    let args = ["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--syscall", "mprotect", "--defense", "pti:linux", "--iterations", "3000"];
+    let args = [
+        "run",
+        "--machine",
+        "haswell-i7-4770",
+        "--workload",
+        "syscall-loop",
+        "--syscall",
+        "mprotect",
+        "--defense",
+        "pti:linux",
+        "--iterations",
+        "3000",
+    ];
     assert_eq!(kharden(&args).stdout, kharden(&args).stdout);
 }
 
@@ -71,7 +170,14 @@ fn reproduce_json_has_the_promised_shape() {
     assert_eq!(v["experiment"], "pti-pcid");
     assert!(v["fitted_parameters"].as_u64().unwrap() <= 1);
     for row in v["rows"].as_array().unwrap() {
-        for key in ["label", "unit", "published", "simulated", "error_pct", "tolerance_pct"] {
+        for key in [
+            "label",
+            "unit",
+            "published",
+            "simulated",
+            "error_pct",
+            "tolerance_pct",
+        ] {
             assert!(row.get(key).is_some(), "row lacks {key}: {row}");
         }
     }
@@ -79,7 +185,19 @@ fn reproduce_json_has_the_promised_shape() {
 
 #[test]
 fn run_prints_syscall_timing_columns_and_a_summary() {
-    let o = kharden(&["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--defense", "pti:freebsd", "--iterations", "2000", "--loops", "3"]);
+    let o = kharden(&[
+        "run",
+        "--machine",
+        "haswell-i7-4770",
+        "--workload",
+        "syscall-loop",
+        "--defense",
+        "pti:freebsd",
+        "--iterations",
+        "2000",
+        "--loops",
+        "3",
+    ]);
     let out = String::from_utf8(o.stdout.clone()).unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.contains("test loop time iterations periteration"));
@@ -90,15 +208,30 @@ fn run_prints_syscall_timing_columns_and_a_summary() {
         assert_eq!(cols.len(), 5, "{l}");
         assert_eq!(cols[3], "2000");
     }
-    assert!(out.contains("cr3-write") && out.contains("cr3_write_noflush"), "{out}");
+    assert!(
+        out.contains("cr3-write") && out.contains("cr3_write_noflush"),
+        "{out}"
+    );
     assert!(out.contains("security oracle: no violation"));
 }
 
 #[test]
 fn check_passes_correct_and_fails_broken_defenses() {
-    let ok = kharden(&["check", "--defense", "pti:linux", "--machine", "haswell-i7-4770"]);
+    let ok = kharden(&[
+        "check",
+        "--defense",
+        "pti:linux",
+        "--machine",
+        "haswell-i7-4770",
+    ]);
     assert!(ok.status.success(), "{}", stderr(&ok));
-    let bad = kharden(&["check", "--defense", "pti:broken-global-text", "--machine", "haswell-i7-4770"]);
+    let bad = kharden(&[
+        "check",
+        "--defense",
+        "pti:broken-global-text",
+        "--machine",
+        "haswell-i7-4770",
+    ]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stdout).contains("VIOLATION"));
 }
@@ -107,20 +240,59 @@ fn check_passes_correct_and_fails_broken_defenses() {
 fn bad_flags_and_subcommands_are_one_line_errors() {
     assert_one_line_error(&["frobnicate"], "unrecognized subcommand 'frobnicate'");
     assert_one_line_error(&["run", "--machine"], "--machine");
-    assert_one_line_error(&["run", "--machine", "haswell-i7-4770", "--workload", "syscall-loop", "--iterations", "many"], "invalid value 'many'");
-    assert_one_line_error(&["reproduce", "all", "--json", "--csv"], "cannot be used with");
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "syscall-loop",
+            "--iterations",
+            "many",
+        ],
+        "invalid value 'many'",
+    );
+    assert_one_line_error(
+        &["reproduce", "all", "--json", "--csv"],
+        "cannot be used with",
+    );
     let help = kharden(&["--help"]);
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("reproduce"));
 }
 
 #[test]
 fn kbuild_runs_are_deterministic_and_sweep_rejects_bad_counts() {
-    let args = ["run", "--machine", "ivybridge-i5-3550", "--workload", "kbuild", "--defense", "pti:linux,xpfo:deferred", "--window-ms", "5", "--json"];
+    let args = [
+        "run",
+        "--machine",
+        "ivybridge-i5-3550",
+        "--workload",
+        "kbuild",
+        "--defense",
+        "pti:linux,xpfo:deferred",
+        "--window-ms",
+        "5",
+        "--json",
+    ];
     let a = kharden(&args);
     assert!(a.status.success(), "{}", stderr(&a));
     assert_eq!(a.stdout, kharden(&args).stdout);
     let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
     assert!(v["system_s"].as_f64().unwrap() > 0.0 && v["user_s"].as_f64().unwrap() > 0.0);
-    assert_one_line_error(&["sweep", "--family", "xeon-platinum-8160", "--cpus", "7"], "not a multiple");
-    assert_one_line_error(&["run", "--machine", "ivybridge-i5-3550", "--workload", "kbuild", "--jobs", "0"], "--jobs");
+    assert_one_line_error(
+        &["sweep", "--family", "xeon-platinum-8160", "--cpus", "7"],
+        "not a multiple",
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "ivybridge-i5-3550",
+            "--workload",
+            "kbuild",
+            "--jobs",
+            "0",
+        ],
+        "--jobs",
+    );
 }

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn kharden(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kharden")).args(args).output().expect("run kharden")
+    Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(args)
+        .output()
+        .expect("run kharden")
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -24,20 +27,40 @@ fn bad_traces_are_one_line_errors() {
     let d = scratch("bad");
     let garbage = d.join("garbage.trace");
     std::fs::write(&garbage, b"not a trace at all").unwrap();
-    for (file, needle) in [(garbage.to_str().unwrap(), "garbage.trace"), ("/nonexistent/x.trace", "/nonexistent/x.trace")] {
-        let o = kharden(&["replay", file, "--machine", "haswell-i7-4770", "--host-ghz", "3"]);
+    for (file, needle) in [
+        (garbage.to_str().unwrap(), "garbage.trace"),
+        ("/nonexistent/x.trace", "/nonexistent/x.trace"),
+    ] {
+        let o = kharden(&[
+            "replay",
+            file,
+            "--machine",
+            "haswell-i7-4770",
+            "--host-ghz",
+            "3",
+        ]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(err.contains(needle), "{err}");
     }
-    let o = kharden(&["replay", garbage.to_str().unwrap(), "--machine", "haswell-i7-4770", "--scale-jobs", "0"]);
+    let o = kharden(&[
+        "replay",
+        garbage.to_str().unwrap(),
+        "--machine",
+        "haswell-i7-4770",
+        "--scale-jobs",
+        "0",
+    ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--scale-jobs"));
 }
 
 #[test]
 fn replays_a_recorded_make() {
-    let perf_ok = Command::new("perf").arg("--version").output().is_ok_and(|o| o.status.success());
+    let perf_ok = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     let gcc_ok = Command::new("gcc").arg("--version").output().is_ok();
     let make_ok = Command::new("make").arg("--version").output().is_ok();
     if !(perf_ok && gcc_ok && make_ok) {
@@ -46,16 +69,40 @@ fn replays_a_recorded_make() {
     }
     let d = scratch("make");
     for i in 0..4 {
-        std::fs::write(d.join(format!("f{i}.c")), format!("int f{i}(int x) {{ return x * {i} + 1; }}\n")).unwrap();
+        std::fs::write(
+            d.join(format!("f{i}.c")),
+            format!("int f{i}(int x) {{ return x * {i} + 1; }}\n"),
+        )
+        .unwrap();
     }
-    std::fs::write(d.join("Makefile"), "all: f0.o f1.o f2.o f3.o\n%.o: %.c\n\tgcc -O2 -c $< -o $@\n").unwrap();
+    std::fs::write(
+        d.join("Makefile"),
+        "all: f0.o f1.o f2.o f3.o\n%.o: %.c\n\tgcc -O2 -c $< -o $@\n",
+    )
+    .unwrap();
     let trace = d.join("make.trace");
     let o = Command::new(env!("CARGO_BIN_EXE_kharden"))
-        .args(["record", "-o", trace.to_str().unwrap(), "--", "make", "-j2", "-C", d.to_str().unwrap()])
+        .args([
+            "record",
+            "-o",
+            trace.to_str().unwrap(),
+            "--",
+            "make",
+            "-j2",
+            "-C",
+            d.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     if !o.status.success() {
-        eprintln!("SKIPPED replays_a_recorded_make: {}", String::from_utf8_lossy(&o.stderr).trim().lines().last().unwrap_or(""));
+        eprintln!(
+            "SKIPPED replays_a_recorded_make: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .trim()
+                .lines()
+                .last()
+                .unwrap_or("")
+        );
         return;
     }
     let host = d.join("host.toml");
@@ -63,16 +110,43 @@ fn replays_a_recorded_make() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::write(&host, &o.stdout).unwrap();
     let t = trace.to_str().unwrap();
-    let once = json(&kharden(&["replay", t, "--machine", host.to_str().unwrap(), "--json"]));
+    let once = json(&kharden(&[
+        "replay",
+        t,
+        "--machine",
+        host.to_str().unwrap(),
+        "--json",
+    ]));
     let rec = &once["recorded"];
     let sim = &once["simulated"];
-    let (ru, su) = (rec["user_ns"].as_f64().unwrap() / 1e9, sim["user_s"].as_f64().unwrap());
+    let (ru, su) = (
+        rec["user_ns"].as_f64().unwrap() / 1e9,
+        sim["user_s"].as_f64().unwrap(),
+    );
     // make, four shells or compilers and what they run: every recorded fork is replayed.
     assert!(rec["forks"].as_u64().unwrap() >= 8, "{rec}");
-    assert_eq!(once["stats"]["counters.forks"].as_u64(), rec["forks"].as_u64(), "every recorded fork is replayed");
-    assert!((su - ru).abs() / ru < 0.15, "user time: recorded {ru} s, replayed {su} s");
-    let tripled = json(&kharden(&["replay", t, "--machine", host.to_str().unwrap(), "--scale-jobs", "3", "--json"]));
+    assert_eq!(
+        once["stats"]["counters.forks"].as_u64(),
+        rec["forks"].as_u64(),
+        "every recorded fork is replayed"
+    );
+    assert!(
+        (su - ru).abs() / ru < 0.15,
+        "user time: recorded {ru} s, replayed {su} s"
+    );
+    let tripled = json(&kharden(&[
+        "replay",
+        t,
+        "--machine",
+        host.to_str().unwrap(),
+        "--scale-jobs",
+        "3",
+        "--json",
+    ]));
     let su3 = tripled["simulated"]["user_s"].as_f64().unwrap();
-    assert!(su3 > 2.4 * su && su3 < 3.3 * su, "three copies of each job: {su} s -> {su3} s");
+    assert!(
+        su3 > 2.4 * su && su3 < 3.3 * su,
+        "three copies of each job: {su} s -> {su3} s"
+    );
     std::fs::remove_dir_all(&d).ok();
 }

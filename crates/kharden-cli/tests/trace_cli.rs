@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 fn kharden(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kharden")).args(args).output().expect("run kharden")
+    Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(args)
+        .output()
+        .expect("run kharden")
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -23,23 +26,43 @@ fn fails_with(args: &[&str], want: &str) {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{args:?} succeeded; stderr: {err}");
     assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?} printed more than one line: {err}");
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "{args:?} printed more than one line: {err}"
+    );
     assert!(err.contains(want), "{args:?}: expected '{want}' in: {err}");
 }
 
 fn valid_trace(path: &Path) -> Vec<u8> {
-    let meta = Meta { command: vec!["true".into()], nr_cpus: 1, ..Meta::default() };
+    let meta = Meta {
+        command: vec!["true".into()],
+        nr_cpus: 1,
+        ..Meta::default()
+    };
     let mut w = TraceWriter::new(Vec::new(), &meta).unwrap();
     w.set_syscall_name(60, "exit");
     let c: Arc<str> = Arc::from("true");
     for (t, op) in [
-        (0, Op::TaskNew { pid: 7, parent: None, comm: c }),
+        (
+            0,
+            Op::TaskNew {
+                pid: 7,
+                parent: None,
+                comm: c,
+            },
+        ),
         (1, Op::SwitchIn { cpu: 0 }),
         (2, Op::SysEnter { nr: 60 }),
         (3, Op::SwitchOut { state: 0x10 }),
         (3, Op::Exit),
     ] {
-        w.write(&Event { time_ns: t, tid: 7, op }).unwrap();
+        w.write(&Event {
+            time_ns: t,
+            tid: 7,
+            op,
+        })
+        .unwrap();
     }
     let bytes = w.finish().unwrap().0;
     std::fs::write(path, &bytes).unwrap();
@@ -60,12 +83,18 @@ fn bad_traces_give_one_line_errors() {
 
     let p = |n: &str| d.join(n).to_str().unwrap().to_string();
     std::fs::write(p("magic.trace"), b"#!/bin/sh\necho this is not a trace\n").unwrap();
-    fails_with(&["trace", "stats", &p("magic.trace")], "not a kharden trace (bad magic");
+    fails_with(
+        &["trace", "stats", &p("magic.trace")],
+        "not a kharden trace (bad magic",
+    );
 
     let mut v = bytes.clone();
     v[8] = 2;
     std::fs::write(p("version.trace"), &v).unwrap();
-    fails_with(&["trace", "stats", &p("version.trace")], "trace format version 2 is not supported");
+    fails_with(
+        &["trace", "stats", &p("version.trace")],
+        "trace format version 2 is not supported",
+    );
 
     std::fs::write(p("short.trace"), &bytes[..bytes.len() - 3]).unwrap();
     fails_with(&["trace", "stats", &p("short.trace")], "truncated at byte");
@@ -74,11 +103,17 @@ fn bad_traces_give_one_line_errors() {
     let first_record = 14 + u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
     m[first_record] = 0xee;
     std::fs::write(p("malformed.trace"), &m).unwrap();
-    fails_with(&["trace", "stats", &p("malformed.trace")], &format!("malformed record at byte {first_record}: unknown record type 0xee"));
+    fails_with(
+        &["trace", "stats", &p("malformed.trace")],
+        &format!("malformed record at byte {first_record}: unknown record type 0xee"),
+    );
 
     fails_with(&["trace", "stats", &p("missing.trace")], "cannot read");
     fails_with(&["trace", "dump", &p("short.trace")], "truncated at byte");
-    fails_with(&["trace", "profile", good.to_str().unwrap()], "no make jobs");
+    fails_with(
+        &["trace", "profile", good.to_str().unwrap()],
+        "no make jobs",
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -89,21 +124,35 @@ fn bad_flags_give_one_line_errors() {
     fails_with(&["trace", "stats"], "expected a file");
     fails_with(&["trace", "stats", "a", "b"], "unexpected argument");
     fails_with(&["trace", "stats", "--bogus", "x"], "--bogus: unknown flag");
-    fails_with(&["trace", "dump", "x", "--limit", "many"], "--limit: expected a number");
+    fails_with(
+        &["trace", "dump", "x", "--limit", "many"],
+        "--limit: expected a number",
+    );
     fails_with(&["trace", "convert"], "expected a file");
-    fails_with(&["trace", "convert", "/nonexistent/perf.data"], "cannot open");
+    fails_with(
+        &["trace", "convert", "/nonexistent/perf.data"],
+        "cannot open",
+    );
     fails_with(&["record"], "no command given");
     fails_with(&["record", "-o"], "-o: expected a value");
     fails_with(&["record", "--frob", "--", "true"], "--frob: unknown flag");
     fails_with(&["record", "true"], "put the command after '--'");
-    fails_with(&["record", "--mmap-pages", "3", "--", "true"], "--mmap-pages: expected a power of two");
+    fails_with(
+        &["record", "--mmap-pages", "3", "--", "true"],
+        "--mmap-pages: expected a power of two",
+    );
 }
 
 /// Why perf cannot record here, or None if it can.
 fn perf_unusable() -> Option<String> {
     match Command::new("perf").arg("--version").output() {
         Err(_) => return Some("perf is not installed (apt-get install linux-perf)".into()),
-        Ok(o) if !o.status.success() => return Some(format!("perf does not run: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) if !o.status.success() => {
+            return Some(format!(
+                "perf does not run: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ))
+        }
         Ok(_) => {}
     }
     if Command::new("gcc").arg("--version").output().is_err() {
@@ -128,16 +177,31 @@ fn records_a_real_compile() {
     let mut stats = None;
     for attempt in 1..=3 {
         let o = kharden(&[
-            "record", "--mmap-pages", "4096", "-o", trace.to_str().unwrap(), "--",
-            "gcc", "-O2", "-o", exe.to_str().unwrap(), src.to_str().unwrap(),
+            "record",
+            "--mmap-pages",
+            "4096",
+            "-o",
+            trace.to_str().unwrap(),
+            "--",
+            "gcc",
+            "-O2",
+            "-o",
+            exe.to_str().unwrap(),
+            src.to_str().unwrap(),
         ]);
         let err = String::from_utf8_lossy(&o.stderr);
         if !o.status.success() && err.contains("record: perf") {
-            eprintln!("SKIPPED records_a_real_compile: {}", err.trim().lines().last().unwrap_or(""));
+            eprintln!(
+                "SKIPPED records_a_real_compile: {}",
+                err.trim().lines().last().unwrap_or("")
+            );
             return;
         }
         assert!(o.status.success(), "record failed: {err}");
-        assert!(exe.exists(), "the compile ran under perf and produced its executable");
+        assert!(
+            exe.exists(),
+            "the compile ran under perf and produced its executable"
+        );
         let o = kharden(&["trace", "stats", trace.to_str().unwrap(), "--json"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -145,17 +209,30 @@ fn records_a_real_compile() {
             stats = Some(s);
             break;
         }
-        eprintln!("attempt {attempt}: perf lost {} events; recording again", s["lost_events"]);
+        eprintln!(
+            "attempt {attempt}: perf lost {} events; recording again",
+            s["lost_events"]
+        );
     }
     let Some(s) = stats else {
-        eprintln!("SKIPPED records_a_real_compile: perf lost events in every attempt (machine too busy)");
+        eprintln!(
+            "SKIPPED records_a_real_compile: perf lost events in every attempt (machine too busy)"
+        );
         return;
     };
-    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {s}"));
+    let n = |k: &str| {
+        s[k].as_u64()
+            .unwrap_or_else(|| panic!("{k} missing in {s}"))
+    };
     let sys = |k: &str| s["syscalls_by_name"][k].as_u64().unwrap_or(0);
 
     // gcc runs cc1, as and collect2, which runs ld: five processes, nothing else recorded.
-    let comms: Vec<&str> = s["cpu_by_comm"].as_array().unwrap().iter().map(|c| c[0].as_str().unwrap()).collect();
+    let comms: Vec<&str> = s["cpu_by_comm"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c[0].as_str().unwrap())
+        .collect();
     for c in ["gcc", "cc1", "as", "collect2", "ld"] {
         assert!(comms.contains(&c), "{c} missing from {comms:?}");
     }
@@ -168,8 +245,15 @@ fn records_a_real_compile() {
     assert_eq!(sys("vfork") + sys("fork") + sys("clone") + sys("clone3"), 4);
     assert!(sys("execve") >= 5, "execve {}", sys("execve"));
     assert_eq!(sys("exit_group"), 5);
-    assert!(sys("write") >= 1 && sys("openat") >= 5 && sys("mmap") >= 10, "{}", s["syscalls_by_name"]);
-    assert!(n("syscalls") >= 500, "a gcc compile and link makes hundreds of syscalls");
+    assert!(
+        sys("write") >= 1 && sys("openat") >= 5 && sys("mmap") >= 10,
+        "{}",
+        s["syscalls_by_name"]
+    );
+    assert!(
+        n("syscalls") >= 500,
+        "a gcc compile and link makes hundreds of syscalls"
+    );
     // Memory: cc1 and ld touch megabytes of anonymous memory; page tables, slab and the output
     // file make kernel and page-cache allocations.
     let pages = &s["pages_allocated"];

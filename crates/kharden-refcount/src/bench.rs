@@ -110,12 +110,18 @@ pub fn run(iterations: u32, threads: u32) -> Vec<BenchResult> {
 
 pub fn run_repeated(iterations: u32, threads: u32, repeats: u32) -> Vec<BenchResult> {
     let impls = native::available();
-    let mut out: Vec<BenchResult> = impls.iter().map(|n| run_one(n, iterations, threads)).collect();
+    let mut out: Vec<BenchResult> = impls
+        .iter()
+        .map(|n| run_one(n, iterations, threads))
+        .collect();
     for _ in 1..repeats.max(1) {
         for (k, n) in impls.iter().enumerate() {
             let r = run_one(n, iterations, threads);
             if r.seconds < out[k].seconds {
-                out[k] = BenchResult { in_sync: r.in_sync && out[k].in_sync, ..r };
+                out[k] = BenchResult {
+                    in_sync: r.in_sync && out[k].in_sync,
+                    ..r
+                };
             } else {
                 out[k].in_sync &= r.in_sync;
             }
@@ -124,8 +130,11 @@ pub fn run_repeated(iterations: u32, threads: u32, repeats: u32) -> Vec<BenchRes
     for r in &mut out {
         r.repeats = repeats.max(1);
     }
-    let base: Vec<(&'static str, f64)> =
-        out.iter().filter(|r| r.implementation == "atomic_t").map(|r| (r.variant, r.ns_per_op)).collect();
+    let base: Vec<(&'static str, f64)> = out
+        .iter()
+        .filter(|r| r.implementation == "atomic_t")
+        .map(|r| (r.variant, r.ns_per_op))
+        .collect();
     for r in &mut out {
         if let Some((_, b)) = base.iter().find(|(v, _)| *v == r.variant) {
             r.ratio_to_atomic = r.ns_per_op / b;
@@ -164,11 +173,20 @@ pub fn render(results: &[BenchResult]) -> String {
         first.repeats
     );
     for r in results {
-        s += &format!(" Performance counter stats for '{}' ({} {}):\n\n", r.test, r.implementation, r.variant);
+        s += &format!(
+            " Performance counter stats for '{}' ({} {}):\n\n",
+            r.test, r.implementation, r.variant
+        );
         s += &format!("  {:>18}      refcount ops\n", thousands(r.ops));
         s += &format!("  {:>18.3} msec task-clock\n", r.seconds * 1e3);
         match r.cycles {
-            Some(c) => s += &format!("  {:>18}      cycles              # {:.3} per op\n", thousands(c), c as f64 / r.ops as f64),
+            Some(c) => {
+                s += &format!(
+                    "  {:>18}      cycles              # {:.3} per op\n",
+                    thousands(c),
+                    c as f64 / r.ops as f64
+                )
+            }
             None => s += &format!("  {:>18}      cycles\n", "<not supported>"),
         }
         match (r.instructions, r.cycles) {
@@ -183,13 +201,27 @@ pub fn render(results: &[BenchResult]) -> String {
             (Some(i), None) => s += &format!("  {:>18}      instructions\n", thousands(i)),
             _ => s += &format!("  {:>18}      instructions\n", "<not supported>"),
         }
-        s += &format!("  {:>18.3}      ns per op           # {:.2}x atomic_t\n", r.ns_per_op, r.ratio_to_atomic);
+        s += &format!(
+            "  {:>18.3}      ns per op           # {:.2}x atomic_t\n",
+            r.ns_per_op, r.ratio_to_atomic
+        );
         if !r.in_sync {
             s += "  (loop OUT OF SYNC: the counter did not come back as expected)\n";
         }
         s += &format!("\n  {:>18.9} seconds time elapsed\n\n", r.seconds);
     }
-    let mut t = Table::new("Summary", &["test", "implementation", "variant", "threads", "seconds", "ns/op", "vs atomic_t"]);
+    let mut t = Table::new(
+        "Summary",
+        &[
+            "test",
+            "implementation",
+            "variant",
+            "threads",
+            "seconds",
+            "ns/op",
+            "vs atomic_t",
+        ],
+    );
     for r in results {
         t.push(vec![
             r.test.into(),

@@ -32,5 +32,10 @@ extern "C" {
     pub fn rc_impls(n: *mut c_uint) -> *const rc_impl;
     pub fn rc_warnings(kind: c_int) -> c_ulong;
     pub fn rc_reset_warnings();
-    pub fn rc_selftest(impls: *const rc_impl, n: c_uint, threads: c_int, per_thread: c_uint) -> c_int;
+    pub fn rc_selftest(
+        impls: *const rc_impl,
+        n: c_uint,
+        threads: c_int,
+        per_thread: c_uint,
+    ) -> c_int;
 }

@@ -43,7 +43,11 @@ impl Isa {
     }
     fn tools(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            Isa::Arm64 => ("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump", "qemu-aarch64"),
+            Isa::Arm64 => (
+                "aarch64-linux-gnu-gcc",
+                "aarch64-linux-gnu-objdump",
+                "qemu-aarch64",
+            ),
             Isa::X86_64 => ("gcc", "objdump", "qemu-x86_64"),
         }
     }
@@ -55,16 +59,24 @@ fn c_dir() -> PathBuf {
 
 /// The checked-in trace of an ISA.
 pub fn checked_in_path(isa: Isa) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("model").join(isa.file_name())
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("model")
+        .join(isa.file_name())
 }
 
 fn run(cmd: &mut Command) -> Result<String, String> {
-    let out = cmd.output().map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
     if !out.status.success() {
         return Err(format!(
             "{:?} failed: {}",
             cmd.get_program(),
-            String::from_utf8_lossy(&out.stderr).lines().take(5).collect::<Vec<_>>().join(" | ")
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" | ")
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -77,8 +89,17 @@ pub fn missing_tools(isa: Isa) -> Option<String> {
     }
     let (gcc, objdump, qemu) = isa.tools();
     let mut missing = vec![];
-    for (tool, arg) in [(gcc, "--version"), (objdump, "--version"), (qemu, "--version")] {
-        if Command::new(tool).arg(arg).output().map(|o| !o.status.success()).unwrap_or(true) {
+    for (tool, arg) in [
+        (gcc, "--version"),
+        (objdump, "--version"),
+        (qemu, "--version"),
+    ] {
+        if Command::new(tool)
+            .arg(arg)
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
             missing.push(tool);
         }
     }
@@ -95,14 +116,27 @@ pub fn build_static(isa: Isa, dir: &Path, with_selftest: bool) -> Result<PathBuf
     let mut objects = vec![];
     let forms: &[(&str, &[&str])] = match isa {
         Isa::Arm64 => &[
-            ("llsc", &["-march=armv8-a", "-mno-outline-atomics", "-mgeneral-regs-only"]),
+            (
+                "llsc",
+                &[
+                    "-march=armv8-a",
+                    "-mno-outline-atomics",
+                    "-mgeneral-regs-only",
+                ],
+            ),
             ("lse", &["-march=armv8.1-a", "-mgeneral-regs-only"]),
         ],
         Isa::X86_64 => &[("x86", &[])],
     };
     for (name, flags) in forms {
         let obj = dir.join(format!("{name}.o"));
-        run(Command::new(gcc).args(KERNEL_FLAGS).args(*flags).arg("-c").arg(c.join("impl.c")).arg("-o").arg(&obj))?;
+        run(Command::new(gcc)
+            .args(KERNEL_FLAGS)
+            .args(*flags)
+            .arg("-c")
+            .arg(c.join("impl.c"))
+            .arg("-o")
+            .arg(&obj))?;
         objects.push(obj);
     }
     let exe = dir.join(if with_selftest { "selftest" } else { "trace" });
@@ -113,7 +147,8 @@ pub fn build_static(isa: Isa, dir: &Path, with_selftest: bool) -> Result<PathBuf
     }
     link.arg(c.join("registry.c"));
     if with_selftest {
-        link.arg(c.join("selftest.c")).arg(c.join("selftest_main.c"));
+        link.arg(c.join("selftest.c"))
+            .arg(c.join("selftest_main.c"));
     } else {
         link.arg(c.join("trace_main.c"));
     }
@@ -137,7 +172,9 @@ type Disassembly = (HashMap<u64, Insn>, Vec<(String, u64)>);
 type LoopCounts = (HashMap<u64, f64>, HashMap<u64, f64>);
 
 fn disassemble(objdump: &str, exe: &Path) -> Result<Disassembly, String> {
-    let text = run(Command::new(objdump).args(["-d", "--no-show-raw-insn"]).arg(exe))?;
+    let text = run(Command::new(objdump)
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(exe))?;
     let mut insns = HashMap::new();
     let mut funcs = vec![];
     let mut cur: Option<(String, u64)> = None;
@@ -151,24 +188,46 @@ fn disassemble(objdump: &str, exe: &Path) -> Result<Disassembly, String> {
             }
             continue;
         }
-        let Some((addr, body)) = line.split_once(":\t") else { continue };
-        let Ok(a) = u64::from_str_radix(addr.trim(), 16) else { continue };
-        let Some((fname, fstart)) = &cur else { continue };
+        let Some((addr, body)) = line.split_once(":\t") else {
+            continue;
+        };
+        let Ok(a) = u64::from_str_radix(addr.trim(), 16) else {
+            continue;
+        };
+        let Some((fname, fstart)) = &cur else {
+            continue;
+        };
         // drop comments ("// ..." on arm64, "# ..." on x86) and symbolic targets
         let mut t = body.split("//").next().unwrap_or("").to_string();
         if let Some(i) = t.find("# ") {
             t.truncate(i); // x86 comment; arm64 immediates are "#0x.." with no space
         }
-        let target = t.split(" <").next().and_then(|s| s.split([' ', ',', '\t']).next_back()).and_then(|h| u64::from_str_radix(h, 16).ok());
+        let target = t
+            .split(" <")
+            .next()
+            .and_then(|s| s.split([' ', ',', '\t']).next_back())
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
         let is_branch = {
             let m = t.split_whitespace().next().unwrap_or("");
-            m.starts_with('b') || m.starts_with("cb") || m.starts_with("tb") || m.starts_with('j') || m == "call"
+            m.starts_with('b')
+                || m.starts_with("cb")
+                || m.starts_with("tb")
+                || m.starts_with('j')
+                || m == "call"
         };
         if let Some(i) = t.find(" <") {
             t.truncate(i);
         }
         let t = t.split_whitespace().collect::<Vec<_>>().join(" ");
-        insns.insert(a, Insn { func: fname.clone(), offset: a - fstart, text: t, target: if is_branch { target } else { None } });
+        insns.insert(
+            a,
+            Insn {
+                func: fname.clone(),
+                offset: a - fstart,
+                text: t,
+                target: if is_branch { target } else { None },
+            },
+        );
     }
     funcs.sort_by_key(|f| f.1);
     // Branch targets as function+offset, so traces do not change with the libc linked in.
@@ -179,7 +238,8 @@ fn disassemble(objdump: &str, exe: &Path) -> Result<Disassembly, String> {
                 let (name, start) = &funcs[i - 1];
                 let hex = format!("{t:x}");
                 if let Some(pos) = insn.text.rfind(&hex) {
-                    insn.text.replace_range(pos..pos + hex.len(), &format!("<{name}+{:#x}>", t - start));
+                    insn.text
+                        .replace_range(pos..pos + hex.len(), &format!("<{name}+{:#x}>", t - start));
                 }
             }
         }
@@ -190,7 +250,11 @@ fn disassemble(objdump: &str, exe: &Path) -> Result<Disassembly, String> {
 fn exec_trace(qemu: &str, exe: &Path, log: &Path, k: i32, n: u32) -> Result<Vec<u64>, String> {
     // QEMU 8.1 renamed -singlestep to -one-insn-per-tb (the old spelling is deprecated).
     let help = run(Command::new(qemu).arg("-h")).unwrap_or_default();
-    let one_insn = if help.contains("-one-insn-per-tb") { "-one-insn-per-tb" } else { "-singlestep" };
+    let one_insn = if help.contains("-one-insn-per-tb") {
+        "-one-insn-per-tb"
+    } else {
+        "-singlestep"
+    };
     run(Command::new(qemu)
         .args([one_insn, "-d", "exec,nochain", "-D"])
         .arg(log)
@@ -220,14 +284,25 @@ fn is_exclusive_load(text: &str) -> bool {
 /// Per-PC execution counts of the increment loop and of the decrement loop of one run.
 fn split_counts(pcs: &[u64], range: (u64, u64), back_edge: u64) -> Result<LoopCounts, String> {
     let inside = |pc: &u64| *pc >= range.0 && *pc < range.1;
-    let first = pcs.iter().position(inside).ok_or("timing function never ran")?;
-    let last = pcs.iter().rposition(inside).ok_or("timing function never ran")?;
+    let first = pcs
+        .iter()
+        .position(inside)
+        .ok_or("timing function never ran")?;
+    let last = pcs
+        .iter()
+        .rposition(inside)
+        .ok_or("timing function never ran")?;
     let seg = &pcs[first..=last];
-    let split = seg.iter().rposition(|pc| *pc == back_edge).ok_or("increment loop back edge never ran")?;
+    let split = seg
+        .iter()
+        .rposition(|pc| *pc == back_edge)
+        .ok_or("increment loop back edge never ran")?;
     let mut inc = HashMap::new();
     let mut dec = HashMap::new();
     for (i, pc) in seg.iter().enumerate() {
-        *(if i <= split { &mut inc } else { &mut dec }).entry(*pc).or_insert(0.0) += 1.0;
+        *(if i <= split { &mut inc } else { &mut dec })
+            .entry(*pc)
+            .or_insert(0.0) += 1.0;
     }
     Ok((inc, dec))
 }
@@ -238,10 +313,18 @@ pub fn generate(isa: Isa) -> Result<String, String> {
         return Err(why);
     }
     let (gcc, objdump, qemu) = isa.tools();
-    let dir = std::env::temp_dir().join(format!("kharden-refcount-gen-{}-{:?}", std::process::id(), isa));
+    let dir = std::env::temp_dir().join(format!(
+        "kharden-refcount-gen-{}-{:?}",
+        std::process::id(),
+        isa
+    ));
     let exe = build_static(isa, &dir, false)?;
     let (insns, funcs) = disassemble(objdump, &exe)?;
-    let version = run(Command::new(gcc).arg("--version"))?.lines().next().unwrap_or("").to_string();
+    let version = run(Command::new(gcc).arg("--version"))?
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
     let prefixes: &[(&str, &str, i32)] = match isa {
         Isa::Arm64 => &[("arm64-llsc", "rc_llsc_", 0), ("arm64-lse", "rc_lse_", 4)],
         Isa::X86_64 => &[("x86-64", "rc_x86_", 0)],
@@ -261,14 +344,31 @@ pub fn generate(isa: Isa) -> Result<String, String> {
     );
     let impls = ["atomic_t", "fast", "full", "fetch_add"];
     for (variant, prefix, base) in prefixes {
-        let mut jobs: Vec<(String, i32)> = impls.iter().enumerate().map(|(i, name)| (name.to_string(), base + i as i32)).collect();
+        let mut jobs: Vec<(String, i32)> = impls
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.to_string(), base + i as i32))
+            .collect();
         jobs.push(("empty".into(), if *prefix == "rc_lse_" { -2 } else { -1 }));
         for (name, k) in jobs {
-            let sym_name = if name == "atomic_t" { "atomic".to_string() } else { name.clone() };
+            let sym_name = if name == "atomic_t" {
+                "atomic".to_string()
+            } else {
+                name.clone()
+            };
             let sym = format!("{prefix}timing_{sym_name}");
-            let idx = funcs.iter().position(|f| f.0 == sym).ok_or(format!("{sym} not in the binary"))?;
-            let range = (funcs[idx].1, funcs.get(idx + 1).map(|f| f.1).unwrap_or(u64::MAX));
-            let mut addrs: Vec<&u64> = insns.keys().filter(|a| **a >= range.0 && **a < range.1).collect();
+            let idx = funcs
+                .iter()
+                .position(|f| f.0 == sym)
+                .ok_or(format!("{sym} not in the binary"))?;
+            let range = (
+                funcs[idx].1,
+                funcs.get(idx + 1).map(|f| f.1).unwrap_or(u64::MAX),
+            );
+            let mut addrs: Vec<&u64> = insns
+                .keys()
+                .filter(|a| **a >= range.0 && **a < range.1)
+                .collect();
             addrs.sort();
             let back_edge = addrs
                 .iter()
@@ -295,7 +395,9 @@ pub fn generate(isa: Isa) -> Result<String, String> {
                     }
                 }
                 for (pc, per) in listed {
-                    let i = insns.get(&pc).ok_or(format!("pc {pc:#x} not in the disassembly"))?;
+                    let i = insns
+                        .get(&pc)
+                        .ok_or(format!("pc {pc:#x} not in the disassembly"))?;
                     out += &format!("{per:.4} {}+{:#x} {}\n", i.func, i.offset, i.text);
                 }
                 out += "end\n";

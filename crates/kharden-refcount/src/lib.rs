@@ -12,13 +12,13 @@
 //! - [`reproduce`]: seed 001's table, published vs modelled.
 //! - [`op_cycles`]: the cost of one refcount operation on a machine, for the simulator.
 
-pub mod plugin;
 pub mod bench;
 mod ffi;
 pub mod gen;
 pub mod model;
 pub mod native;
 mod perf;
+pub mod plugin;
 
 use serde::Serialize;
 

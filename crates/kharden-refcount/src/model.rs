@@ -29,9 +29,18 @@ const ARM64_TRACE: &str = include_str!("../model/arm64.trace");
 const X86_TRACE: &str = include_str!("../model/x86-64.trace");
 const PUBLISHED: &str = include_str!("../published/seed001.toml");
 const CORE_FILES: &[(&str, &str)] = &[
-    ("cores/cortex-a57.toml", include_str!("../cores/cortex-a57.toml")),
-    ("cores/neoverse-n1.toml", include_str!("../cores/neoverse-n1.toml")),
-    ("cores/thunderx2.toml", include_str!("../cores/thunderx2.toml")),
+    (
+        "cores/cortex-a57.toml",
+        include_str!("../cores/cortex-a57.toml"),
+    ),
+    (
+        "cores/neoverse-n1.toml",
+        include_str!("../cores/neoverse-n1.toml"),
+    ),
+    (
+        "cores/thunderx2.toml",
+        include_str!("../cores/thunderx2.toml"),
+    ),
     ("cores/x86-64.toml", include_str!("../cores/x86-64.toml")),
 ];
 
@@ -85,17 +94,23 @@ pub fn classify(text: &str) -> Class {
     }
     let operands = text[text.find(char::is_whitespace).unwrap_or(text.len())..].trim();
     match m {
-        "ldxr" | "ldaxr" | "ldxrb" | "ldxrh" | "ldaxrb" | "ldaxrh" | "ldxp" | "ldaxp" => return Class::ExclusiveLoad,
-        "stxr" | "stlxr" | "stxrb" | "stxrh" | "stlxrb" | "stlxrh" | "stxp" | "stlxp" => return Class::ExclusiveStore,
+        "ldxr" | "ldaxr" | "ldxrb" | "ldxrh" | "ldaxrb" | "ldaxrh" | "ldxp" | "ldaxp" => {
+            return Class::ExclusiveLoad
+        }
+        "stxr" | "stlxr" | "stxrb" | "stxrh" | "stlxrb" | "stlxrh" | "stxp" | "stlxp" => {
+            return Class::ExclusiveStore
+        }
         "dmb" | "dsb" | "isb" | "mfence" | "lfence" | "sfence" => return Class::Barrier,
         "prfm" | "prefetchw" | "prefetcht0" => return Class::Prefetch,
-        "b" | "bl" | "br" | "blr" | "ret" | "cbz" | "cbnz" | "tbz" | "tbnz" | "call" | "jmp" | "retq" | "callq" | "jmpq" => {
-            return Class::Branch
-        }
+        "b" | "bl" | "br" | "blr" | "ret" | "cbz" | "cbnz" | "tbz" | "tbnz" | "call" | "jmp"
+        | "retq" | "callq" | "jmpq" => return Class::Branch,
         "xchg" if operands.contains('(') => return Class::LockedRmw,
         _ => {}
     }
-    const LSE: &[&str] = &["ldadd", "stadd", "cas", "swp", "ldclr", "ldset", "ldeor", "stclr", "stset", "steor", "ldsmax", "ldumax", "ldsmin", "ldumin"];
+    const LSE: &[&str] = &[
+        "ldadd", "stadd", "cas", "swp", "ldclr", "ldset", "ldeor", "stclr", "stset", "steor",
+        "ldsmax", "ldumax", "ldsmin", "ldumin",
+    ];
     if LSE.iter().any(|p| m.starts_with(p)) {
         return Class::LseAtomic;
     }
@@ -111,7 +126,11 @@ pub fn classify(text: &str) -> Class {
     // x86 memory operands: AT&T puts the destination last.
     if operands.contains('(') && !m.starts_with("lea") && !m.starts_with("nop") {
         let last = operands.rsplit(',').next().unwrap_or("");
-        return if last.contains('(') { Class::Store } else { Class::Load };
+        return if last.contains('(') {
+            Class::Store
+        } else {
+            Class::Load
+        };
     }
     Class::Alu
 }
@@ -142,7 +161,11 @@ impl LoopTrace {
         self.insns.iter().map(|i| i.count).sum()
     }
     pub fn count(&self, class: Class) -> f64 {
-        self.insns.iter().filter(|i| i.class == class).map(|i| i.count).sum()
+        self.insns
+            .iter()
+            .filter(|i| i.class == class)
+            .map(|i| i.count)
+            .sum()
     }
 }
 
@@ -160,28 +183,51 @@ fn parse_traces(place: &str, text: &str) -> Result<Vec<LoopTrace>> {
             if f.len() != 3 {
                 return Err(at("expected 'loop VARIANT IMPL OP'".into()));
             }
-            let variant = Variant::from_name(f[0]).ok_or_else(|| at(format!("unknown variant '{}'", f[0])))?;
+            let variant = Variant::from_name(f[0])
+                .ok_or_else(|| at(format!("unknown variant '{}'", f[0])))?;
             let imp = if f[1] == "empty" {
                 None
             } else {
-                Some(Impl::from_name(f[1]).ok_or_else(|| at(format!("unknown implementation '{}'", f[1])))?)
+                Some(
+                    Impl::from_name(f[1])
+                        .ok_or_else(|| at(format!("unknown implementation '{}'", f[1])))?,
+                )
             };
             let op = match f[2] {
                 "inc" => Op::Inc,
                 "dec" => Op::DecAndTest,
                 o => return Err(at(format!("unknown op '{o}', expected inc or dec"))),
             };
-            cur = Some(LoopTrace { variant, imp, op, insns: vec![] });
+            cur = Some(LoopTrace {
+                variant,
+                imp,
+                op,
+                insns: vec![],
+            });
         } else if line == "end" {
-            out.push(cur.take().ok_or_else(|| at("'end' without 'loop'".into()))?);
+            out.push(
+                cur.take()
+                    .ok_or_else(|| at("'end' without 'loop'".into()))?,
+            );
         } else {
-            let l = cur.as_mut().ok_or_else(|| at("instruction outside a loop".into()))?;
+            let l = cur
+                .as_mut()
+                .ok_or_else(|| at("instruction outside a loop".into()))?;
             let mut it = line.splitn(3, ' ');
-            let count: f64 = it.next().unwrap_or("").parse().map_err(|_| at("expected an execution count".into()))?;
+            let count: f64 = it
+                .next()
+                .unwrap_or("")
+                .parse()
+                .map_err(|_| at("expected an execution count".into()))?;
             let place = it.next().unwrap_or("").to_string();
             let text = it.next().unwrap_or("").to_string();
             let class = classify(&text);
-            l.insns.push(TracedInsn { count, place, text, class });
+            l.insns.push(TracedInsn {
+                count,
+                place,
+                text,
+                class,
+            });
         }
     }
     Ok(out)
@@ -202,14 +248,17 @@ pub fn traces() -> Result<&'static [LoopTrace]> {
 }
 
 fn find(traces: &[LoopTrace], variant: Variant, imp: Option<Impl>, op: Op) -> Result<&LoopTrace> {
-    traces.iter().find(|t| t.variant == variant && t.imp == imp && t.op == op).ok_or_else(|| {
-        Error::new(format!(
-            "model: no trace of the {} {} loop for {} (regenerate model/*.trace)",
-            imp.map(Impl::name).unwrap_or("empty"),
-            op.name(),
-            variant.name()
-        ))
-    })
+    traces
+        .iter()
+        .find(|t| t.variant == variant && t.imp == imp && t.op == op)
+        .ok_or_else(|| {
+            Error::new(format!(
+                "model: no trace of the {} {} loop for {} (regenerate model/*.trace)",
+                imp.map(Impl::name).unwrap_or("empty"),
+                op.name(),
+                variant.name()
+            ))
+        })
 }
 
 // ------------------------------------------------------------------------ core tables
@@ -266,7 +315,12 @@ impl Core {
     /// Cycles of one execution of an instruction of `class`.
     pub fn cost(&self, class: Class) -> Result<f64> {
         let need = |v: Option<f64>, what: &str| {
-            v.ok_or_else(|| Error::new(format!("cores/{}.toml: cycles.{what} is needed for this loop but not given", self.name)))
+            v.ok_or_else(|| {
+                Error::new(format!(
+                    "cores/{}.toml: cycles.{what} is needed for this loop but not given",
+                    self.name
+                ))
+            })
         };
         Ok(match class {
             Class::ExclusiveLoad => need(self.exclusive_pair, "exclusive_pair")?,
@@ -279,7 +333,10 @@ impl Core {
     }
     /// Cycles of one iteration of a traced loop.
     pub fn cycles(&self, t: &LoopTrace) -> Result<f64> {
-        t.insns.iter().map(|i| Ok(i.count * self.cost(i.class)?)).sum()
+        t.insns
+            .iter()
+            .map(|i| Ok(i.count * self.cost(i.class)?))
+            .sum()
     }
 }
 
@@ -309,7 +366,10 @@ fn published() -> Result<Published> {
 /// bound dec_and_test.
 fn lkdtm_totals(core: &Core, inc: &LoopTrace, dec: &LoopTrace, bound: u64) -> Result<(f64, f64)> {
     let (ni, nd) = ((bound - 1) as f64, bound as f64);
-    Ok((ni * inc.instructions() + nd * dec.instructions(), ni * core.cycles(inc)? + nd * core.cycles(dec)?))
+    Ok((
+        ni * inc.instructions() + nd * dec.instructions(),
+        ni * core.cycles(inc)? + nd * core.cycles(dec)?,
+    ))
 }
 
 fn resolve(place: &str, file: CoreFile, traces: &[LoopTrace]) -> Result<Core> {
@@ -362,7 +422,8 @@ pub fn cores() -> Result<&'static [Core]> {
             CORE_FILES
                 .iter()
                 .map(|(place, text)| {
-                    let f: CoreFile = toml::from_str(text).map_err(|e| Error::at(place, e.message().trim()))?;
+                    let f: CoreFile =
+                        toml::from_str(text).map_err(|e| Error::at(place, e.message().trim()))?;
                     resolve(place, f, traces)
                 })
                 .collect()
@@ -372,7 +433,11 @@ pub fn cores() -> Result<&'static [Core]> {
 }
 
 fn core_named(cores: &[Core], name: &str) -> Result<Core> {
-    cores.iter().find(|c| c.name == name).cloned().ok_or_else(|| Error::new(format!("no core table '{name}'")))
+    cores
+        .iter()
+        .find(|c| c.name == name)
+        .cloned()
+        .ok_or_else(|| Error::new(format!("no core table '{name}'")))
 }
 
 /// The core table serving a machine profile (by machine name or microarchitecture), with a
@@ -383,7 +448,11 @@ pub fn core_for(machine: &MachineProfile) -> Result<Core> {
         Arch::X86_64 => "x86-64",
         Arch::Aarch64 => "arm64",
     };
-    let keys = [machine.name.to_lowercase(), machine.cpu.microarchitecture.to_lowercase(), machine.cpu.model.to_lowercase()];
+    let keys = [
+        machine.name.to_lowercase(),
+        machine.cpu.microarchitecture.to_lowercase(),
+        machine.cpu.model.to_lowercase(),
+    ];
     let mut core = cores
         .iter()
         .filter(|c| c.isa == isa)
@@ -398,9 +467,15 @@ pub fn core_for(machine: &MachineProfile) -> Result<Core> {
             ))
         })?;
     if machine.arch == Arch::X86_64 {
-        if let Some(ns) = machine.measured.as_ref().and_then(|m| m.atomic_increment_ns) {
+        if let Some(ns) = machine
+            .measured
+            .as_ref()
+            .and_then(|m| m.atomic_increment_ns)
+        {
             core.locked_rmw = Some(ns * machine.cpu.frequency_ghz);
-            core.notes.push(format!("locked_rmw from this machine's measured atomic_increment_ns ({ns} ns)"));
+            core.notes.push(format!(
+                "locked_rmw from this machine's measured atomic_increment_ns ({ns} ns)"
+            ));
         }
     }
     Ok(core)
@@ -448,7 +523,13 @@ pub struct Modelled {
     pub by_class: BTreeMap<&'static str, f64>,
 }
 
-pub fn lkdtm(core: &Core, variant: Variant, imp: Impl, frequency_ghz: f64, bound: u64) -> Result<Modelled> {
+pub fn lkdtm(
+    core: &Core,
+    variant: Variant,
+    imp: Impl,
+    frequency_ghz: f64,
+    bound: u64,
+) -> Result<Modelled> {
     let traces = traces()?;
     let inc = find(traces, variant, Some(imp), Op::Inc)?;
     let dec = find(traces, variant, Some(imp), Op::DecAndTest)?;
@@ -474,9 +555,14 @@ pub fn lkdtm(core: &Core, variant: Variant, imp: Impl, frequency_ghz: f64, bound
 /// The clock of the first library machine this core table serves, else the table's own.
 fn frequency_of(core: &Core, notes: &mut Vec<String>) -> f64 {
     for name in kharden::machine::names() {
-        let Ok(m) = kharden::machine::load(name) else { continue };
+        let Ok(m) = kharden::machine::load(name) else {
+            continue;
+        };
         if core_for(&m).is_ok_and(|c| c.name == core.name) {
-            notes.push(format!("{}: frequency {} GHz from machines/{name}.toml", core.name, m.cpu.frequency_ghz));
+            notes.push(format!(
+                "{}: frequency {} GHz from machines/{name}.toml",
+                core.name, m.cpu.frequency_ghz
+            ));
             return m.cpu.frequency_ghz;
         }
     }
@@ -492,20 +578,56 @@ pub fn reproduce() -> Result<Reproduction> {
     let p = published()?;
     let cores = cores()?;
     let core = core_named(cores, &p.core)?;
-    let variant = Variant::from_name(&p.variant).ok_or_else(|| Error::at("published/seed001.toml", "unknown variant"))?;
+    let variant = Variant::from_name(&p.variant)
+        .ok_or_else(|| Error::at("published/seed001.toml", "unknown variant"))?;
     let mut notes = vec![];
     let freq = frequency_of(&core, &mut notes);
     let mut rows = vec![];
     let mut breakdown = Table::new(
-        format!("Per increment + decrement pair on {} ({}), modelled", core.name, variant.name()),
-        &["row", "instructions", "ldxr/stxr pairs", "barriers", "other", "cycles", "published cycles"],
+        format!(
+            "Per increment + decrement pair on {} ({}), modelled",
+            core.name,
+            variant.name()
+        ),
+        &[
+            "row",
+            "instructions",
+            "ldxr/stxr pairs",
+            "barriers",
+            "other",
+            "cycles",
+            "published cycles",
+        ],
     );
     for r in &p.row {
-        let imp = Impl::from_name(&r.implementation).ok_or_else(|| Error::at("published/seed001.toml", format!("unknown implementation '{}'", r.implementation)))?;
+        let imp = Impl::from_name(&r.implementation).ok_or_else(|| {
+            Error::at(
+                "published/seed001.toml",
+                format!("unknown implementation '{}'", r.implementation),
+            )
+        })?;
         let m = lkdtm(&core, variant, imp, freq, p.lkdtm_bound)?;
-        rows.push(Row::compared(&format!("{}: cycles", r.label), "cycles", r.cycles, m.cycles, TOLERANCE_PCT));
-        rows.push(Row::compared(&format!("{}: instructions", r.label), "instructions", r.instructions, m.instructions, TOLERANCE_PCT));
-        rows.push(Row::compared(&format!("{}: seconds", r.label), "s", r.seconds, m.seconds, TOLERANCE_PCT));
+        rows.push(Row::compared(
+            &format!("{}: cycles", r.label),
+            "cycles",
+            r.cycles,
+            m.cycles,
+            TOLERANCE_PCT,
+        ));
+        rows.push(Row::compared(
+            &format!("{}: instructions", r.label),
+            "instructions",
+            r.instructions,
+            m.instructions,
+            TOLERANCE_PCT,
+        ));
+        rows.push(Row::compared(
+            &format!("{}: seconds", r.label),
+            "s",
+            r.seconds,
+            m.seconds,
+            TOLERANCE_PCT,
+        ));
         let excl = m.by_class.get("ldxr").copied().unwrap_or(0.0);
         let barriers = m.by_class.get("barrier").copied().unwrap_or(0.0);
         breakdown.push(vec![
@@ -522,9 +644,28 @@ pub fn reproduce() -> Result<Reproduction> {
     // implementation in its LSE form on the LSE cores.
     let mut predictions = vec![];
     let m = lkdtm(&core, variant, Impl::FetchAdd, freq, p.lkdtm_bound)?;
-    predictions.push(Row::predicted(&format!("{} {} fetch_add: cycles", core.name, variant.name()), "cycles", m.cycles));
-    predictions.push(Row::predicted(&format!("{} {} fetch_add: seconds", core.name, variant.name()), "s", m.seconds));
-    let mut lse = Table::new("LKDTM loops on the LSE cores (predicted, no published figures)", &["core", "variant", "implementation", "instructions", "cycles", "seconds", "vs atomic_t"]);
+    predictions.push(Row::predicted(
+        &format!("{} {} fetch_add: cycles", core.name, variant.name()),
+        "cycles",
+        m.cycles,
+    ));
+    predictions.push(Row::predicted(
+        &format!("{} {} fetch_add: seconds", core.name, variant.name()),
+        "s",
+        m.seconds,
+    ));
+    let mut lse = Table::new(
+        "LKDTM loops on the LSE cores (predicted, no published figures)",
+        &[
+            "core",
+            "variant",
+            "implementation",
+            "instructions",
+            "cycles",
+            "seconds",
+            "vs atomic_t",
+        ],
+    );
     for name in ["neoverse-n1", "thunderx2"] {
         let c = core_named(cores, name)?;
         let f = frequency_of(&c, &mut notes);
@@ -533,7 +674,11 @@ pub fn reproduce() -> Result<Reproduction> {
             for imp in Impl::ALL {
                 let m = lkdtm(&c, v, imp, f, p.lkdtm_bound)?;
                 if v == Variant::Arm64Lse {
-                    predictions.push(Row::predicted(&format!("{name} {} {}: cycles", v.name(), imp.name()), "cycles", m.cycles));
+                    predictions.push(Row::predicted(
+                        &format!("{name} {} {}: cycles", v.name(), imp.name()),
+                        "cycles",
+                        m.cycles,
+                    ));
                 }
                 lse.push(vec![
                     name.into(),
@@ -582,7 +727,10 @@ pub fn reproduce() -> Result<Reproduction> {
 
 /// Every fitted core parameter, with the figure it was fitted to.
 pub fn fitted_parameters() -> Result<Vec<String>> {
-    Ok(cores()?.iter().flat_map(|c| c.fitted.iter().cloned()).collect())
+    Ok(cores()?
+        .iter()
+        .flat_map(|c| c.fitted.iter().cloned())
+        .collect())
 }
 
 /// `kharden refcount model`: LKDTM loops and per-operation cycles on one machine, or on every
@@ -591,7 +739,17 @@ pub fn model_report(machine: Option<&MachineProfile>) -> Result<Table> {
     let cores = cores()?;
     let mut t = Table::new(
         "LKDTM loops (n = INT_MAX), modelled",
-        &["core", "variant", "implementation", "insns/pair", "cycles/pair", "inc cycles", "dec cycles", "seconds", "vs atomic_t"],
+        &[
+            "core",
+            "variant",
+            "implementation",
+            "insns/pair",
+            "cycles/pair",
+            "inc cycles",
+            "dec cycles",
+            "seconds",
+            "vs atomic_t",
+        ],
     );
     let targets: Vec<(Core, Vec<Variant>, f64)> = match machine {
         Some(m) => vec![(core_for(m)?, vec![variant_for(m)], m.cpu.frequency_ghz)],
@@ -616,7 +774,8 @@ pub fn model_report(machine: Option<&MachineProfile>) -> Result<Table> {
             for imp in Impl::ALL {
                 let m = lkdtm(&core, v, imp, freq, LKDTM_BOUND)?;
                 let op = |op| -> Result<f64> {
-                    Ok(core.cycles(find(traces, v, Some(imp), op)?)? - core.cycles(find(traces, v, None, op)?)?)
+                    Ok(core.cycles(find(traces, v, Some(imp), op)?)?
+                        - core.cycles(find(traces, v, None, op)?)?)
                 };
                 t.push(vec![
                     core.name.clone(),

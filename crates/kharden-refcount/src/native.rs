@@ -47,7 +47,9 @@ impl Counter {
 
 impl Native {
     pub fn name(&self) -> &'static str {
-        unsafe { CStr::from_ptr(self.raw.name) }.to_str().unwrap_or("?")
+        unsafe { CStr::from_ptr(self.raw.name) }
+            .to_str()
+            .unwrap_or("?")
     }
     /// The value a saturated counter holds (None for atomic_t, which has no saturation).
     pub fn saturated(&self) -> Option<i32> {
@@ -164,7 +166,14 @@ pub fn selftest(threads: u32, per_thread: u32) -> i32 {
         for n in &runnable {
             table.push(*n.raw);
         }
-        unsafe { ffi::rc_selftest(table.as_ptr(), table.len() as u32, threads as i32, per_thread) }
+        unsafe {
+            ffi::rc_selftest(
+                table.as_ptr(),
+                table.len() as u32,
+                threads as i32,
+                per_thread,
+            )
+        }
     }
     #[cfg(kharden_no_native)]
     {

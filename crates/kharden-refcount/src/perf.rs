@@ -23,7 +23,14 @@ fn open_one(config: u64) -> Option<i32> {
     let flags: u64 = 1 | (1 << 5) | (1 << 6);
     attr[40..48].copy_from_slice(&flags.to_ne_bytes());
     let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, attr.as_ptr(), 0 as libc::pid_t, -1 as libc::c_int, -1 as libc::c_int, 0 as libc::c_ulong)
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            0 as libc::pid_t,
+            -1 as libc::c_int,
+            -1 as libc::c_int,
+            0 as libc::c_ulong,
+        )
     };
     (fd >= 0).then_some(fd as i32)
 }
@@ -35,7 +42,9 @@ impl Counters {
             unsafe { libc::close(cycles) };
             return None;
         };
-        Some(Counters { fds: [cycles, instructions] })
+        Some(Counters {
+            fds: [cycles, instructions],
+        })
     }
     pub fn start(&self) {
         for fd in self.fds {

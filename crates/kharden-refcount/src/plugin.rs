@@ -17,9 +17,14 @@ pub struct RefcountDefense {
 
 impl RefcountDefense {
     pub fn new(name: &str, imp: Impl, machine: &MachineProfile) -> Result<RefcountDefense> {
-        let pair = |i: Impl| -> Result<f64> { Ok(op_cycles(machine, i, Op::Inc)? + op_cycles(machine, i, Op::DecAndTest)?) };
+        let pair = |i: Impl| -> Result<f64> {
+            Ok(op_cycles(machine, i, Op::Inc)? + op_cycles(machine, i, Op::DecAndTest)?)
+        };
         let extra_per_pair = pair(imp)? - pair(Impl::Atomic)?;
-        Ok(RefcountDefense { name: name.into(), extra_per_pair })
+        Ok(RefcountDefense {
+            name: name.into(),
+            extra_per_pair,
+        })
     }
 }
 
@@ -29,14 +34,30 @@ impl Defense for RefcountDefense {
     }
 
     fn on_refcount_ops(&mut self, k: &mut Kernel, cpu: CpuId, n: u32) {
-        k.compute(cpu, self.extra_per_pair * n as f64 / 2.0, TimeCategory::Refcount);
+        k.compute(
+            cpu,
+            self.extra_per_pair * n as f64 / 2.0,
+            TimeCategory::Refcount,
+        );
     }
 }
 
 const CATALOGUE: &[(&str, &str, bool)] = &[
-    ("refcount:fast", "refcount_t with fast checks (x86 v4.14 / arm64 v4.15): priced per operation over atomic_t", false),
-    ("refcount:full", "refcount_t with CONFIG_REFCOUNT_FULL's cmpxchg loops (v4.13)", false),
-    ("refcount:fetch-add", "refcount_t as generic fetch_add (v5.5 onward)", false),
+    (
+        "refcount:fast",
+        "refcount_t with fast checks (x86 v4.14 / arm64 v4.15): priced per operation over atomic_t",
+        false,
+    ),
+    (
+        "refcount:full",
+        "refcount_t with CONFIG_REFCOUNT_FULL's cmpxchg loops (v4.13)",
+        false,
+    ),
+    (
+        "refcount:fetch-add",
+        "refcount_t as generic fetch_add (v5.5 onward)",
+        false,
+    ),
 ];
 
 fn make(name: &str, machine: &MachineProfile) -> Option<Result<Box<dyn Defense>>> {
@@ -50,4 +71,7 @@ fn make(name: &str, machine: &MachineProfile) -> Option<Result<Box<dyn Defense>>
 }
 
 /// The plug-in, for `kharden::defense::parse_list_with`.
-pub const EXTENSION: Extension = Extension { catalogue: CATALOGUE, make };
+pub const EXTENSION: Extension = Extension {
+    catalogue: CATALOGUE,
+    make,
+};

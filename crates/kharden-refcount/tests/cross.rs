@@ -16,18 +16,32 @@ fn arm64_functional_tests_under_qemu() {
     if let Some(why) = gen::missing_tools(Isa::Arm64) {
         return skip("arm64_functional_tests_under_qemu", &why);
     }
-    let dir = std::env::temp_dir().join(format!("kharden-refcount-selftest-{}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("kharden-refcount-selftest-{}", std::process::id()));
     let exe = gen::build_static(Isa::Arm64, &dir, true).expect("cross build");
     // -cpu max: an ARMv8.x CPU model with LSE, so both the LL/SC and the LSE forms run.
-    let out = Command::new("qemu-aarch64").args(["-cpu", "max"]).arg(&exe).args(["4", "20000"]).output().expect("qemu-aarch64");
+    let out = Command::new("qemu-aarch64")
+        .args(["-cpu", "max"])
+        .arg(&exe)
+        .args(["4", "20000"])
+        .output()
+        .expect("qemu-aarch64");
     let stdout = String::from_utf8_lossy(&out.stdout);
     print!("{stdout}");
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "arm64 functional tests failed under qemu");
+    assert!(
+        out.status.success(),
+        "arm64 functional tests failed under qemu"
+    );
     for v in ["arm64-llsc", "arm64-lse"] {
         for i in ["atomic_t", "fast", "full", "fetch_add"] {
-            assert!(stdout.lines().any(|l| l.starts_with(i) && l.contains(v) && l.ends_with("ok")), "{i} {v} did not pass");
+            assert!(
+                stdout
+                    .lines()
+                    .any(|l| l.starts_with(i) && l.contains(v) && l.ends_with("ok")),
+                "{i} {v} did not pass"
+            );
         }
     }
 }
@@ -48,9 +62,20 @@ fn check_trace(isa: Isa) {
     // A different compiler legitimately produces different code: the checked-in traces
     // stay what they say they are (their header names the compiler); only the same
     // compiler producing different code means the C changed without regenerating.
-    let compiler = |t: &str| t.lines().find(|l| l.starts_with("# compiler:")).map(str::to_string);
+    let compiler = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("# compiler:"))
+            .map(str::to_string)
+    };
     if compiler(&old) != compiler(&fresh) {
-        return skip(&name, &format!("traces were made by {:?}, this host has {:?}", compiler(&old), compiler(&fresh)));
+        return skip(
+            &name,
+            &format!(
+                "traces were made by {:?}, this host has {:?}",
+                compiler(&old),
+                compiler(&fresh)
+            ),
+        );
     }
     assert!(
         old == fresh,

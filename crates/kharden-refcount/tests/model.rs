@@ -25,11 +25,27 @@ fn show(r: &kharden::report::Reproduction) {
 fn seed001_rows_within_tolerance() {
     let r = reproduce().expect("reproduce");
     show(&r);
-    assert_eq!(r.rows.len(), 9, "three rows x seconds, cycles, instructions");
+    assert_eq!(
+        r.rows.len(),
+        9,
+        "three rows x seconds, cycles, instructions"
+    );
     assert_eq!(r.fitted_parameters as usize, r.fitted.len());
-    assert_eq!(r.fitted_parameters, 2, "exclusive_pair of the A57 and the code-generation choice");
-    let misses: Vec<_> = r.rows.iter().filter(|row| row.misses()).map(|row| row.label.clone()).collect();
-    assert!(misses.is_empty(), "rows outside {}%: {misses:?}", model::TOLERANCE_PCT);
+    assert_eq!(
+        r.fitted_parameters, 2,
+        "exclusive_pair of the A57 and the code-generation choice"
+    );
+    let misses: Vec<_> = r
+        .rows
+        .iter()
+        .filter(|row| row.misses())
+        .map(|row| row.label.clone())
+        .collect();
+    assert!(
+        misses.is_empty(),
+        "rows outside {}%: {misses:?}",
+        model::TOLERANCE_PCT
+    );
 }
 
 #[test]
@@ -37,9 +53,17 @@ fn fast_checks_cost_about_nothing_and_full_costs_more() {
     // The qualitative claim of seed 001, from the model alone.
     let cores = model::cores().unwrap();
     let a57 = cores.iter().find(|c| c.name == "cortex-a57").unwrap();
-    let m = |imp| model::lkdtm(a57, Variant::Arm64Llsc, imp, 2.0, model::LKDTM_BOUND).unwrap().cycles;
+    let m = |imp| {
+        model::lkdtm(a57, Variant::Arm64Llsc, imp, 2.0, model::LKDTM_BOUND)
+            .unwrap()
+            .cycles
+    };
     let (atomic, fast, full) = (m(Impl::Atomic), m(Impl::Fast), m(Impl::Full));
-    assert!((fast / atomic - 1.0).abs() < 0.1, "fast/atomic = {}", fast / atomic);
+    assert!(
+        (fast / atomic - 1.0).abs() < 0.1,
+        "fast/atomic = {}",
+        fast / atomic
+    );
     assert!(full / atomic > 1.3, "full/atomic = {}", full / atomic);
 }
 
@@ -49,24 +73,46 @@ fn traces_cover_every_loop_and_classify() {
     for v in Variant::ALL {
         for imp in Impl::ALL.map(Some).into_iter().chain([None]) {
             for op in [Op::Inc, Op::DecAndTest] {
-                assert!(t.iter().any(|l| l.variant == v && l.imp == imp && l.op == op), "{v:?} {imp:?} {op:?}");
+                assert!(
+                    t.iter()
+                        .any(|l| l.variant == v && l.imp == imp && l.op == op),
+                    "{v:?} {imp:?} {op:?}"
+                );
             }
         }
     }
     // every LL/SC refcount loop holds exactly one exclusive pair per iteration
-    for l in t.iter().filter(|l| l.variant == Variant::Arm64Llsc && l.imp.is_some()) {
+    for l in t
+        .iter()
+        .filter(|l| l.variant == Variant::Arm64Llsc && l.imp.is_some())
+    {
         assert_eq!(l.count(Class::ExclusiveLoad), 1.0, "{:?} {:?}", l.imp, l.op);
-        assert_eq!(l.count(Class::ExclusiveStore), 1.0, "{:?} {:?}", l.imp, l.op);
+        assert_eq!(
+            l.count(Class::ExclusiveStore),
+            1.0,
+            "{:?} {:?}",
+            l.imp,
+            l.op
+        );
     }
-    for l in t.iter().filter(|l| l.variant == Variant::Arm64Lse && l.imp.is_some()) {
+    for l in t
+        .iter()
+        .filter(|l| l.variant == Variant::Arm64Lse && l.imp.is_some())
+    {
         assert_eq!(l.count(Class::LseAtomic), 1.0, "{:?} {:?}", l.imp, l.op);
         assert_eq!(l.count(Class::ExclusiveLoad), 0.0);
     }
-    for l in t.iter().filter(|l| l.variant == Variant::X86_64 && l.imp.is_some()) {
+    for l in t
+        .iter()
+        .filter(|l| l.variant == Variant::X86_64 && l.imp.is_some())
+    {
         assert_eq!(l.count(Class::LockedRmw), 1.0, "{:?} {:?}", l.imp, l.op);
     }
     assert_eq!(model::classify("ldaddl w0, w1, [x19]"), Class::LseAtomic);
-    assert_eq!(model::classify("lock cmpxchg %ecx,(%rdi)"), Class::LockedRmw);
+    assert_eq!(
+        model::classify("lock cmpxchg %ecx,(%rdi)"),
+        Class::LockedRmw
+    );
     assert_eq!(model::classify("b.ne <f+0x10>"), Class::Branch);
     assert_eq!(model::classify("stp x29, x30, [sp, #-16]!"), Class::Store);
 }
@@ -90,12 +136,19 @@ fn op_cycles_for_the_simulator() {
         for op in [Op::Inc, Op::DecAndTest] {
             let atomic = op_cycles(m, Impl::Atomic, op).unwrap();
             let full = op_cycles(m, Impl::Full, op).unwrap();
-            assert!(atomic > 10.0 && full > atomic, "{}: {op:?} atomic {atomic} full {full}", m.name);
+            assert!(
+                atomic > 10.0 && full > atomic,
+                "{}: {op:?} atomic {atomic} full {full}",
+                m.name
+            );
         }
     }
     // LSE is cheaper than LL/SC on the N1 (measured 15 vs 22 cycles)
     let n1_llsc = arm64_machine("test-n1", "Neoverse N1", false);
-    assert!(op_cycles(&n1, Impl::Atomic, Op::Inc).unwrap() < op_cycles(&n1_llsc, Impl::Atomic, Op::Inc).unwrap());
+    assert!(
+        op_cycles(&n1, Impl::Atomic, Op::Inc).unwrap()
+            < op_cycles(&n1_llsc, Impl::Atomic, Op::Inc).unwrap()
+    );
     // x86 from the library
     let x86 = machine::load("haswell-i7-4770").unwrap();
     let inc = op_cycles(&x86, Impl::Fast, Op::Inc).unwrap();

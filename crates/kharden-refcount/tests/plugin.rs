@@ -17,7 +17,10 @@ fn fork_refcount_ns(machine_name: &str, defense: &str) -> (f64, u64) {
     k.enter_user(0);
     k.fork(0, t, "child").unwrap();
     let s = &k.cpus[0].stats;
-    (s.time(TimeCategory::Refcount).ns(), s.counter(Counter::RefcountOps))
+    (
+        s.time(TimeCategory::Refcount).ns(),
+        s.counter(Counter::RefcountOps),
+    )
 }
 
 #[test]
@@ -25,7 +28,10 @@ fn checked_refcounts_cost_more_on_fork_and_atomic_costs_nothing_extra() {
     for m in ["cortex-a57-opteron-a1100", "xeon-platinum-8160"] {
         let (none, ops) = fork_refcount_ns(m, "none");
         assert_eq!(none, 0.0);
-        assert_eq!(ops, FORK_REFCOUNT_OPS as u64, "fork counts its refcount_t operations");
+        assert_eq!(
+            ops, FORK_REFCOUNT_OPS as u64,
+            "fork counts its refcount_t operations"
+        );
         let (full, _) = fork_refcount_ns(m, "refcount:full");
         let (fast, _) = fork_refcount_ns(m, "refcount:fast");
         assert!(full > 0.0, "{m}: REFCOUNT_FULL costs more than atomic_t");
@@ -36,6 +42,12 @@ fn checked_refcounts_cost_more_on_fork_and_atomic_costs_nothing_extra() {
 #[test]
 fn unknown_refcount_variant_is_a_clear_error() {
     let m = machine::load("haswell-i7-4770").unwrap();
-    let e = parse_list_with("refcount:paranoid", Some(&m), &[EXTENSION]).err().unwrap().to_string();
-    assert!(e.contains("unknown defense 'refcount:paranoid'") && e.contains("refcount:full"), "{e}");
+    let e = parse_list_with("refcount:paranoid", Some(&m), &[EXTENSION])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("unknown defense 'refcount:paranoid'") && e.contains("refcount:full"),
+        "{e}"
+    );
 }

@@ -17,7 +17,16 @@ fn synthetic() -> Vec<u8> {
     let mut x = 12345u64;
     let tasks = 8u32;
     for tid in 1..=tasks {
-        w.write(&Event { time_ns: t, tid, op: Op::TaskNew { pid: tid, parent: None, comm: comm.clone() } }).unwrap();
+        w.write(&Event {
+            time_ns: t,
+            tid,
+            op: Op::TaskNew {
+                pid: tid,
+                parent: None,
+                comm: comm.clone(),
+            },
+        })
+        .unwrap();
     }
     let mut written = tasks as u64;
     while written < EVENTS {
@@ -27,16 +36,44 @@ fn synthetic() -> Vec<u8> {
         t += x % 2000;
         let tid = 1 + (x >> 8) as u32 % tasks;
         let op = match x % 100 {
-            0..=21 => Op::PageFault { user: true, address: 0x5555_0000_0000 + (x >> 20) % (1 << 30), error_code: 6 },
-            22..=39 => Op::PageAlloc { pfn: 0x100000 + (x >> 16) % (1 << 20), order: 0, gfp: 0x140cca, class: GfpClass::UserAnon },
-            40..=57 => Op::PageFree { pfn: 0x100000 + (x >> 16) % (1 << 20), order: 0 },
-            58..=75 => Op::SysEnter { nr: ((x >> 32) % 64) as u32 },
-            76..=93 => Op::SysExit { nr: ((x >> 32) % 64) as u32, ret: ((x >> 40) % 4096) as i64 },
-            94..=96 => Op::TlbFlush { cpu: 0, reason: 3, pages: 1 },
+            0..=21 => Op::PageFault {
+                user: true,
+                address: 0x5555_0000_0000 + (x >> 20) % (1 << 30),
+                error_code: 6,
+            },
+            22..=39 => Op::PageAlloc {
+                pfn: 0x100000 + (x >> 16) % (1 << 20),
+                order: 0,
+                gfp: 0x140cca,
+                class: GfpClass::UserAnon,
+            },
+            40..=57 => Op::PageFree {
+                pfn: 0x100000 + (x >> 16) % (1 << 20),
+                order: 0,
+            },
+            58..=75 => Op::SysEnter {
+                nr: ((x >> 32) % 64) as u32,
+            },
+            76..=93 => Op::SysExit {
+                nr: ((x >> 32) % 64) as u32,
+                ret: ((x >> 40) % 4096) as i64,
+            },
+            94..=96 => Op::TlbFlush {
+                cpu: 0,
+                reason: 3,
+                pages: 1,
+            },
             97 => Op::SwitchOut { state: 0 },
-            _ => Op::SwitchIn { cpu: (x % 2) as u32 },
+            _ => Op::SwitchIn {
+                cpu: (x % 2) as u32,
+            },
         };
-        w.write(&Event { time_ns: t, tid, op }).unwrap();
+        w.write(&Event {
+            time_ns: t,
+            tid,
+            op,
+        })
+        .unwrap();
         written += 1;
     }
     w.finish().unwrap().0
@@ -55,11 +92,17 @@ fn read_all(bytes: &[u8]) -> u64 {
 fn bench(c: &mut Criterion) {
     let bytes = synthetic();
     assert_eq!(read_all(&bytes), EVENTS);
-    eprintln!("synthetic trace: {EVENTS} events, {} bytes ({:.2} bytes/event)", bytes.len(), bytes.len() as f64 / EVENTS as f64);
+    eprintln!(
+        "synthetic trace: {EVENTS} events, {} bytes ({:.2} bytes/event)",
+        bytes.len(),
+        bytes.len() as f64 / EVENTS as f64
+    );
     let mut g = c.benchmark_group("trace_reader");
     g.throughput(Throughput::Elements(EVENTS));
     g.sample_size(20);
-    g.bench_function("read_200k_events", |b| b.iter(|| read_all(black_box(&bytes))));
+    g.bench_function("read_200k_events", |b| {
+        b.iter(|| read_all(black_box(&bytes)))
+    });
     g.finish();
 }
 

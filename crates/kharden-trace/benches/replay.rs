@@ -21,18 +21,53 @@ fn synthetic(path: &std::path::Path) -> u64 {
         n += 1;
     };
     let mut t = 0;
-    put(&mut w, t, 1, Op::TaskNew { pid: 1, parent: None, comm: make.clone() });
+    put(
+        &mut w,
+        t,
+        1,
+        Op::TaskNew {
+            pid: 1,
+            parent: None,
+            comm: make.clone(),
+        },
+    );
     put(&mut w, t, 1, Op::SwitchIn { cpu: 0 });
     for job in 0..32u32 {
         let tid = 100 + job;
         t += 1000;
-        put(&mut w, t, tid, Op::TaskNew { pid: tid, parent: Some(1), comm: make.clone() });
+        put(
+            &mut w,
+            t,
+            tid,
+            Op::TaskNew {
+                pid: tid,
+                parent: Some(1),
+                comm: make.clone(),
+            },
+        );
         put(&mut w, t, tid, Op::SwitchIn { cpu: 1 });
-        put(&mut w, t, tid, Op::Exec { filename: cc1.clone() });
+        put(
+            &mut w,
+            t,
+            tid,
+            Op::Exec {
+                filename: cc1.clone(),
+            },
+        );
         for i in 0..2000u64 {
             t += 2000;
             if i % 3 == 0 {
-                put(&mut w, t, tid, Op::PageAlloc { pfn: 0x10_0000 + i, order: 0, gfp: 0x140cca, class: GfpClass::UserAnon });
+                put(
+                    &mut w,
+                    t,
+                    tid,
+                    Op::PageAlloc {
+                        pfn: 0x10_0000 + i,
+                        order: 0,
+                        gfp: 0x140cca,
+                        class: GfpClass::UserAnon,
+                    },
+                );
             } else {
                 put(&mut w, t, tid, Op::SysEnter { nr: 0 });
                 t += 500;
@@ -41,7 +76,15 @@ fn synthetic(path: &std::path::Path) -> u64 {
         }
         put(&mut w, t, tid, Op::Exit);
         put(&mut w, t, 1, Op::SysEnter { nr: 61 });
-        put(&mut w, t + 10, 1, Op::SysExit { nr: 61, ret: tid as i64 });
+        put(
+            &mut w,
+            t + 10,
+            1,
+            Op::SysExit {
+                nr: 61,
+                ret: tid as i64,
+            },
+        );
     }
     put(&mut w, t + 100, 1, Op::Exit);
     w.finish().unwrap();

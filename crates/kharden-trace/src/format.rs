@@ -157,29 +157,65 @@ pub fn task_state_letter(state: u64) -> char {
 pub enum Op {
     /// The task appeared: forked from `parent` (a tid; `None` for the recorded command itself).
     /// `pid` is its thread-group id: `pid != tid` means a thread sharing its group's mm.
-    TaskNew { pid: u32, parent: Option<u32>, comm: Arc<str> },
+    TaskNew {
+        pid: u32,
+        parent: Option<u32>,
+        comm: Arc<str>,
+    },
     /// `execve` succeeded with this file name.
-    Exec { filename: Arc<str> },
+    Exec {
+        filename: Arc<str>,
+    },
     /// The task is gone (recorded at its last switch-out; nothing follows for this tid).
     Exit,
     /// The task started running on `cpu`.
-    SwitchIn { cpu: u32 },
+    SwitchIn {
+        cpu: u32,
+    },
     /// The task stopped running; `state` is sched_switch's `prev_state` (0 = preempted).
-    SwitchOut { state: u64 },
+    SwitchOut {
+        state: u64,
+    },
     /// The scheduler moved the task.
-    Migrate { from: u32, to: u32 },
-    SysEnter { nr: u32 },
-    SysExit { nr: u32, ret: i64 },
+    Migrate {
+        from: u32,
+        to: u32,
+    },
+    SysEnter {
+        nr: u32,
+    },
+    SysExit {
+        nr: u32,
+        ret: i64,
+    },
     /// Pages allocated in the task's context (`kmem:mm_page_alloc`): 2^order pages at `pfn`.
-    PageAlloc { pfn: u64, order: u8, gfp: u64, class: GfpClass },
-    PageFree { pfn: u64, order: u8 },
+    PageAlloc {
+        pfn: u64,
+        order: u8,
+        gfp: u64,
+        class: GfpClass,
+    },
+    PageFree {
+        pfn: u64,
+        order: u8,
+    },
     /// `tlb:tlb_flush` on `cpu` (the task was running there, or it was the CPU's lazy-TLB mm
     /// owner while idle). `pages == u64::MAX` is TLB_FLUSH_ALL.
-    TlbFlush { cpu: u32, reason: u32, pages: u64 },
+    TlbFlush {
+        cpu: u32,
+        reason: u32,
+        pages: u64,
+    },
     /// `exceptions:page_fault_{user,kernel}`.
-    PageFault { user: bool, address: u64, error_code: u64 },
+    PageFault {
+        user: bool,
+        address: u64,
+        error_code: u64,
+    },
     /// perf lost this many events (ring buffer overflow); `tid` is 0.
-    Lost { count: u64 },
+    Lost {
+        count: u64,
+    },
 }
 
 /// One record of a trace. `time_ns` counts from the trace's start (`Meta::base_time_ns`).
@@ -313,10 +349,12 @@ impl<W: Write> TraceWriter<W> {
     }
 
     fn slot_of(&self, tid: u32) -> io::Result<u64> {
-        self.slots
-            .get(&tid)
-            .copied()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("task {tid} used before TaskNew")))
+        self.slots.get(&tid).copied().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("task {tid} used before TaskNew"),
+            )
+        })
     }
 
     /// Appends one event. Times earlier than the previous event's are written as equal to it.
@@ -325,7 +363,10 @@ impl<W: Write> TraceWriter<W> {
         match &ev.op {
             Op::TaskNew { pid, parent, comm } => {
                 if self.slots.contains_key(&ev.tid) {
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("task {} introduced twice", ev.tid)));
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("task {} introduced twice", ev.tid),
+                    ));
                 }
                 let sid = self.string(comm);
                 let slot = match self.free_slots.pop() {
@@ -391,7 +432,12 @@ impl<W: Write> TraceWriter<W> {
                 b(self, *nr as u64);
                 b(self, zigzag(*ret));
             }
-            Op::PageAlloc { pfn, order, gfp, class } => {
+            Op::PageAlloc {
+                pfn,
+                order,
+                gfp,
+                class,
+            } => {
                 let slot = self.slot_of(ev.tid)?;
                 self.head(op::PAGE_ALLOC, ev.time_ns);
                 b(self, slot);
@@ -417,7 +463,11 @@ impl<W: Write> TraceWriter<W> {
                 b(self, *reason as u64);
                 b(self, pages.wrapping_add(1));
             }
-            Op::PageFault { user, address, error_code } => {
+            Op::PageFault {
+                user,
+                address,
+                error_code,
+            } => {
                 let slot = self.slot_of(ev.tid)?;
                 self.head(op::PAGE_FAULT, ev.time_ns);
                 b(self, slot);
@@ -461,23 +511,46 @@ impl<W: Write> TraceWriter<W> {
 /// Why a trace could not be read. Displays as one line naming the trace and the byte offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TraceError {
-    Io { name: String, msg: String },
-    BadMagic { name: String },
-    Version { name: String, found: u16 },
-    Truncated { name: String, offset: u64, what: &'static str },
-    Malformed { name: String, offset: u64, msg: String },
+    Io {
+        name: String,
+        msg: String,
+    },
+    BadMagic {
+        name: String,
+    },
+    Version {
+        name: String,
+        found: u16,
+    },
+    Truncated {
+        name: String,
+        offset: u64,
+        what: &'static str,
+    },
+    Malformed {
+        name: String,
+        offset: u64,
+        msg: String,
+    },
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TraceError::Io { name, msg } => write!(f, "{name}: cannot read: {msg}"),
-            TraceError::BadMagic { name } => write!(f, "{name}: not a kharden trace (bad magic; expected \"KHTRACE\\0\")"),
+            TraceError::BadMagic { name } => write!(
+                f,
+                "{name}: not a kharden trace (bad magic; expected \"KHTRACE\\0\")"
+            ),
             TraceError::Version { name, found } => {
                 write!(f, "{name}: trace format version {found} is not supported (this kharden reads version {VERSION})")
             }
-            TraceError::Truncated { name, offset, what } => write!(f, "{name}: truncated at byte {offset} (inside {what})"),
-            TraceError::Malformed { name, offset, msg } => write!(f, "{name}: malformed record at byte {offset}: {msg}"),
+            TraceError::Truncated { name, offset, what } => {
+                write!(f, "{name}: truncated at byte {offset} (inside {what})")
+            }
+            TraceError::Malformed { name, offset, msg } => {
+                write!(f, "{name}: malformed record at byte {offset}: {msg}")
+            }
         }
     }
 }
@@ -551,29 +624,47 @@ impl<R: Read> TraceReader<R> {
         for (i, m) in magic.iter_mut().enumerate() {
             match r.byte_opt()? {
                 Some(b) => *m = b,
-                None if i == 0 => return Err(TraceError::BadMagic { name: r.name.clone() }),
+                None if i == 0 => {
+                    return Err(TraceError::BadMagic {
+                        name: r.name.clone(),
+                    })
+                }
                 None => {
                     // A short file that starts like a trace is a truncated trace.
-                    return if MAGIC.starts_with(&magic[..i]) { Err(r.truncated()) } else { Err(TraceError::BadMagic { name: r.name.clone() }) };
+                    return if MAGIC.starts_with(&magic[..i]) {
+                        Err(r.truncated())
+                    } else {
+                        Err(TraceError::BadMagic {
+                            name: r.name.clone(),
+                        })
+                    };
                 }
             }
         }
         if &magic != MAGIC {
-            return Err(TraceError::BadMagic { name: r.name.clone() });
+            return Err(TraceError::BadMagic {
+                name: r.name.clone(),
+            });
         }
         let version = u16::from_le_bytes([r.byte()?, r.byte()?]);
         if version != VERSION {
-            return Err(TraceError::Version { name: r.name.clone(), found: version });
+            return Err(TraceError::Version {
+                name: r.name.clone(),
+                found: version,
+            });
         }
         let len = u32::from_le_bytes([r.byte()?, r.byte()?, r.byte()?, r.byte()?]);
         if len > MAX_META_BYTES {
-            return Err(r.malformed(format!("metadata of {len} bytes (at most {MAX_META_BYTES})")));
+            return Err(r.malformed(format!(
+                "metadata of {len} bytes (at most {MAX_META_BYTES})"
+            )));
         }
         let mut json = Vec::with_capacity(len as usize);
         for _ in 0..len {
             json.push(r.byte()?);
         }
-        r.meta = serde_json::from_slice(&json).map_err(|e| r.malformed(format!("metadata is not valid JSON: {e}")))?;
+        r.meta = serde_json::from_slice(&json)
+            .map_err(|e| r.malformed(format!("metadata is not valid JSON: {e}")))?;
         Ok(r)
     }
 
@@ -597,11 +688,19 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn truncated(&self) -> TraceError {
-        TraceError::Truncated { name: self.name.clone(), offset: self.offset(), what: self.rec_what }
+        TraceError::Truncated {
+            name: self.name.clone(),
+            offset: self.offset(),
+            what: self.rec_what,
+        }
     }
 
     fn malformed(&self, msg: String) -> TraceError {
-        TraceError::Malformed { name: self.name.clone(), offset: self.rec_start, msg }
+        TraceError::Malformed {
+            name: self.name.clone(),
+            offset: self.rec_start,
+            msg,
+        }
     }
 
     fn refill(&mut self) -> Result<bool, TraceError> {
@@ -622,7 +721,12 @@ impl<R: Read> TraceReader<R> {
                     return Ok(true);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(TraceError::Io { name: self.name.clone(), msg: e.to_string() }),
+                Err(e) => {
+                    return Err(TraceError::Io {
+                        name: self.name.clone(),
+                        msg: e.to_string(),
+                    })
+                }
             }
         }
     }
@@ -684,7 +788,10 @@ impl<R: Read> TraceReader<R> {
         let id = self.varint()?;
         match self.strings.get(id as usize) {
             Some(s) => Ok(s.clone()),
-            None => Err(self.malformed(format!("string {id} used before it was defined ({} defined)", self.strings.len()))),
+            None => Err(self.malformed(format!(
+                "string {id} used before it was defined ({} defined)",
+                self.strings.len()
+            ))),
         }
     }
 
@@ -702,14 +809,23 @@ impl<R: Read> TraceReader<R> {
             self.rec_what = "a record";
             let code = match self.byte_opt()? {
                 Some(c) => c,
-                None => return Err(TraceError::Truncated { name: self.name.clone(), offset: self.offset(), what: "the record stream (no End record)" }),
+                None => {
+                    return Err(TraceError::Truncated {
+                        name: self.name.clone(),
+                        offset: self.offset(),
+                        what: "the record stream (no End record)",
+                    })
+                }
             };
             self.rec_what = op_name(code);
             match code {
                 op::END => {
                     let n = self.varint()?;
                     if n != self.records {
-                        return Err(self.malformed(format!("End says {n} records, the trace has {}", self.records)));
+                        return Err(self.malformed(format!(
+                            "End says {n} records, the trace has {}",
+                            self.records
+                        )));
                     }
                     if self.byte_opt()?.is_some() {
                         return Err(self.malformed("bytes after the End record".into()));
@@ -719,16 +835,21 @@ impl<R: Read> TraceReader<R> {
                 op::STR_DEF => {
                     let len = self.varint()?;
                     if len > MAX_STRING_BYTES {
-                        return Err(self.malformed(format!("string of {len} bytes (at most {MAX_STRING_BYTES})")));
+                        return Err(self.malformed(format!(
+                            "string of {len} bytes (at most {MAX_STRING_BYTES})"
+                        )));
                     }
                     if self.string_bytes + len > MAX_STRING_TABLE_BYTES {
-                        return Err(self.malformed(format!("string table exceeds {MAX_STRING_TABLE_BYTES} bytes")));
+                        return Err(self.malformed(format!(
+                            "string table exceeds {MAX_STRING_TABLE_BYTES} bytes"
+                        )));
                     }
                     let mut s = Vec::with_capacity(len as usize);
                     for _ in 0..len {
                         s.push(self.byte()?);
                     }
-                    let s = String::from_utf8(s).map_err(|_| self.malformed("string is not UTF-8".into()))?;
+                    let s = String::from_utf8(s)
+                        .map_err(|_| self.malformed("string is not UTF-8".into()))?;
                     self.string_bytes += len;
                     self.strings.push(Arc::from(s));
                     self.records += 1;
@@ -745,19 +866,25 @@ impl<R: Read> TraceReader<R> {
                 _ => return Err(self.malformed(format!("unknown record type 0x{code:02x}"))),
             }
             let dt = self.varint()?;
-            let time = self.time.checked_add(dt).ok_or_else(|| self.malformed("time overflows 64 bits".into()))?;
+            let time = self
+                .time
+                .checked_add(dt)
+                .ok_or_else(|| self.malformed("time overflows 64 bits".into()))?;
             let (tid, op) = match code {
                 op::TASK_NEW => {
                     let slot = self.varint()?;
                     if slot >= MAX_SLOTS {
-                        return Err(self.malformed(format!("task slot {slot} out of range (< {MAX_SLOTS})")));
+                        return Err(self
+                            .malformed(format!("task slot {slot} out of range (< {MAX_SLOTS})")));
                     }
                     let tid = self.u32_field("tid")?;
                     let pid = self.u32_field("pid")?;
                     let parent = self.varint()?;
                     let parent = match parent {
                         0 => None,
-                        p => Some(u32::try_from(p - 1).map_err(|_| self.malformed(format!("parent {} does not fit in 32 bits", p - 1)))?),
+                        p => Some(u32::try_from(p - 1).map_err(|_| {
+                            self.malformed(format!("parent {} does not fit in 32 bits", p - 1))
+                        })?),
                     };
                     let comm = self.string_ref()?;
                     let s = slot as usize;
@@ -773,7 +900,12 @@ impl<R: Read> TraceReader<R> {
                 }
                 op::EXEC => {
                     let tid = self.task()?;
-                    (tid, Op::Exec { filename: self.string_ref()? })
+                    (
+                        tid,
+                        Op::Exec {
+                            filename: self.string_ref()?,
+                        },
+                    )
                 }
                 op::EXIT => {
                     let slot = self.varint()?;
@@ -793,21 +925,43 @@ impl<R: Read> TraceReader<R> {
                 }
                 op::SWITCH_OUT => {
                     let tid = self.task()?;
-                    (tid, Op::SwitchOut { state: self.varint()? })
+                    (
+                        tid,
+                        Op::SwitchOut {
+                            state: self.varint()?,
+                        },
+                    )
                 }
                 op::MIGRATE => {
                     let tid = self.task()?;
                     let from = self.cpu()?;
-                    (tid, Op::Migrate { from, to: self.cpu()? })
+                    (
+                        tid,
+                        Op::Migrate {
+                            from,
+                            to: self.cpu()?,
+                        },
+                    )
                 }
                 op::SYS_ENTER => {
                     let tid = self.task()?;
-                    (tid, Op::SysEnter { nr: self.u32_field("syscall number")? })
+                    (
+                        tid,
+                        Op::SysEnter {
+                            nr: self.u32_field("syscall number")?,
+                        },
+                    )
                 }
                 op::SYS_EXIT => {
                     let tid = self.task()?;
                     let nr = self.u32_field("syscall number")?;
-                    (tid, Op::SysExit { nr, ret: unzigzag(self.varint()?) })
+                    (
+                        tid,
+                        Op::SysExit {
+                            nr,
+                            ret: unzigzag(self.varint()?),
+                        },
+                    )
                 }
                 op::PAGE_ALLOC => {
                     let tid = self.task()?;
@@ -816,14 +970,29 @@ impl<R: Read> TraceReader<R> {
                     let order = self.order()?;
                     let gfp = self.varint()?;
                     let c = self.varint()?;
-                    let class = GfpClass::from_code(c).ok_or_else(|| self.malformed(format!("GFP class {c} unknown (0-2)")))?;
-                    (tid, Op::PageAlloc { pfn, order, gfp, class })
+                    let class = GfpClass::from_code(c)
+                        .ok_or_else(|| self.malformed(format!("GFP class {c} unknown (0-2)")))?;
+                    (
+                        tid,
+                        Op::PageAlloc {
+                            pfn,
+                            order,
+                            gfp,
+                            class,
+                        },
+                    )
                 }
                 op::PAGE_FREE => {
                     let tid = self.task()?;
                     let pfn = self.prev_pfn.wrapping_add(unzigzag(self.varint()?) as u64);
                     self.prev_pfn = pfn;
-                    (tid, Op::PageFree { pfn, order: self.order()? })
+                    (
+                        tid,
+                        Op::PageFree {
+                            pfn,
+                            order: self.order()?,
+                        },
+                    )
                 }
                 op::TLB_FLUSH => {
                     let tid = self.task()?;
@@ -837,18 +1006,38 @@ impl<R: Read> TraceReader<R> {
                     let user = match self.varint()? {
                         0 => true,
                         1 => false,
-                        k => return Err(self.malformed(format!("page fault kind {k} unknown (0 user, 1 kernel)"))),
+                        k => {
+                            return Err(self.malformed(format!(
+                                "page fault kind {k} unknown (0 user, 1 kernel)"
+                            )))
+                        }
                     };
                     let address = self.prev_addr.wrapping_add(unzigzag(self.varint()?) as u64);
                     self.prev_addr = address;
-                    (tid, Op::PageFault { user, address, error_code: self.varint()? })
+                    (
+                        tid,
+                        Op::PageFault {
+                            user,
+                            address,
+                            error_code: self.varint()?,
+                        },
+                    )
                 }
-                op::LOST => (0, Op::Lost { count: self.varint()? }),
+                op::LOST => (
+                    0,
+                    Op::Lost {
+                        count: self.varint()?,
+                    },
+                ),
                 _ => unreachable!("checked above"),
             };
             self.time = time;
             self.records += 1;
-            return Ok(Some(Event { time_ns: time, tid, op }));
+            return Ok(Some(Event {
+                time_ns: time,
+                tid,
+                op,
+            }));
         }
     }
 
@@ -885,7 +1074,10 @@ impl<R: Read> Iterator for TraceReader<R> {
 /// Opens a trace file for streaming.
 pub fn open(path: &std::path::Path) -> Result<TraceReader<std::fs::File>, TraceError> {
     let name = path.display().to_string();
-    let f = std::fs::File::open(path).map_err(|e| TraceError::Io { name: name.clone(), msg: e.to_string() })?;
+    let f = std::fs::File::open(path).map_err(|e| TraceError::Io {
+        name: name.clone(),
+        msg: e.to_string(),
+    })?;
     TraceReader::new(f, &name)
 }
 
@@ -893,7 +1085,9 @@ pub fn open(path: &std::path::Path) -> Result<TraceReader<std::fs::File>, TraceE
 /// the number of events read. Never panics.
 #[doc(hidden)]
 pub fn fuzz_read(data: &[u8]) -> u64 {
-    let Ok(r) = TraceReader::new(data, "fuzz") else { return 0 };
+    let Ok(r) = TraceReader::new(data, "fuzz") else {
+        return 0;
+    };
     let mut n = 0;
     for e in r {
         match e {
@@ -959,29 +1153,139 @@ mod tests {
     pub(crate) fn sample_events() -> Vec<Event> {
         let c: Arc<str> = Arc::from("make");
         vec![
-            Event { time_ns: 10, tid: 100, op: Op::TaskNew { pid: 100, parent: None, comm: c.clone() } },
-            Event { time_ns: 12, tid: 100, op: Op::SwitchIn { cpu: 1 } },
-            Event { time_ns: 15, tid: 100, op: Op::Exec { filename: Arc::from("/usr/bin/make") } },
-            Event { time_ns: 20, tid: 100, op: Op::SysEnter { nr: 57 } },
-            Event { time_ns: 21, tid: 101, op: Op::TaskNew { pid: 101, parent: Some(100), comm: c.clone() } },
-            Event { time_ns: 22, tid: 100, op: Op::SysExit { nr: 57, ret: 101 } },
-            Event { time_ns: 23, tid: 100, op: Op::SysExit { nr: 0, ret: -2 } },
-            Event { time_ns: 30, tid: 101, op: Op::PageAlloc { pfn: 0x12345, order: 0, gfp: 0x140dca, class: GfpClass::UserAnon } },
-            Event { time_ns: 31, tid: 101, op: Op::PageFree { pfn: 0x12000, order: 2 } },
-            Event { time_ns: 32, tid: 101, op: Op::TlbFlush { cpu: 0, reason: 1, pages: u64::MAX } },
-            Event { time_ns: 33, tid: 101, op: Op::PageFault { user: true, address: 0x7fff_0000_1000, error_code: 6 } },
-            Event { time_ns: 34, tid: 101, op: Op::PageFault { user: false, address: 0x1000, error_code: 2 } },
-            Event { time_ns: 35, tid: 100, op: Op::Migrate { from: 1, to: 0 } },
-            Event { time_ns: 36, tid: 0, op: Op::Lost { count: 7 } },
-            Event { time_ns: 40, tid: 101, op: Op::SwitchOut { state: 0x10 } },
-            Event { time_ns: 40, tid: 101, op: Op::Exit },
-            Event { time_ns: 41, tid: 102, op: Op::TaskNew { pid: 100, parent: Some(100), comm: c } },
-            Event { time_ns: 50, tid: 100, op: Op::SwitchOut { state: 1 } },
+            Event {
+                time_ns: 10,
+                tid: 100,
+                op: Op::TaskNew {
+                    pid: 100,
+                    parent: None,
+                    comm: c.clone(),
+                },
+            },
+            Event {
+                time_ns: 12,
+                tid: 100,
+                op: Op::SwitchIn { cpu: 1 },
+            },
+            Event {
+                time_ns: 15,
+                tid: 100,
+                op: Op::Exec {
+                    filename: Arc::from("/usr/bin/make"),
+                },
+            },
+            Event {
+                time_ns: 20,
+                tid: 100,
+                op: Op::SysEnter { nr: 57 },
+            },
+            Event {
+                time_ns: 21,
+                tid: 101,
+                op: Op::TaskNew {
+                    pid: 101,
+                    parent: Some(100),
+                    comm: c.clone(),
+                },
+            },
+            Event {
+                time_ns: 22,
+                tid: 100,
+                op: Op::SysExit { nr: 57, ret: 101 },
+            },
+            Event {
+                time_ns: 23,
+                tid: 100,
+                op: Op::SysExit { nr: 0, ret: -2 },
+            },
+            Event {
+                time_ns: 30,
+                tid: 101,
+                op: Op::PageAlloc {
+                    pfn: 0x12345,
+                    order: 0,
+                    gfp: 0x140dca,
+                    class: GfpClass::UserAnon,
+                },
+            },
+            Event {
+                time_ns: 31,
+                tid: 101,
+                op: Op::PageFree {
+                    pfn: 0x12000,
+                    order: 2,
+                },
+            },
+            Event {
+                time_ns: 32,
+                tid: 101,
+                op: Op::TlbFlush {
+                    cpu: 0,
+                    reason: 1,
+                    pages: u64::MAX,
+                },
+            },
+            Event {
+                time_ns: 33,
+                tid: 101,
+                op: Op::PageFault {
+                    user: true,
+                    address: 0x7fff_0000_1000,
+                    error_code: 6,
+                },
+            },
+            Event {
+                time_ns: 34,
+                tid: 101,
+                op: Op::PageFault {
+                    user: false,
+                    address: 0x1000,
+                    error_code: 2,
+                },
+            },
+            Event {
+                time_ns: 35,
+                tid: 100,
+                op: Op::Migrate { from: 1, to: 0 },
+            },
+            Event {
+                time_ns: 36,
+                tid: 0,
+                op: Op::Lost { count: 7 },
+            },
+            Event {
+                time_ns: 40,
+                tid: 101,
+                op: Op::SwitchOut { state: 0x10 },
+            },
+            Event {
+                time_ns: 40,
+                tid: 101,
+                op: Op::Exit,
+            },
+            Event {
+                time_ns: 41,
+                tid: 102,
+                op: Op::TaskNew {
+                    pid: 100,
+                    parent: Some(100),
+                    comm: c,
+                },
+            },
+            Event {
+                time_ns: 50,
+                tid: 100,
+                op: Op::SwitchOut { state: 1 },
+            },
         ]
     }
 
     pub(crate) fn encode(events: &[Event]) -> Vec<u8> {
-        let meta = Meta { command: vec!["make".into()], nr_cpus: 2, ..Meta::default() };
+        let meta = Meta {
+            command: vec!["make".into()],
+            nr_cpus: 2,
+            ..Meta::default()
+        };
         let mut w = TraceWriter::new(Vec::new(), &meta).unwrap();
         w.set_syscall_name(57, "fork");
         w.set_syscall_name(0, "read");
@@ -1006,7 +1310,16 @@ mod tests {
 
     #[test]
     fn varints_and_zigzag() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             let empty = encode(&[]);
@@ -1027,14 +1340,21 @@ mod tests {
         let err = |b: &[u8]| -> String {
             match TraceReader::new(b, "f.kht") {
                 Err(e) => e.to_string(),
-                Ok(r) => r.filter_map(|e| e.err()).next().map(|e| e.to_string()).unwrap_or_default(),
+                Ok(r) => r
+                    .filter_map(|e| e.err())
+                    .next()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default(),
             }
         };
         assert!(err(b"hello world, not a trace").contains("bad magic"));
         assert!(err(b"").contains("bad magic"));
         let mut v2 = bytes.clone();
         v2[8] = 9;
-        assert_eq!(err(&v2), "f.kht: trace format version 9 is not supported (this kharden reads version 1)");
+        assert_eq!(
+            err(&v2),
+            "f.kht: trace format version 9 is not supported (this kharden reads version 1)"
+        );
         let cut = &bytes[..bytes.len() - 5];
         let m = err(cut);
         assert!(m.starts_with("f.kht: truncated at byte"), "{m}");
@@ -1045,6 +1365,9 @@ mod tests {
         let mut bad = bytes.clone();
         let hdr = 14 + u32::from_le_bytes(bytes[10..14].try_into().unwrap()) as usize;
         bad[hdr] = 0x7e;
-        assert_eq!(err(&bad), format!("f.kht: malformed record at byte {hdr}: unknown record type 0x7e"));
+        assert_eq!(
+            err(&bad),
+            format!("f.kht: malformed record at byte {hdr}: unknown record type 0x7e")
+        );
     }
 }

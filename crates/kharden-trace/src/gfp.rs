@@ -158,7 +158,11 @@ fn tokenize(s: &str) -> Option<Vec<Tok>> {
                 (b'*', _) => Tok::Op("*"),
                 _ => return None,
             };
-            i += if matches!(t, Tok::Op("<<") | Tok::Op(">>")) { 2 } else { 1 };
+            i += if matches!(t, Tok::Op("<<") | Tok::Op(">>")) {
+                2
+            } else {
+                1
+            };
             out.push(t);
         }
     }
@@ -169,7 +173,11 @@ fn tokenize(s: &str) -> Option<Vec<Tok>> {
 /// parentheses, `~ << >> & | + -`.
 fn eval(s: &str) -> Option<u64> {
     let toks = tokenize(s)?;
-    let mut p = Parser { t: &toks, i: 0, depth: 0 };
+    let mut p = Parser {
+        t: &toks,
+        i: 0,
+        depth: 0,
+    };
     let v = p.expr(0)?;
     (p.i == toks.len()).then_some(v)
 }
@@ -257,9 +265,15 @@ mod tests {
 
     #[test]
     fn evaluates_kernel_flag_expressions() {
-        assert_eq!(eval("( unsigned long)(( gfp_t)((((1UL))) << (3)))"), Some(8));
+        assert_eq!(
+            eval("( unsigned long)(( gfp_t)((((1UL))) << (3)))"),
+            Some(8)
+        );
         assert_eq!(eval("(unsigned long)0x08u"), Some(8));
-        assert_eq!(eval("(( gfp_t)(((((1UL))) << (10))|((((1UL))) << (11))))"), Some(0xc00));
+        assert_eq!(
+            eval("(( gfp_t)(((((1UL))) << (10))|((((1UL))) << (11))))"),
+            Some(0xc00)
+        );
         assert_eq!(eval("((1UL) << (3)) & ~((1UL) << (3))"), Some(0));
         assert_eq!(eval("(1 <<"), None);
         assert_eq!(eval("((((((((((((("), None);
@@ -269,11 +283,20 @@ mod tests {
     fn reads_bits_from_a_print_fmt_and_classifies() {
         let fmt = r#"print fmt: "gfp_flags=%s", (REC->gfp_flags) ? __print_flags(REC->gfp_flags, "|", {( unsigned long)(( gfp_t)((((1UL))) << (1))), "__GFP_HIGHMEM"}, {( unsigned long)(( gfp_t)((((1UL))) << (3))), "__GFP_MOVABLE"}, {( unsigned long)(( gfp_t)((((1UL))) << (7))), "__GFP_FS"}, {( unsigned long)(( gfp_t)((((1UL))) << (8))), "__GFP_ZERO"}, {( unsigned long)(( gfp_t)((((1UL))) << (12))), "__GFP_WRITE"}, {( unsigned long)(( gfp_t)((((1UL))) << (16))), "__GFP_NORETRY"}, { 0, ((void *)0) } ) : "none""#;
         let b = GfpBits::from_print_fmt(fmt).unwrap();
-        assert_eq!(GfpBits { source: "tracepoint format", ..GfpBits::default() }, b);
+        assert_eq!(
+            GfpBits {
+                source: "tracepoint format",
+                ..GfpBits::default()
+            },
+            b
+        );
         // GFP_HIGHUSER_MOVABLE | __GFP_ZERO | __GFP_COMP (an anonymous fault)
         assert_eq!(b.classify(0x140cca | 0x100), GfpClass::UserAnon);
         // GFP_NOFS | HIGHMEM | MOVABLE | NOWARN | NORETRY | COMP | HARDWALL (readahead)
-        assert_eq!(b.classify(0x0c40 | 0x2 | 0x8 | 0x2000 | 0x10000 | 0x40000 | 0x100000), GfpClass::PageCache);
+        assert_eq!(
+            b.classify(0x0c40 | 0x2 | 0x8 | 0x2000 | 0x10000 | 0x40000 | 0x100000),
+            GfpClass::PageCache
+        );
         // GFP_HIGHUSER_MOVABLE | __GFP_WRITE (write_begin)
         assert_eq!(b.classify(0x100cca | 0x1000), GfpClass::PageCache);
         // GFP_KERNEL_ACCOUNT | __GFP_ZERO (a page table)

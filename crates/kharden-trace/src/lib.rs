@@ -6,11 +6,11 @@
 //! switch in/out, migration, syscalls, page allocations and frees, TLB flushes, page faults),
 //! so a replayer can demultiplex it by tid into one stream of operations per task.
 
-pub mod replay;
 pub mod format;
 pub mod gfp;
 pub mod perf;
 pub mod profile;
+pub mod replay;
 pub mod stats;
 
 pub use format::{open, Event, GfpClass, Meta, Op, TraceError, TraceReader, TraceWriter};

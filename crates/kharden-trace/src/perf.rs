@@ -31,14 +31,17 @@ pub const REQUIRED_TRACEPOINTS: &[&str] = &[
 ];
 
 /// Page-fault tracepoints: recorded where the kernel has them (x86).
-pub const OPTIONAL_TRACEPOINTS: &[&str] = &["exceptions:page_fault_user", "exceptions:page_fault_kernel"];
+pub const OPTIONAL_TRACEPOINTS: &[&str] =
+    &["exceptions:page_fault_user", "exceptions:page_fault_kernel"];
 
 const TRACEFS_ROOTS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 
 /// True if this kernel's tracefs lists `sys:name` (None if tracefs cannot be read).
 fn tracepoint_exists(tp: &str) -> Option<bool> {
     let (sys, name) = tp.split_once(':')?;
-    let root = TRACEFS_ROOTS.iter().find(|r| Path::new(r).join("events").is_dir())?;
+    let root = TRACEFS_ROOTS
+        .iter()
+        .find(|r| Path::new(r).join("events").is_dir())?;
     Some(Path::new(root).join("events").join(sys).join(name).is_dir())
 }
 
@@ -80,21 +83,36 @@ pub struct RecordOptions {
 
 /// Runs `perf --version`; Err says plainly why perf cannot be used.
 pub fn perf_available() -> Result<String> {
-    match Command::new("perf").arg("--version").stdout(Stdio::piped()).stderr(Stdio::piped()).output() {
+    match Command::new("perf")
+        .arg("--version")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+    {
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).trim().to_string()),
         Ok(o) => {
             let err = String::from_utf8_lossy(&o.stderr);
-            let line = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message");
-            Err(Error::new(format!("record: perf is installed but does not run: {}", line.trim())))
+            let line = err
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message");
+            Err(Error::new(format!(
+                "record: perf is installed but does not run: {}",
+                line.trim()
+            )))
         }
-        Err(_) => Err(Error::new("record: perf is not installed (on Debian: apt-get install linux-perf)")),
+        Err(_) => Err(Error::new(
+            "record: perf is not installed (on Debian: apt-get install linux-perf)",
+        )),
     }
 }
 
 /// Records `command` system-wide with perf and converts its process tree into a trace.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     if opts.command.is_empty() {
-        return Err(Error::new("record: no command given; usage: kharden record [-o FILE] -- COMMAND..."));
+        return Err(Error::new(
+            "record: no command given; usage: kharden record [-o FILE] -- COMMAND...",
+        ));
     }
     perf_available()?;
     let mut events: Vec<&str> = REQUIRED_TRACEPOINTS.to_vec();
@@ -113,19 +131,37 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     // context; idle CPUs take shootdowns); the high-volume ones are filtered in the kernel to
     // a cgroup holding perf and the command, when a cgroup v2 hierarchy allows it.
     events.sort_by_key(|tp| !(tp.starts_with("sched:") || tp.starts_with("tlb:")));
-    let cgroup = if opts.cgroup_filter { RecordCgroup::enter() } else { None };
+    let cgroup = if opts.cgroup_filter {
+        RecordCgroup::enter()
+    } else {
+        None
+    };
     let mut cmd = Command::new("perf");
-    cmd.arg("record").arg("-a").arg("-q").arg("-m").arg(opts.mmap_pages.to_string()).arg("-o").arg(&perf_data);
+    cmd.arg("record")
+        .arg("-a")
+        .arg("-q")
+        .arg("-m")
+        .arg(opts.mmap_pages.to_string())
+        .arg("-o")
+        .arg(&perf_data);
     cmd.arg("-e").arg(events.join(","));
     if let Some(cg) = &cgroup {
         let list: Vec<&str> = events
             .iter()
-            .map(|tp| if tp.starts_with("sched:") || tp.starts_with("tlb:") { "" } else { cg.name.as_str() })
+            .map(|tp| {
+                if tp.starts_with("sched:") || tp.starts_with("tlb:") {
+                    ""
+                } else {
+                    cg.name.as_str()
+                }
+            })
             .collect();
         cmd.arg("-G").arg(list.join(","));
     }
     cmd.arg("--").args(&opts.command);
-    cmd.stdin(Stdio::inherit()).stdout(Stdio::inherit()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::piped());
     let spawned = cmd.spawn();
     // perf (and so the command it forks) is in the cgroup now; kharden itself goes home.
     if let Some(cg) = &cgroup {
@@ -159,7 +195,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
         last
     });
-    let status = child.wait().map_err(|e| Error::new(format!("record: waiting for perf: {e}")));
+    let status = child
+        .wait()
+        .map_err(|e| Error::new(format!("record: waiting for perf: {e}")));
     let last = tail.join().unwrap_or_default();
     let filtered = cgroup.is_some();
     if let Some(cg) = cgroup {
@@ -173,22 +211,37 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             .rev()
             .find(|l| {
                 let l = l.to_ascii_lowercase();
-                l.contains("permission") || l.contains("error") || l.contains("not supported") || l.contains("paranoid") || l.contains("failed")
+                l.contains("permission")
+                    || l.contains("error")
+                    || l.contains("not supported")
+                    || l.contains("paranoid")
+                    || l.contains("failed")
             })
             .or_else(|| last.iter().rev().find(|l| !l.trim().is_empty()))
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|| format!("perf exited with {status}"));
         let _ = std::fs::remove_file(&perf_data);
-        return Err(Error::new(format!("record: perf cannot record system-wide tracepoints here: {why}")));
+        return Err(Error::new(format!(
+            "record: perf cannot record system-wide tracepoints here: {why}"
+        )));
     }
     if size == 0 {
-        return Err(Error::new(format!("record: perf wrote no data to {}", perf_data.display())));
+        return Err(Error::new(format!(
+            "record: perf wrote no data to {}",
+            perf_data.display()
+        )));
     }
     let convert = convert(&perf_data, &opts.output, Some(perf_pid), &opts.command);
     if !opts.keep_perf_data {
         let _ = std::fs::remove_file(&perf_data);
     }
-    Ok(RecordSummary { perf_data, perf_data_bytes: size, convert: convert?, command_status: status.code(), cgroup_filtered: filtered })
+    Ok(RecordSummary {
+        perf_data,
+        perf_data_bytes: size,
+        convert: convert?,
+        command_status: status.code(),
+        cgroup_filtered: filtered,
+    })
 }
 
 /// A cgroup v2 group for one recording: perf's high-volume events are limited to it.
@@ -206,12 +259,25 @@ impl RecordCgroup {
     fn enter() -> Option<RecordCgroup> {
         let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
         let fields = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
-        if mounts.lines().map(fields).any(|f| f.get(2).map(String::as_str) == Some("cgroup") && f.get(3).is_some_and(|o| o.split(',').any(|x| x == "perf_event"))) {
+        if mounts.lines().map(fields).any(|f| {
+            f.get(2).map(String::as_str) == Some("cgroup")
+                && f.get(3)
+                    .is_some_and(|o| o.split(',').any(|x| x == "perf_event"))
+        }) {
             return None;
         }
-        let mnt = mounts.lines().map(fields).find(|f| f.get(2).map(String::as_str) == Some("cgroup2")).map(|f| PathBuf::from(&f[1]))?;
+        let mnt = mounts
+            .lines()
+            .map(fields)
+            .find(|f| f.get(2).map(String::as_str) == Some("cgroup2"))
+            .map(|f| PathBuf::from(&f[1]))?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim().trim_start_matches('/').to_string();
+        let own = own
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))?
+            .trim()
+            .trim_start_matches('/')
+            .to_string();
         let home = mnt.join(own);
         let name = format!("kharden-record-{}", std::process::id());
         let dir = mnt.join(&name);
@@ -293,9 +359,16 @@ impl EventFormat {
                         size = v.trim().parse().ok();
                     }
                 }
-                let ident = decl.rsplit(|c: char| c.is_whitespace() || c == '*').next()?;
+                let ident = decl
+                    .rsplit(|c: char| c.is_whitespace() || c == '*')
+                    .next()?;
                 let ident = ident.split('[').next()?.to_string();
-                f.fields.push(Field { name: ident, offset: offset?, size: size?, data_loc: decl.contains("__data_loc") });
+                f.fields.push(Field {
+                    name: ident,
+                    offset: offset?,
+                    size: size?,
+                    data_loc: decl.contains("__data_loc"),
+                });
             }
         }
         (!f.name.is_empty()).then_some(f)
@@ -320,7 +393,14 @@ fn format_from_tracing_data(data: &[u8], name: &str) -> Option<EventFormat> {
 fn format_from_tracefs(tp: &str) -> Option<EventFormat> {
     let (sys, name) = tp.split_once(':')?;
     TRACEFS_ROOTS.iter().find_map(|r| {
-        let text = std::fs::read_to_string(Path::new(r).join("events").join(sys).join(name).join("format")).ok()?;
+        let text = std::fs::read_to_string(
+            Path::new(r)
+                .join("events")
+                .join(sys)
+                .join(name)
+                .join("format"),
+        )
+        .ok()?;
         EventFormat::parse(&text)
     })
 }
@@ -333,7 +413,9 @@ struct Layout {
 
 impl Layout {
     fn new(fmt: &EventFormat, names: &[&str]) -> Layout {
-        Layout { fields: names.iter().map(|n| fmt.field(n).cloned()).collect() }
+        Layout {
+            fields: names.iter().map(|n| fmt.field(n).cloned()).collect(),
+        }
     }
     fn int(&self, raw: &[u8], i: usize) -> Option<u64> {
         let f = self.fields.get(i)?.as_ref()?;
@@ -404,7 +486,10 @@ pub fn syscall_names(arch: &str) -> HashMap<u32, String> {
     if arch != "x86_64" {
         return out;
     }
-    for path in ["/usr/include/x86_64-linux-gnu/asm/unistd_64.h", "/usr/include/asm/unistd_64.h"] {
+    for path in [
+        "/usr/include/x86_64-linux-gnu/asm/unistd_64.h",
+        "/usr/include/asm/unistd_64.h",
+    ] {
         if let Ok(text) = std::fs::read_to_string(path) {
             for line in text.lines() {
                 let mut it = line.split_whitespace();
@@ -429,14 +514,29 @@ struct Live {
 /// Converts `perf_data` into a kharden trace at `out`, keeping the process tree of the
 /// workload perf started (the task perf named `perf-exec`; with `perf_pid`, the one whose
 /// parent is that perf).
-pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[String]) -> Result<ConvertSummary> {
+pub fn convert(
+    perf_data: &Path,
+    out: &Path,
+    perf_pid: Option<u32>,
+    command: &[String],
+) -> Result<ConvertSummary> {
     let name = perf_data.display().to_string();
     let perr = |e: &dyn std::fmt::Display| Error::at(&name, format!("cannot parse perf.data: {e}"));
-    let file = std::fs::File::open(perf_data).map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
-    let PerfFileReader { mut perf_file, mut record_iter } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
+    let file = std::fs::File::open(perf_data)
+        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
 
-    let tracing = perf_file.feature_section_data(Feature::TRACING_DATA).map(|d| d.to_vec());
-    let attr_names: Vec<String> = perf_file.event_attributes().iter().map(|a| a.name().unwrap_or("").to_string()).collect();
+    let tracing = perf_file
+        .feature_section_data(Feature::TRACING_DATA)
+        .map(|d| d.to_vec());
+    let attr_names: Vec<String> = perf_file
+        .event_attributes()
+        .iter()
+        .map(|a| a.name().unwrap_or("").to_string())
+        .collect();
     let mut layouts: Vec<(Kind, Layout)> = Vec::new();
     let mut gfp_bits = GfpBits::default();
     let mut recorded = Vec::new();
@@ -455,7 +555,10 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
             .ok_or_else(|| Error::at(&name, format!("no format for tracepoint {tp} (neither in the file's tracing data nor in tracefs)")))?;
         let layout = Layout::new(&fmt, fields);
         if let Some(i) = layout.fields.iter().position(|f| f.is_none()) {
-            return Err(Error::at(&name, format!("tracepoint {tp} has no field '{}'", fields[i])));
+            return Err(Error::at(
+                &name,
+                format!("tracepoint {tp} has no field '{}'", fields[i]),
+            ));
         }
         if kind == Kind::PageAlloc {
             if let Some(b) = GfpBits::from_print_fmt(&fmt.print_fmt) {
@@ -464,12 +567,18 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
         }
         layouts.push((kind, layout));
     }
-    if !recorded.iter().any(|t| t == "sched:sched_process_fork") || !recorded.iter().any(|t| t == "sched:sched_switch") {
+    if !recorded.iter().any(|t| t == "sched:sched_process_fork")
+        || !recorded.iter().any(|t| t == "sched:sched_switch")
+    {
         return Err(Error::at(&name, "not recorded with sched:sched_process_fork and sched:sched_switch (use kharden record)"));
     }
 
     let arch = perf_file.arch().ok().flatten().unwrap_or("").to_string();
-    let base = perf_file.sample_time_range().ok().flatten().map_or(0, |r| r.first_sample_time);
+    let base = perf_file
+        .sample_time_range()
+        .ok()
+        .flatten()
+        .map_or(0, |r| r.first_sample_time);
     // Without a command given, take it from perf's own command line (after "--").
     let command: Vec<String> = if command.is_empty() {
         let cl = perf_file.cmdline().ok().flatten().unwrap_or_default();
@@ -482,10 +591,29 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
     };
     let meta = Meta {
         command,
-        hostname: perf_file.hostname().ok().flatten().unwrap_or("").to_string(),
-        kernel: perf_file.os_release().ok().flatten().unwrap_or("").to_string(),
-        perf_version: perf_file.perf_version().ok().flatten().unwrap_or("").to_string(),
-        nr_cpus: perf_file.nr_cpus().ok().flatten().map_or(0, |n| n.nr_cpus_online),
+        hostname: perf_file
+            .hostname()
+            .ok()
+            .flatten()
+            .unwrap_or("")
+            .to_string(),
+        kernel: perf_file
+            .os_release()
+            .ok()
+            .flatten()
+            .unwrap_or("")
+            .to_string(),
+        perf_version: perf_file
+            .perf_version()
+            .ok()
+            .flatten()
+            .unwrap_or("")
+            .to_string(),
+        nr_cpus: perf_file
+            .nr_cpus()
+            .ok()
+            .flatten()
+            .map_or(0, |n| n.nr_cpus_online),
         base_time_ns: base,
         tracepoints: recorded,
         gfp_bits: gfp_bits.describe(),
@@ -513,7 +641,12 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
 
     macro_rules! emit {
         ($t:expr, $tid:expr, $op:expr) => {
-            w.write(&Event { time_ns: $t, tid: $tid, op: $op }).map_err(werr)?
+            w.write(&Event {
+                time_ns: $t,
+                tid: $tid,
+                op: $op,
+            })
+            .map_err(werr)?
         };
     }
 
@@ -523,7 +656,9 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
             Ok(None) => break,
             Err(e) => return Err(perr(&e)),
         };
-        let PerfFileRecord::EventRecord { attr_index, record } = rec else { continue };
+        let PerfFileRecord::EventRecord { attr_index, record } = rec else {
+            continue;
+        };
         let parsed = match record.parse() {
             Ok(p) => p,
             Err(e) => return Err(perr(&e)),
@@ -539,8 +674,22 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                     if w.is_live(tid) {
                         emit!(t, tid, Op::Exit);
                     }
-                    emit!(t, tid, Op::TaskNew { pid, parent: Some(ptid), comm: comm.clone() });
-                    live.insert(tid, Live { comm, exiting: false });
+                    emit!(
+                        t,
+                        tid,
+                        Op::TaskNew {
+                            pid,
+                            parent: Some(ptid),
+                            comm: comm.clone()
+                        }
+                    );
+                    live.insert(
+                        tid,
+                        Live {
+                            comm,
+                            exiting: false,
+                        },
+                    );
                     ever.insert(tid);
                 }
             }
@@ -571,7 +720,9 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
             }
             EventRecord::Sample(s) => {
                 sum.perf_samples += 1;
-                let Some((kind, layout)) = layouts.get(attr_index) else { continue };
+                let Some((kind, layout)) = layouts.get(attr_index) else {
+                    continue;
+                };
                 let Some(raw) = s.raw else { continue };
                 let raw = raw_bytes(&raw);
                 let raw: &[u8] = &raw;
@@ -582,8 +733,22 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                 if root_pending {
                     let r = root.expect("pending root is set");
                     let comm: Arc<str> = Arc::from("perf-exec");
-                    emit!(t, r, Op::TaskNew { pid: r, parent: None, comm: comm.clone() });
-                    live.insert(r, Live { comm, exiting: false });
+                    emit!(
+                        t,
+                        r,
+                        Op::TaskNew {
+                            pid: r,
+                            parent: None,
+                            comm: comm.clone()
+                        }
+                    );
+                    live.insert(
+                        r,
+                        Live {
+                            comm,
+                            exiting: false,
+                        },
+                    );
                     ever.insert(r);
                     root_pending = false;
                 }
@@ -647,8 +812,22 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                             if w.is_live(child) {
                                 emit!(t, child, Op::Exit);
                             }
-                            emit!(t, child, Op::TaskNew { pid, parent: Some(parent), comm: comm.clone() });
-                            live.insert(child, Live { comm, exiting: false });
+                            emit!(
+                                t,
+                                child,
+                                Op::TaskNew {
+                                    pid,
+                                    parent: Some(parent),
+                                    comm: comm.clone()
+                                }
+                            );
+                            live.insert(
+                                child,
+                                Live {
+                                    comm,
+                                    exiting: false,
+                                },
+                            );
                             ever.insert(child);
                         }
                     }
@@ -656,7 +835,13 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                         let filename = layout.str(raw, 0).unwrap_or("?");
                         let base_name = filename.rsplit('/').next().unwrap_or(filename);
                         let comm: String = base_name.chars().take(15).collect();
-                        emit!(t, tid, Op::Exec { filename: Arc::from(filename) });
+                        emit!(
+                            t,
+                            tid,
+                            Op::Exec {
+                                filename: Arc::from(filename)
+                            }
+                        );
                         if let Some(l) = live.get_mut(&tid) {
                             l.comm = Arc::from(comm.as_str());
                         }
@@ -681,7 +866,16 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                         let order = layout.int(raw, 1).unwrap_or(0).min(63) as u8;
                         let gfp = layout.int(raw, 2).unwrap_or(0);
                         let class: GfpClass = gfp_bits.classify(gfp);
-                        emit!(t, tid, Op::PageAlloc { pfn, order, gfp, class });
+                        emit!(
+                            t,
+                            tid,
+                            Op::PageAlloc {
+                                pfn,
+                                order,
+                                gfp,
+                                class
+                            }
+                        );
                     }
                     Kind::PageFree if in_tree => {
                         let pfn = layout.int(raw, 0).unwrap_or(0);
@@ -692,7 +886,10 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                         let owner = if in_tree {
                             Some(tid)
                         } else if tid == 0 {
-                            lazy_owner.get(&cpu).copied().filter(|o| live.contains_key(o))
+                            lazy_owner
+                                .get(&cpu)
+                                .copied()
+                                .filter(|o| live.contains_key(o))
                         } else {
                             None
                         };
@@ -705,7 +902,15 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
                     Kind::FaultUser | Kind::FaultKernel if in_tree => {
                         let address = layout.int(raw, 0).unwrap_or(0);
                         let error_code = layout.int(raw, 1).unwrap_or(0);
-                        emit!(t, tid, Op::PageFault { user: *kind == Kind::FaultUser, address, error_code });
+                        emit!(
+                            t,
+                            tid,
+                            Op::PageFault {
+                                user: *kind == Kind::FaultUser,
+                                address,
+                                error_code
+                            }
+                        );
                     }
                     _ => {}
                 }
@@ -717,7 +922,11 @@ pub fn convert(perf_data: &Path, out: &Path, perf_pid: Option<u32>, command: &[S
         return Err(Error::at(&name, "no workload process in the recording (perf names it 'perf-exec'; was it made by kharden record or perf record -- COMMAND?)"));
     }
     // Tasks that called exit but whose last switch-out was not recorded end with the trace.
-    let mut exiting: Vec<u32> = live.iter().filter(|(_, l)| l.exiting).map(|(&t, _)| t).collect();
+    let mut exiting: Vec<u32> = live
+        .iter()
+        .filter(|(_, l)| l.exiting)
+        .map(|(&t, _)| t)
+        .collect();
     exiting.sort_unstable();
     for t in exiting {
         emit!(last_time, t, Op::Exit);
@@ -742,7 +951,15 @@ mod tests {
         let text = "name: sched_process_fork\nID: 313\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:__data_loc char[] parent_comm;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:pid_t parent_pid;\toffset:12;\tsize:4;\tsigned:1;\n\tfield:char child_comm[16];\toffset:16;\tsize:16;\tsigned:0;\n\nprint fmt: \"comm=%s\", REC->x\n";
         let f = EventFormat::parse(text).unwrap();
         assert_eq!(f.name, "sched_process_fork");
-        assert_eq!(f.field("parent_comm").unwrap(), &Field { name: "parent_comm".into(), offset: 8, size: 4, data_loc: true });
+        assert_eq!(
+            f.field("parent_comm").unwrap(),
+            &Field {
+                name: "parent_comm".into(),
+                offset: 8,
+                size: 4,
+                data_loc: true
+            }
+        );
         assert_eq!(f.field("child_comm").unwrap().size, 16);
         assert_eq!(f.print_fmt, "\"comm=%s\", REC->x");
         // A payload: data_loc string "make" at offset 32, parent_pid 77, child_comm "cc1".

@@ -90,7 +90,15 @@ impl Deriver {
                 if parent_is_make && is_process {
                     let id = self.next_job;
                     self.next_job += 1;
-                    self.jobs.insert(id, Job { root: tid, start: e.time_ns, end: e.time_ns, ..Job::default() });
+                    self.jobs.insert(
+                        id,
+                        Job {
+                            root: tid,
+                            start: e.time_ns,
+                            end: e.time_ns,
+                            ..Job::default()
+                        },
+                    );
                     job = Some(id);
                 } else if parent_is_make {
                     // A thread of make itself.
@@ -105,17 +113,30 @@ impl Deriver {
                     }
                 }
                 let make = make || (parent_is_make && !is_process);
-                self.tasks.insert(tid, Task { make, job, running_since: None });
+                self.tasks.insert(
+                    tid,
+                    Task {
+                        make,
+                        job,
+                        running_since: None,
+                    },
+                );
             }
             Op::Exec { filename } => {
                 let b = base(filename);
-                let Some(t) = self.tasks.get_mut(&tid) else { return };
+                let Some(t) = self.tasks.get_mut(&tid) else {
+                    return;
+                };
                 if b == "make" || b == "gmake" {
                     t.make = true;
                     self.prof.make_processes += 1;
                     if let Some(j) = t.job.take() {
                         // A recipe that is itself a sub-make is not a job: its children are.
-                        if self.jobs.get(&j).is_some_and(|job| job.root == tid && job.live == 1) {
+                        if self
+                            .jobs
+                            .get(&j)
+                            .is_some_and(|job| job.root == tid && job.live == 1)
+                        {
                             self.jobs.remove(&j);
                         } else {
                             self.leave(j, e.time_ns);
@@ -157,7 +178,14 @@ impl Deriver {
             }
             Op::Lost { count } => self.prof.lost_events += count,
             op => {
-                let Some(j) = self.tasks.get(&tid).and_then(|t| t.job).and_then(|j| self.jobs.get_mut(&j)) else { return };
+                let Some(j) = self
+                    .tasks
+                    .get(&tid)
+                    .and_then(|t| t.job)
+                    .and_then(|j| self.jobs.get_mut(&j))
+                else {
+                    return;
+                };
                 match op {
                     Op::SysEnter { nr } => {
                         j.syscalls += 1;
@@ -187,7 +215,9 @@ impl Deriver {
     }
 
     fn leave(&mut self, id: usize, now: u64) {
-        let Some(j) = self.jobs.get_mut(&id) else { return };
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
         j.live = j.live.saturating_sub(1);
         j.end = j.end.max(now);
         if j.live > 0 {
@@ -213,7 +243,11 @@ impl Deriver {
         k.context_switches.push(j.switches as f64);
         k.tlb_flushes.push(j.tlb_flushes as f64);
         for (nr, n) in j.sys_by_nr {
-            let name = self.sys_names.get(&nr).cloned().unwrap_or_else(|| format!("nr{nr}"));
+            let name = self
+                .sys_names
+                .get(&nr)
+                .cloned()
+                .unwrap_or_else(|| format!("nr{nr}"));
             *k.syscall_mix.entry(name).or_default() += n;
         }
     }
@@ -224,12 +258,20 @@ pub fn derive(files: &[PathBuf]) -> Result<Profile> {
     let mut prof = Profile::default();
     for f in files {
         let mut r = format::open(f)?;
-        let mut d = Deriver { tasks: HashMap::new(), jobs: HashMap::new(), next_job: 0, prof: std::mem::take(&mut prof), sys_names: HashMap::new() };
+        let mut d = Deriver {
+            tasks: HashMap::new(),
+            jobs: HashMap::new(),
+            next_job: 0,
+            prof: std::mem::take(&mut prof),
+            sys_names: HashMap::new(),
+        };
         let mut last = 0;
         while let Some(e) = r.next() {
             let e = e?;
             if let Op::SysEnter { nr } = e.op {
-                if let (std::collections::hash_map::Entry::Vacant(v), Some(n)) = (d.sys_names.entry(nr), r.syscall_name(nr)) {
+                if let (std::collections::hash_map::Entry::Vacant(v), Some(n)) =
+                    (d.sys_names.entry(nr), r.syscall_name(nr))
+                {
                     v.insert(n.to_string());
                 }
             }
@@ -252,7 +294,11 @@ pub fn derive(files: &[PathBuf]) -> Result<Profile> {
     if prof.kinds.values().all(|k| k.processes.is_empty()) {
         return Err(Error::new(format!(
             "trace profile: no make jobs found in {} (a job is a process forked by make)",
-            files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+            files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     Ok(prof)
@@ -266,7 +312,13 @@ pub fn summary(v: &[f64]) -> [f64; 5] {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let pct = |p: f64| s[(((p / 100.0) * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
-    [s.iter().sum::<f64>() / s.len() as f64, pct(10.0), pct(50.0), pct(90.0), s[s.len() - 1]]
+    [
+        s.iter().sum::<f64>() / s.len() as f64,
+        pct(10.0),
+        pct(50.0),
+        pct(90.0),
+        s[s.len() - 1],
+    ]
 }
 
 fn num(x: f64) -> String {
@@ -297,8 +349,14 @@ impl Profile {
                 m.perf_version
             );
         }
-        let _ = writeln!(o, "# Distributions are per job: [mean, p10, p50, p90, max] (nearest-rank percentiles).");
-        let _ = writeln!(o, "# pages_* are 4 KiB pages allocated in the job's context, by GFP class (FORMAT.md).");
+        let _ = writeln!(
+            o,
+            "# Distributions are per job: [mean, p10, p50, p90, max] (nearest-rank percentiles)."
+        );
+        let _ = writeln!(
+            o,
+            "# pages_* are 4 KiB pages allocated in the job's context, by GFP class (FORMAT.md)."
+        );
         let _ = writeln!(o);
         let _ = writeln!(o, "[{name}]");
         let _ = writeln!(o, "wall_ms = {}", num(self.total_wall_ms));
@@ -311,15 +369,25 @@ impl Profile {
             let _ = writeln!(o);
             let _ = writeln!(o, "[{name}.jobs.{kind}]");
             let _ = writeln!(o, "count = {}", k.processes.len());
-            let _ = writeln!(o, "share = {}", num(k.processes.len() as f64 / total.max(1) as f64));
+            let _ = writeln!(
+                o,
+                "share = {}",
+                num(k.processes.len() as f64 / total.max(1) as f64)
+            );
             let rows: [(&str, &[f64]); 11] = [
                 ("processes", &k.processes),
                 ("cpu_ms", &k.cpu_ms),
                 ("wall_ms", &k.wall_ms),
                 ("syscalls", &k.syscalls),
                 ("page_faults", &k.page_faults),
-                ("pages_user_anon", &k.pages[GfpClass::UserAnon.code() as usize]),
-                ("pages_page_cache", &k.pages[GfpClass::PageCache.code() as usize]),
+                (
+                    "pages_user_anon",
+                    &k.pages[GfpClass::UserAnon.code() as usize],
+                ),
+                (
+                    "pages_page_cache",
+                    &k.pages[GfpClass::PageCache.code() as usize],
+                ),
                 ("pages_kernel", &k.pages[GfpClass::Kernel.code() as usize]),
                 ("context_switches", &k.context_switches),
                 ("tlb_flushes", &k.tlb_flushes),
@@ -327,7 +395,11 @@ impl Profile {
             ];
             for (label, v) in rows.iter().filter(|(l, _)| !l.is_empty()) {
                 let s = summary(v);
-                let _ = writeln!(o, "{label} = [{}]", s.iter().map(|x| num(*x)).collect::<Vec<_>>().join(", "));
+                let _ = writeln!(
+                    o,
+                    "{label} = [{}]",
+                    s.iter().map(|x| num(*x)).collect::<Vec<_>>().join(", ")
+                );
             }
             let all: u64 = k.syscall_mix.values().sum();
             if all > 0 {
@@ -357,33 +429,118 @@ mod tests {
     #[test]
     fn jobs_are_children_of_make() {
         let s = |x: &str| -> Arc<str> { Arc::from(x) };
-        let ev = |t, tid, op| Event { time_ns: t, tid, op };
+        let ev = |t, tid, op| Event {
+            time_ns: t,
+            tid,
+            op,
+        };
         let events = vec![
-            ev(0, 1, Op::TaskNew { pid: 1, parent: None, comm: s("perf-exec") }),
-            ev(1, 1, Op::Exec { filename: s("/usr/bin/make") }),
+            ev(
+                0,
+                1,
+                Op::TaskNew {
+                    pid: 1,
+                    parent: None,
+                    comm: s("perf-exec"),
+                },
+            ),
+            ev(
+                1,
+                1,
+                Op::Exec {
+                    filename: s("/usr/bin/make"),
+                },
+            ),
             // job 1: sh -> gcc -> cc1
-            ev(2, 2, Op::TaskNew { pid: 2, parent: Some(1), comm: s("make") }),
-            ev(3, 2, Op::Exec { filename: s("/bin/sh") }),
-            ev(4, 3, Op::TaskNew { pid: 3, parent: Some(2), comm: s("sh") }),
-            ev(5, 3, Op::Exec { filename: s("/usr/lib/gcc/x86_64-linux-gnu/12/cc1") }),
+            ev(
+                2,
+                2,
+                Op::TaskNew {
+                    pid: 2,
+                    parent: Some(1),
+                    comm: s("make"),
+                },
+            ),
+            ev(
+                3,
+                2,
+                Op::Exec {
+                    filename: s("/bin/sh"),
+                },
+            ),
+            ev(
+                4,
+                3,
+                Op::TaskNew {
+                    pid: 3,
+                    parent: Some(2),
+                    comm: s("sh"),
+                },
+            ),
+            ev(
+                5,
+                3,
+                Op::Exec {
+                    filename: s("/usr/lib/gcc/x86_64-linux-gnu/12/cc1"),
+                },
+            ),
             ev(6, 3, Op::SwitchIn { cpu: 0 }),
             ev(7, 3, Op::SysEnter { nr: 0 }),
-            ev(8, 3, Op::PageAlloc { pfn: 1, order: 1, gfp: 0, class: GfpClass::UserAnon }),
+            ev(
+                8,
+                3,
+                Op::PageAlloc {
+                    pfn: 1,
+                    order: 1,
+                    gfp: 0,
+                    class: GfpClass::UserAnon,
+                },
+            ),
             ev(1_000_006, 3, Op::SwitchOut { state: 0x10 }),
             ev(1_000_006, 3, Op::Exit),
             ev(1_000_007, 2, Op::Exit),
             // a sub-make: not a job; its child is
-            ev(10, 4, Op::TaskNew { pid: 4, parent: Some(1), comm: s("make") }),
-            ev(11, 4, Op::Exec { filename: s("/usr/bin/make") }),
-            ev(12, 5, Op::TaskNew { pid: 5, parent: Some(4), comm: s("make") }),
-            ev(13, 5, Op::Exec { filename: s("/usr/bin/ar") }),
+            ev(
+                10,
+                4,
+                Op::TaskNew {
+                    pid: 4,
+                    parent: Some(1),
+                    comm: s("make"),
+                },
+            ),
+            ev(
+                11,
+                4,
+                Op::Exec {
+                    filename: s("/usr/bin/make"),
+                },
+            ),
+            ev(
+                12,
+                5,
+                Op::TaskNew {
+                    pid: 5,
+                    parent: Some(4),
+                    comm: s("make"),
+                },
+            ),
+            ev(
+                13,
+                5,
+                Op::Exec {
+                    filename: s("/usr/bin/ar"),
+                },
+            ),
             ev(14, 5, Op::Exit),
             ev(15, 4, Op::Exit),
         ];
         let mut events = events;
         events.sort_by_key(|e| e.time_ns);
-        let path = std::env::temp_dir().join(format!("kharden-profile-test-{}.trace", std::process::id()));
-        let mut w = TraceWriter::new(std::fs::File::create(&path).unwrap(), &Meta::default()).unwrap();
+        let path =
+            std::env::temp_dir().join(format!("kharden-profile-test-{}.trace", std::process::id()));
+        let mut w =
+            TraceWriter::new(std::fs::File::create(&path).unwrap(), &Meta::default()).unwrap();
         w.set_syscall_name(0, "read");
         for e in &events {
             w.write(e).unwrap();

@@ -108,7 +108,13 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
         match &ev.op {
             TraceOp::TaskNew { parent, comm, .. } => {
                 let f = File::create(&path).map_err(|e| io(&path, e))?;
-                tasks.insert(tid, TaskState { writer: Some(BufWriter::new(f)), ..Default::default() });
+                tasks.insert(
+                    tid,
+                    TaskState {
+                        writer: Some(BufWriter::new(f)),
+                        ..Default::default()
+                    },
+                );
                 // A child starts under its parent's name; what it execs decides (see Exec).
                 comms.insert(tid, &**comm == "make");
                 rec.tasks += 1;
@@ -130,7 +136,9 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
             TraceOp::Lost { .. } => continue,
             _ => {}
         }
-        let Some(st) = tasks.get_mut(&tid) else { continue };
+        let Some(st) = tasks.get_mut(&tid) else {
+            continue;
+        };
         match &ev.op {
             TraceOp::SwitchIn { .. } => st.on_cpu_since = Some(t),
             TraceOp::SwitchOut { .. } => {
@@ -149,7 +157,10 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 let ns = std::mem::take(&mut st.acc_ns);
                 rec.system_ns += ns;
                 rec.syscalls += 1;
-                let name = reader.syscall_name(nr).map(|n| n.to_string()).unwrap_or_default();
+                let name = reader
+                    .syscall_name(nr)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default();
                 let mut b = vec![SYSCALL];
                 b.extend_from_slice(&(ns as f64).to_le_bytes());
                 if name == "wait4" || name == "waitid" {
@@ -162,7 +173,11 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 st.write(&[EXEC], &path)?;
                 comms.insert(tid, filename.rsplit('/').next() == Some("make"));
             }
-            TraceOp::PageAlloc { class: GfpClass::UserAnon, order, .. } if st.in_syscall.is_none() => {
+            TraceOp::PageAlloc {
+                class: GfpClass::UserAnon,
+                order,
+                ..
+            } if st.in_syscall.is_none() => {
                 st.account(t);
                 st.flush_user(&path)?;
                 rec.anon_faults += 1 << order;
@@ -195,8 +210,20 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
     let root = root.ok_or_else(|| Error::at(trace.display(), "the trace has no root task"))?;
     rec.user_ns = total_user_ns(dir)?;
     let make_children: Vec<u32> = comms.iter().filter(|(_, &m)| m).map(|(&t, _)| t).collect();
-    std::fs::write(dir.join("make.tids"), make_children.iter().map(|t| t.to_string()).collect::<Vec<_>>().join("\n")).map_err(|e| io(dir, e))?;
-    Ok(Split { dir: dir.to_path_buf(), root, recorded: rec })
+    std::fs::write(
+        dir.join("make.tids"),
+        make_children
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .map_err(|e| io(dir, e))?;
+    Ok(Split {
+        dir: dir.to_path_buf(),
+        root,
+        recorded: rec,
+    })
 }
 
 fn total_user_ns(dir: &Path) -> Result<u64> {
@@ -276,29 +303,43 @@ impl FileSource {
                 // A wait marker may follow.
                 let mut peek = [0u8; 1];
                 let wait = {
-                    let buf = std::io::BufRead::fill_buf(&mut self.input).map_err(|e| io(&self.path, e))?;
+                    let buf = std::io::BufRead::fill_buf(&mut self.input)
+                        .map_err(|e| io(&self.path, e))?;
                     buf.first() == Some(&WAIT)
                 };
                 if wait {
-                    self.input.read_exact(&mut peek).map_err(|e| io(&self.path, e))?;
+                    self.input
+                        .read_exact(&mut peek)
+                        .map_err(|e| io(&self.path, e))?;
                 }
                 Record::Syscall(ns, wait)
             }
             FAULT => Record::Fault,
             FORK => {
                 let mut b = [0u8; 5];
-                self.input.read_exact(&mut b).map_err(|e| io(&self.path, e))?;
+                self.input
+                    .read_exact(&mut b)
+                    .map_err(|e| io(&self.path, e))?;
                 Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             }
             EXEC => Record::Exec,
             EXIT => Record::Exit,
-            t => return Err(Error::at(self.path.display(), format!("corrupt replay file: tag {t}"))),
+            t => {
+                return Err(Error::at(
+                    self.path.display(),
+                    format!("corrupt replay file: tag {t}"),
+                ))
+            }
         };
         Ok(Some(rec))
     }
 
     fn child(&self, tid: u32) -> Result<FileSource> {
-        let mut c = FileSource::open(&file_of(&self.dir, tid), self.host_ghz, &format!("task {tid}"))?;
+        let mut c = FileSource::open(
+            &file_of(&self.dir, tid),
+            self.host_ghz,
+            &format!("task {tid}"),
+        )?;
         c.scale = self.scale;
         c.makes = self.makes.clone();
         c.is_make = self.makes.contains(&tid);
@@ -309,12 +350,21 @@ impl FileSource {
         if let Some(op) = self.pending.pop_front() {
             return Ok(op);
         }
-        let Some(rec) = self.read_record()? else { return Ok(Op::Exit) };
+        let Some(rec) = self.read_record()? else {
+            return Ok(Op::Exit);
+        };
         let generic = syscall::lookup("getpid").expect("getpid is in the table");
         Ok(match rec {
-            Record::User(ns) => Op::User { cycles: ns * self.host_ghz, touches: 8 },
+            Record::User(ns) => Op::User {
+                cycles: ns * self.host_ghz,
+                touches: 8,
+            },
             Record::Syscall(ns, wait) => {
-                let op = Op::Syscall { spec: generic, count: 1, extra_cycles: (ns * self.host_ghz - generic.work_cycles).max(0.0) };
+                let op = Op::Syscall {
+                    spec: generic,
+                    count: 1,
+                    extra_cycles: (ns * self.host_ghz - generic.work_cycles).max(0.0),
+                };
                 if wait {
                     // A make waits for each copy of its jobs.
                     let copies = if self.is_make { self.scale } else { 1 };
@@ -326,9 +376,16 @@ impl FileSource {
             }
             Record::Fault => Op::AnonFaults(1),
             Record::Fork(tid) => {
-                let copies = if self.is_make && !self.makes.contains(&tid) { self.scale } else { 1 };
+                let copies = if self.is_make && !self.makes.contains(&tid) {
+                    self.scale
+                } else {
+                    1
+                };
                 for _ in 1..copies {
-                    self.pending.push_back(Op::Fork(Box::new(Program::Stream(Box::new(self.child(tid)?)))));
+                    self.pending
+                        .push_back(Op::Fork(Box::new(Program::Stream(Box::new(
+                            self.child(tid)?,
+                        )))));
                 }
                 Op::Fork(Box::new(Program::Stream(Box::new(self.child(tid)?))))
             }
@@ -361,11 +418,12 @@ impl OpSource for FileSource {
 
 /// The root task's program for pass 2.
 pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Result<Program> {
-    let makes: std::collections::HashSet<u32> = std::fs::read_to_string(split.dir.join("make.tids"))
-        .map_err(|e| io(&split.dir, e))?
-        .lines()
-        .filter_map(|l| l.parse().ok())
-        .collect();
+    let makes: std::collections::HashSet<u32> =
+        std::fs::read_to_string(split.dir.join("make.tids"))
+            .map_err(|e| io(&split.dir, e))?
+            .lines()
+            .filter_map(|l| l.parse().ok())
+            .collect();
     let mut src = FileSource::open(&file_of(&split.dir, split.root), host_ghz, "root")?;
     src.scale = scale_jobs.max(1);
     src.is_make = makes.contains(&split.root);

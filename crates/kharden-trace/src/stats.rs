@@ -89,7 +89,15 @@ impl StatsBuilder {
                 if parent.is_some() {
                     s.forks += 1;
                 }
-                self.live.insert(e.tid, TaskState { pid: *pid, comm: comm.to_string(), running_since: None, cpu_ns: 0 });
+                self.live.insert(
+                    e.tid,
+                    TaskState {
+                        pid: *pid,
+                        comm: comm.to_string(),
+                        running_since: None,
+                        cpu_ns: 0,
+                    },
+                );
             }
             Op::Exec { filename } => {
                 s.execs += 1;
@@ -137,7 +145,11 @@ impl StatsBuilder {
                 s.page_frees += 1;
                 s.pages_freed += 1u64 << order.min(&40);
             }
-            Op::TlbFlush { reason, .. } => *s.tlb_flushes.entry(tlb_flush_reason_name(*reason).to_string()).or_default() += 1,
+            Op::TlbFlush { reason, .. } => {
+                *s.tlb_flushes
+                    .entry(tlb_flush_reason_name(*reason).to_string())
+                    .or_default() += 1
+            }
             Op::PageFault { user, .. } => {
                 if *user {
                     s.page_faults_user += 1
@@ -154,14 +166,20 @@ impl StatsBuilder {
         let c = self.by_comm.entry(t.comm.clone()).or_default();
         c.0 += 1;
         c.1 += t.cpu_ns;
-        self.finished.push(TaskTime { tid, pid: t.pid, comm: t.comm, cpu_ns: t.cpu_ns });
+        self.finished.push(TaskTime {
+            tid,
+            pid: t.pid,
+            comm: t.comm,
+            cpu_ns: t.cpu_ns,
+        });
         if self.finished.len() > 1000 {
             self.trim();
         }
     }
 
     fn trim(&mut self) {
-        self.finished.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then(a.tid.cmp(&b.tid)));
+        self.finished
+            .sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then(a.tid.cmp(&b.tid)));
         self.finished.truncate(20);
     }
 
@@ -186,10 +204,21 @@ impl StatsBuilder {
             *s.syscalls_by_name.entry(name).or_default() += n;
         }
         for ((class, order), (n, pages)) in self.allocs {
-            s.page_allocs.push(AllocRow { class: class.name().to_string(), order, allocations: n, pages });
-            *s.pages_allocated.entry(class.name().to_string()).or_default() += pages;
+            s.page_allocs.push(AllocRow {
+                class: class.name().to_string(),
+                order,
+                allocations: n,
+                pages,
+            });
+            *s.pages_allocated
+                .entry(class.name().to_string())
+                .or_default() += pages;
         }
-        let mut by_comm: Vec<(String, u64, u64)> = self.by_comm.into_iter().map(|(c, (n, ns))| (c, n, ns)).collect();
+        let mut by_comm: Vec<(String, u64, u64)> = self
+            .by_comm
+            .into_iter()
+            .map(|(c, (n, ns))| (c, n, ns))
+            .collect();
         by_comm.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
         s.cpu_by_comm = by_comm;
         s
@@ -214,7 +243,15 @@ impl Stats {
     /// The human-readable report: one table per aspect.
     pub fn tables(&self) -> Vec<Table> {
         let mut out = Vec::new();
-        let mut t = Table::new(format!("trace of `{}` (kernel {}, {} CPUs)", self.meta.command.join(" "), self.meta.kernel, self.meta.nr_cpus), &["what", "count"]);
+        let mut t = Table::new(
+            format!(
+                "trace of `{}` (kernel {}, {} CPUs)",
+                self.meta.command.join(" "),
+                self.meta.kernel,
+                self.meta.nr_cpus
+            ),
+            &["what", "count"],
+        );
         let rows: Vec<(&str, String)> = vec![
             ("events", self.events.to_string()),
             ("duration (ms)", ms(self.duration_ns)),
@@ -225,8 +262,14 @@ impl Stats {
             ("execs", self.execs.to_string()),
             ("exits", self.exits.to_string()),
             ("syscalls", self.syscalls.to_string()),
-            ("context switches (switch-ins)", self.context_switches.to_string()),
-            ("preemptions (switched out runnable)", self.preemptions.to_string()),
+            (
+                "context switches (switch-ins)",
+                self.context_switches.to_string(),
+            ),
+            (
+                "preemptions (switched out runnable)",
+                self.preemptions.to_string(),
+            ),
             ("migrations", self.migrations.to_string()),
             ("page faults (user)", self.page_faults_user.to_string()),
             ("page faults (kernel)", self.page_faults_kernel.to_string()),
@@ -240,13 +283,24 @@ impl Stats {
         }
         out.push(t);
 
-        let mut t = Table::new("page allocations by GFP class and order", &["class", "order", "allocations", "pages"]);
+        let mut t = Table::new(
+            "page allocations by GFP class and order",
+            &["class", "order", "allocations", "pages"],
+        );
         for r in &self.page_allocs {
-            t.push(vec![r.class.clone(), r.order.to_string(), r.allocations.to_string(), r.pages.to_string()]);
+            t.push(vec![
+                r.class.clone(),
+                r.order.to_string(),
+                r.allocations.to_string(),
+                r.pages.to_string(),
+            ]);
         }
         out.push(t);
 
-        let mut t = Table::new("TLB flushes by reason (tlb:tlb_flush)", &["reason", "count"]);
+        let mut t = Table::new(
+            "TLB flushes by reason (tlb:tlb_flush)",
+            &["reason", "count"],
+        );
         for (k, v) in &self.tlb_flushes {
             t.push(vec![k.clone(), v.to_string()]);
         }
@@ -266,9 +320,17 @@ impl Stats {
         }
         out.push(t);
 
-        let mut t = Table::new("CPU time per task (top 20)", &["tid", "pid", "comm", "cpu ms"]);
+        let mut t = Table::new(
+            "CPU time per task (top 20)",
+            &["tid", "pid", "comm", "cpu ms"],
+        );
         for task in &self.top_tasks {
-            t.push(vec![task.tid.to_string(), task.pid.to_string(), task.comm.clone(), ms(task.cpu_ns)]);
+            t.push(vec![
+                task.tid.to_string(),
+                task.pid.to_string(),
+                task.comm.clone(),
+                ms(task.cpu_ns),
+            ]);
         }
         out.push(t);
         out

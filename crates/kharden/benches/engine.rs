@@ -12,12 +12,19 @@ fn syscall_loop(c: &mut Criterion) {
     let mut g = c.benchmark_group("syscall-loop");
     const N: u64 = 10_000;
     g.throughput(Throughput::Elements(N));
-    for (syscall, defenses) in [("getppid", "none"), ("getppid", "pti:freebsd"), ("getppid", "pti:freebsd,nopcid"), ("mprotect", "pti:linux")] {
+    for (syscall, defenses) in [
+        ("getppid", "none"),
+        ("getppid", "pti:freebsd"),
+        ("getppid", "pti:freebsd,nopcid"),
+        ("mprotect", "pti:linux"),
+    ] {
         let mut k = Kernel::boot(m.clone(), defense::parse_list(defenses).unwrap());
         k.config.oracle = OracleMode::Off;
         let lp = SyscallLoop::new(syscall, N).unwrap();
         lp.start(&mut k).unwrap();
-        g.bench_with_input(BenchmarkId::new(syscall, defenses), &(), |b, _| b.iter(|| lp.measure(&mut k, N).unwrap()));
+        g.bench_with_input(BenchmarkId::new(syscall, defenses), &(), |b, _| {
+            b.iter(|| lp.measure(&mut k, N).unwrap())
+        });
     }
     g.finish();
 }
@@ -30,14 +37,38 @@ fn kbuild_shootdowns(c: &mut Criterion) {
     use kharden::workload::kbuild_profile::JobProfile;
     let m = machine::load("xeon-platinum-8160").unwrap();
     let profile = JobProfile::builtin();
-    let sampling = Sampling { warmup_ms: 1.0, window_ms: 4.0, seed: 1, irq_path_cycles: kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE };
-    let probe = simulate(&m, "pti:linux,xpfo:immediate", 60, &profile, 36000.0, sampling).unwrap();
-    let ipis = probe.window.tasks.counter(Counter::IpisSent) + probe.window.idle.counter(Counter::IpisSent);
+    let sampling = Sampling {
+        warmup_ms: 1.0,
+        window_ms: 4.0,
+        seed: 1,
+        irq_path_cycles: kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE,
+    };
+    let probe = simulate(
+        &m,
+        "pti:linux,xpfo:immediate",
+        60,
+        &profile,
+        36000.0,
+        sampling,
+    )
+    .unwrap();
+    let ipis = probe.window.tasks.counter(Counter::IpisSent)
+        + probe.window.idle.counter(Counter::IpisSent);
     let mut g = c.benchmark_group("kbuild");
     g.sample_size(10);
     g.throughput(Throughput::Elements(ipis));
     g.bench_function("xeon-8160 -j60 xpfo:immediate, 5 ms simulated", |b| {
-        b.iter(|| simulate(&m, "pti:linux,xpfo:immediate", 60, &profile, 36000.0, sampling).unwrap())
+        b.iter(|| {
+            simulate(
+                &m,
+                "pti:linux,xpfo:immediate",
+                60,
+                &profile,
+                36000.0,
+                sampling,
+            )
+            .unwrap()
+        })
     });
     g.finish();
 }
@@ -45,7 +76,9 @@ fn kbuild_shootdowns(c: &mut Criterion) {
 fn reproduction(c: &mut Criterion) {
     let mut g = c.benchmark_group("reproduce");
     g.sample_size(10);
-    g.bench_function("pti-pcid", |b| b.iter(|| experiment::reproduce("pti-pcid").unwrap()));
+    g.bench_function("pti-pcid", |b| {
+        b.iter(|| experiment::reproduce("pti-pcid").unwrap())
+    });
     g.finish();
 }
 

@@ -9,15 +9,27 @@ use proptest::prelude::*;
 /// Mutations of a valid file: byte flips, truncations and line deletions find far more of the
 /// parser's corners than random bytes do.
 fn mutated(valid: &'static str) -> impl Strategy<Value = String> {
-    (0..valid.len(), any::<u8>(), 0..3u8, 0..valid.lines().count()).prop_map(move |(at, byte, kind, line)| match kind {
-        0 => {
-            let mut b = valid.as_bytes().to_vec();
-            b[at] = byte;
-            String::from_utf8_lossy(&b).into_owned()
-        }
-        1 => valid[..valid.floor_char_boundary(at)].to_string(),
-        _ => valid.lines().enumerate().filter(|&(i, _)| i != line).map(|(_, l)| l).collect::<Vec<_>>().join("\n"),
-    })
+    (
+        0..valid.len(),
+        any::<u8>(),
+        0..3u8,
+        0..valid.lines().count(),
+    )
+        .prop_map(move |(at, byte, kind, line)| match kind {
+            0 => {
+                let mut b = valid.as_bytes().to_vec();
+                b[at] = byte;
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            1 => valid[..valid.floor_char_boundary(at)].to_string(),
+            _ => valid
+                .lines()
+                .enumerate()
+                .filter(|&(i, _)| i != line)
+                .map(|(_, l)| l)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        })
 }
 
 proptest! {

@@ -6,13 +6,30 @@ use kharden::experiment;
 
 fn check(name: &str, max_fitted: u32) {
     let rep = experiment::reproduce(name).unwrap_or_else(|e| panic!("{e}"));
-    assert!(rep.fitted_parameters <= max_fitted, "{name}: {} fitted parameters", rep.fitted_parameters);
-    assert_eq!(rep.fitted.len() as u32, rep.fitted_parameters, "{name}: every fitted parameter is named");
+    assert!(
+        rep.fitted_parameters <= max_fitted,
+        "{name}: {} fitted parameters",
+        rep.fitted_parameters
+    );
+    assert_eq!(
+        rep.fitted.len() as u32,
+        rep.fitted_parameters,
+        "{name}: every fitted parameter is named"
+    );
     for r in &rep.rows {
         let err = r.error_pct.unwrap();
         match &r.known_miss {
-            None => assert!(!r.misses(), "{name}: \"{}\" off by {err:+.1}%, tolerance {:?}%", r.label, r.tolerance_pct),
-            Some(_) => assert!(r.misses(), "{name}: \"{}\" is within tolerance ({err:+.1}%) but recorded as a known miss", r.label),
+            None => assert!(
+                !r.misses(),
+                "{name}: \"{}\" off by {err:+.1}%, tolerance {:?}%",
+                r.label,
+                r.tolerance_pct
+            ),
+            Some(_) => assert!(
+                r.misses(),
+                "{name}: \"{}\" is within tolerance ({err:+.1}%) but recorded as a known miss",
+                r.label
+            ),
         }
     }
 }

@@ -21,7 +21,11 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let machines = if args.machine.is_empty() {
-        ["haswell-i7-4770", "sandybridge-i7-2600", "nehalem-i7-920"].iter().filter(|n| machine::names().contains(n)).map(|s| s.to_string()).collect()
+        ["haswell-i7-4770", "sandybridge-i7-2600", "nehalem-i7-920"]
+            .iter()
+            .filter(|n| machine::names().contains(n))
+            .map(|s| s.to_string())
+            .collect()
     } else {
         args.machine.clone()
     };
@@ -39,7 +43,10 @@ pub fn run(args: Args) -> Result<()> {
     for m in &machines {
         let profile = machine::load(m)?;
         for name in syscall::names() {
-            let mut k = Kernel::boot(profile.clone(), super::defenses::parse(&args.defense, &profile)?);
+            let mut k = Kernel::boot(
+                profile.clone(),
+                super::defenses::parse(&args.defense, &profile)?,
+            );
             k.config.oracle = OracleMode::Every;
             SyscallLoop::new(name, 50)?.run(&mut k)?;
             report(m, name, &k.violations);
@@ -55,7 +62,10 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}: {}", s.name, s.what);
     }
     if violations > 0 {
-        return Err(Error::new(format!("check: {} violated its security property in {violations} runs", args.defense)));
+        return Err(Error::new(format!(
+            "check: {} violated its security property in {violations} runs",
+            args.defense
+        )));
     }
     println!("{}: security property held in every run", args.defense);
     Ok(())

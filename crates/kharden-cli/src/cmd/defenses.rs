@@ -15,7 +15,11 @@ pub fn run() -> kharden::Result<()> {
     let mut t = Table::new("", &["defense", "broken on purpose", "what it is"]);
     let extra = EXTENSIONS.iter().flat_map(|e| e.catalogue.iter());
     for (name, what, broken) in CATALOGUE.iter().chain(extra) {
-        t.push(vec![name.to_string(), if *broken { "yes" } else { "no" }.into(), what.to_string()]);
+        t.push(vec![
+            name.to_string(),
+            if *broken { "yes" } else { "no" }.into(),
+            what.to_string(),
+        ]);
     }
     print!("{t}");
     Ok(())

@@ -36,7 +36,10 @@ struct DetectArgs {
 
 /// `--name`'s value: letters, digits, '-', '_' and '.' only (it becomes a file name).
 fn profile_name(v: &str) -> Result<String, String> {
-    if !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
+    if !v.is_empty()
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    {
         Ok(v.to_string())
     } else {
         Err("expected letters, digits, '-', '_' or '.'".to_string())
@@ -46,12 +49,31 @@ fn profile_name(v: &str) -> Result<String, String> {
 pub fn run(args: Args) -> kharden::Result<()> {
     match args.action {
         None => {
-            let mut t = Table::new("", &["machine", "arch", "cpu", "threads", "nodes", "GHz", "pcid", "invpcid", "broadcast inval"]);
+            let mut t = Table::new(
+                "",
+                &[
+                    "machine",
+                    "arch",
+                    "cpu",
+                    "threads",
+                    "nodes",
+                    "GHz",
+                    "pcid",
+                    "invpcid",
+                    "broadcast inval",
+                ],
+            );
             for name in machine::names() {
                 let m = machine::load(name)?;
                 let f = &m.cpu.features;
                 let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
-                let broadcast = if f.invlpgb { "INVLPGB" } else if f.tlbi_broadcast { "TLBI IS" } else { "no" };
+                let broadcast = if f.invlpgb {
+                    "INVLPGB"
+                } else if f.tlbi_broadcast {
+                    "TLBI IS"
+                } else {
+                    "no"
+                };
                 t.push(vec![
                     m.name.clone(),
                     format!("{:?}", m.arch).to_lowercase(),
@@ -68,10 +90,15 @@ pub fn run(args: Args) -> kharden::Result<()> {
             Ok(())
         }
         Some(Action::Detect(f)) => {
-            let opts = machine::detect::DetectOptions { name: f.name, measure: !f.no_measure, ..Default::default() };
+            let opts = machine::detect::DetectOptions {
+                name: f.name,
+                measure: !f.no_measure,
+                ..Default::default()
+            };
             let d = machine::detect::detect(&opts)?;
             match f.output {
-                Some(path) => std::fs::write(&path, &d.text).map_err(|e| machine::detect::write_error(&path, e))?,
+                Some(path) => std::fs::write(&path, &d.text)
+                    .map_err(|e| machine::detect::write_error(&path, e))?,
                 None => print!("{}", d.text),
             }
             Ok(())
@@ -80,7 +107,10 @@ pub fn run(args: Args) -> kharden::Result<()> {
             machine::load(&name)?;
             match machine::source_text(&name) {
                 Some(text) => print!("{text}"),
-                None => print!("{}", std::fs::read_to_string(&name).map_err(|e| kharden::Error::at(&name, e))?),
+                None => print!(
+                    "{}",
+                    std::fs::read_to_string(&name).map_err(|e| kharden::Error::at(&name, e))?
+                ),
             }
             Ok(())
         }
@@ -97,7 +127,9 @@ mod tests {
     fn detect(flags: &[&str]) -> Result<DetectArgs, clap::Error> {
         let argv = ["kharden", "machines", "detect"].iter().chain(flags);
         match Cli::try_parse_from(argv)?.command {
-            Command::Machines(Args { action: Some(Action::Detect(f)) }) => Ok(f),
+            Command::Machines(Args {
+                action: Some(Action::Detect(f)),
+            }) => Ok(f),
             _ => panic!("{flags:?}: not parsed as 'machines detect'"),
         }
     }
@@ -105,23 +137,70 @@ mod tests {
     #[test]
     fn detect_flags_parse() {
         let f = detect(&["--name", "box", "--no-measure", "-o", "x.toml"]).unwrap();
-        assert_eq!(f, DetectArgs { name: Some("box".into()), no_measure: true, output: Some("x.toml".into()) });
-        assert_eq!(detect(&["--name=box"]).unwrap().name.as_deref(), Some("box"));
-        assert_eq!(detect(&["--output=x.toml"]).unwrap().output.as_deref(), Some("x.toml"));
-        assert_eq!(detect(&[]).unwrap(), DetectArgs { name: None, no_measure: false, output: None });
-        assert_eq!(detect(&["--help"]).unwrap_err().kind(), ErrorKind::DisplayHelp);
+        assert_eq!(
+            f,
+            DetectArgs {
+                name: Some("box".into()),
+                no_measure: true,
+                output: Some("x.toml".into())
+            }
+        );
+        assert_eq!(
+            detect(&["--name=box"]).unwrap().name.as_deref(),
+            Some("box")
+        );
+        assert_eq!(
+            detect(&["--output=x.toml"]).unwrap().output.as_deref(),
+            Some("x.toml")
+        );
+        assert_eq!(
+            detect(&[]).unwrap(),
+            DetectArgs {
+                name: None,
+                no_measure: false,
+                output: None
+            }
+        );
+        assert_eq!(
+            detect(&["--help"]).unwrap_err().kind(),
+            ErrorKind::DisplayHelp
+        );
     }
 
     #[test]
     fn bad_detect_flags_name_the_flag() {
         for (bad, kind, expect) in [
-            (vec!["--frobnicate"], ErrorKind::UnknownArgument, "'--frobnicate'"),
+            (
+                vec!["--frobnicate"],
+                ErrorKind::UnknownArgument,
+                "'--frobnicate'",
+            ),
             (vec!["--name"], ErrorKind::InvalidValue, "'--name <NAME>'"),
-            (vec!["--name", "a b"], ErrorKind::ValueValidation, "for '--name <NAME>': expected letters"),
-            (vec!["--name="], ErrorKind::ValueValidation, "for '--name <NAME>': expected letters"),
-            (vec!["--output", "--no-measure"], ErrorKind::InvalidValue, "'--output <FILE>'"),
-            (vec!["--output="], ErrorKind::InvalidValue, "'--output <FILE>'"),
-            (vec!["--no-measure=yes"], ErrorKind::TooManyValues, "'--no-measure'"),
+            (
+                vec!["--name", "a b"],
+                ErrorKind::ValueValidation,
+                "for '--name <NAME>': expected letters",
+            ),
+            (
+                vec!["--name="],
+                ErrorKind::ValueValidation,
+                "for '--name <NAME>': expected letters",
+            ),
+            (
+                vec!["--output", "--no-measure"],
+                ErrorKind::InvalidValue,
+                "'--output <FILE>'",
+            ),
+            (
+                vec!["--output="],
+                ErrorKind::InvalidValue,
+                "'--output <FILE>'",
+            ),
+            (
+                vec!["--no-measure=yes"],
+                ErrorKind::TooManyValues,
+                "'--no-measure'",
+            ),
         ] {
             let e = detect(&bad).unwrap_err();
             let first = e.to_string().lines().next().unwrap_or_default().to_string();

@@ -61,7 +61,10 @@ struct SelftestArgs {
 }
 
 /// A value parser for an integer from `lo` to `hi`; '_' may separate digits (1_000_000).
-fn integer(lo: u32, hi: u32) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync + 'static {
+fn integer(
+    lo: u32,
+    hi: u32,
+) -> impl Fn(&str) -> Result<u32, String> + Clone + Send + Sync + 'static {
     move |v: &str| match v.replace('_', "").parse::<u64>() {
         Ok(n) if (lo as u64..=hi as u64).contains(&n) => Ok(n as u32),
         _ => Err(format!("expected an integer from {lo} to {hi}")),
@@ -73,7 +76,9 @@ fn out(text: &str) -> kharden::Result<()> {
     use std::io::Write;
     let mut o = std::io::stdout().lock();
     match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::new(format!("stdout: {e}"))),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::new(format!("stdout: {e}")))
+        }
         _ => Ok(()),
     }
 }
@@ -95,7 +100,10 @@ pub fn run(args: Args) -> kharden::Result<()> {
                 out(&bench::render(&results))?;
             }
             if let Some(r) = results.iter().find(|r| !r.in_sync) {
-                return Err(Error::new(format!("refcount bench: {} {} loop ended out of sync", r.implementation, r.variant)));
+                return Err(Error::new(format!(
+                    "refcount bench: {} {} loop ended out of sync",
+                    r.implementation, r.variant
+                )));
             }
             Ok(())
         }
@@ -118,7 +126,9 @@ pub fn run(args: Args) -> kharden::Result<()> {
         Action::Selftest(f) => {
             let failures = native::selftest(f.threads, f.iterations);
             if failures != 0 {
-                return Err(Error::new(format!("refcount selftest: {failures} failure(s)")));
+                return Err(Error::new(format!(
+                    "refcount selftest: {failures} failure(s)"
+                )));
             }
             Ok(())
         }
@@ -149,21 +159,59 @@ mod tests {
     #[test]
     fn flags_parse_with_their_defaults() {
         let f = bench_args(&["--iterations", "1000", "--threads=2", "--json"]).unwrap();
-        assert_eq!(f, BenchArgs { iterations: 1000, threads: 2, repeat: bench::DEFAULT_REPEATS, json: true });
+        assert_eq!(
+            f,
+            BenchArgs {
+                iterations: 1000,
+                threads: 2,
+                repeat: bench::DEFAULT_REPEATS,
+                json: true
+            }
+        );
         let f = bench_args(&["--iterations=1_000_000", "--repeat", "100"]).unwrap();
-        assert_eq!((f.iterations, f.threads, f.repeat, f.json), (1_000_000, 1, 100, false));
-        assert_eq!(bench_args(&["--iterations", "2147483647"]).unwrap().iterations, i32::MAX as u32);
-        assert_eq!(bench_args(&[]).unwrap().iterations, bench::DEFAULT_ITERATIONS);
+        assert_eq!(
+            (f.iterations, f.threads, f.repeat, f.json),
+            (1_000_000, 1, 100, false)
+        );
+        assert_eq!(
+            bench_args(&["--iterations", "2147483647"])
+                .unwrap()
+                .iterations,
+            i32::MAX as u32
+        );
+        assert_eq!(
+            bench_args(&[]).unwrap().iterations,
+            bench::DEFAULT_ITERATIONS
+        );
         match parse(&["selftest"]).unwrap().action {
-            Action::Selftest(f) => assert_eq!(f, SelftestArgs { threads: 4, iterations: 100_000 }),
+            Action::Selftest(f) => assert_eq!(
+                f,
+                SelftestArgs {
+                    threads: 4,
+                    iterations: 100_000
+                }
+            ),
             _ => unreachable!(),
         }
-        match parse(&["model", "--machine", "x", "--json"]).unwrap().action {
-            Action::Model(f) => assert_eq!(f, ModelArgs { machine: Some("x".into()), json: true }),
+        match parse(&["model", "--machine", "x", "--json"])
+            .unwrap()
+            .action
+        {
+            Action::Model(f) => assert_eq!(
+                f,
+                ModelArgs {
+                    machine: Some("x".into()),
+                    json: true
+                }
+            ),
             _ => unreachable!(),
         }
         for sub in ["bench", "model", "selftest"] {
-            assert_eq!(parse(&[sub, "--help"]).err().map(|e| e.kind()), Some(ErrorKind::DisplayHelp), "{sub}");
+            assert_eq!(
+                parse(&[sub, "--help"]).err().map(|e| e.kind()),
+                Some(ErrorKind::DisplayHelp),
+                "{sub}"
+            );
         }
     }
 
@@ -171,23 +219,53 @@ mod tests {
     fn bad_flags_are_rejected_naming_the_flag() {
         for (bad, expect) in [
             (vec!["bench", "--iterations"], "'--iterations <N>'"),
-            (vec!["bench", "--iterations", "x"], "for '--iterations <N>': expected an integer from 2 to 2147483647"),
-            (vec!["bench", "--iterations", "1"], "for '--iterations <N>': expected an integer from 2"),
-            (vec!["bench", "--iterations", "0"], "for '--iterations <N>': expected an integer from 2"),
-            (vec!["bench", "--iterations", "2147483648"], "for '--iterations <N>': expected an integer"),
-            (vec!["bench", "--threads", "0"], "for '--threads <T>': expected an integer from 1 to 256"),
-            (vec!["bench", "--threads", "9999"], "for '--threads <T>': expected an integer from 1 to 256"),
-            (vec!["bench", "--repeat", "101"], "for '--repeat <R>': expected an integer from 1 to 100"),
+            (
+                vec!["bench", "--iterations", "x"],
+                "for '--iterations <N>': expected an integer from 2 to 2147483647",
+            ),
+            (
+                vec!["bench", "--iterations", "1"],
+                "for '--iterations <N>': expected an integer from 2",
+            ),
+            (
+                vec!["bench", "--iterations", "0"],
+                "for '--iterations <N>': expected an integer from 2",
+            ),
+            (
+                vec!["bench", "--iterations", "2147483648"],
+                "for '--iterations <N>': expected an integer",
+            ),
+            (
+                vec!["bench", "--threads", "0"],
+                "for '--threads <T>': expected an integer from 1 to 256",
+            ),
+            (
+                vec!["bench", "--threads", "9999"],
+                "for '--threads <T>': expected an integer from 1 to 256",
+            ),
+            (
+                vec!["bench", "--repeat", "101"],
+                "for '--repeat <R>': expected an integer from 1 to 100",
+            ),
             (vec!["bench", "--frobnicate"], "'--frobnicate'"),
             (vec!["bench", "--json=yes"], "'--json'"),
             (vec!["bench", "--machine", "x"], "'--machine'"),
             (vec!["model", "--threads", "2"], "'--threads'"),
             (vec!["model", "--machine="], "'--machine <M>'"),
             (vec!["selftest", "--json"], "'--json'"),
-            (vec!["selftest", "--threads", "-1"], "for '--threads <T>': expected an integer from 1 to 256"),
-            (vec!["bench", "--iterations", "--json"], "'--iterations <N>'"),
+            (
+                vec!["selftest", "--threads", "-1"],
+                "for '--threads <T>': expected an integer from 1 to 256",
+            ),
+            (
+                vec!["bench", "--iterations", "--json"],
+                "'--iterations <N>'",
+            ),
         ] {
-            let e = parse(&bad).err().unwrap_or_else(|| panic!("{bad:?} accepted")).to_string();
+            let e = parse(&bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} accepted"))
+                .to_string();
             let first = e.lines().next().unwrap_or_default();
             assert!(first.contains(expect), "{bad:?}: {first}");
         }
@@ -196,14 +274,17 @@ mod tests {
     #[test]
     fn bench_command_with_a_tiny_bound() {
         run(parse(&["bench", "--iterations", "1000", "--repeat", "1"]).unwrap()).unwrap();
-        run(parse(&["bench", "--iterations", "1000", "--threads", "2", "--json"]).unwrap()).unwrap();
+        run(parse(&["bench", "--iterations", "1000", "--threads", "2", "--json"]).unwrap())
+            .unwrap();
     }
 
     #[test]
     fn model_command() {
         run(parse(&["model"]).unwrap()).unwrap();
         run(parse(&["model", "--machine", "cortex-a57-opteron-a1100"]).unwrap()).unwrap();
-        let e = run(parse(&["model", "--machine", "no-such-machine"]).unwrap()).unwrap_err().to_string();
+        let e = run(parse(&["model", "--machine", "no-such-machine"]).unwrap())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--machine") && !e.contains('\n'), "{e}");
     }
 }

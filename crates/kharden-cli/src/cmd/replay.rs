@@ -31,9 +31,14 @@ pub struct Args {
 }
 
 fn this_host_ghz() -> Result<f64> {
-    let text = std::fs::read_to_string("/proc/cpuinfo").map_err(|e| Error::at("/proc/cpuinfo", e))?;
+    let text =
+        std::fs::read_to_string("/proc/cpuinfo").map_err(|e| Error::at("/proc/cpuinfo", e))?;
     text.lines()
-        .find_map(|l| l.strip_prefix("cpu MHz").and_then(|r| r.split(':').nth(1)).and_then(|v| v.trim().parse::<f64>().ok()))
+        .find_map(|l| {
+            l.strip_prefix("cpu MHz")
+                .and_then(|r| r.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
         .map(|mhz| mhz / 1000.0)
         .ok_or_else(|| Error::new("--host-ghz: not given and /proc/cpuinfo has no 'cpu MHz' line"))
 }
@@ -46,7 +51,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     let host_ghz = match args.host_ghz {
         Some(g) if g > 0.0 && g < 10.0 => g,
-        Some(g) => return Err(Error::new(format!("--host-ghz: expected 0 < GHz < 10, got {g}"))),
+        Some(g) => {
+            return Err(Error::new(format!(
+                "--host-ghz: expected 0 < GHz < 10, got {g}"
+            )))
+        }
         None => this_host_ghz()?,
     };
     let dir = std::env::temp_dir().join(format!("kharden-replay-{}", std::process::id()));
@@ -61,23 +70,46 @@ pub fn run(args: Args) -> Result<()> {
     let (rec, w, ops) = result?;
     let (user, sys) = (w.tasks.user_time().secs(), w.tasks.system_time().secs());
     let (ru, rs) = (rec.user_ns as f64 / 1e9, rec.system_ns as f64 / 1e9);
-    let err = |sim: f64, recd: f64| if recd > 0.0 { (sim - recd) / recd * 100.0 } else { 0.0 };
+    let err = |sim: f64, recd: f64| {
+        if recd > 0.0 {
+            (sim - recd) / recd * 100.0
+        } else {
+            0.0
+        }
+    };
     if args.json {
         let v = serde_json::json!({
             "trace": args.trace, "machine": m.name, "defense": args.defense, "scale_jobs": args.scale_jobs, "host_ghz": host_ghz,
             "recorded": rec, "simulated": { "user_s": user, "system_s": sys, "elapsed_s": w.elapsed.secs(), "operations": ops },
             "stats": w.tasks,
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
+        );
         return Ok(());
     }
-    println!("replay of {} on {} with {} (x{} jobs, host {host_ghz:.3} GHz): {ops} operations", args.trace.display(), m.name, args.defense, args.scale_jobs);
-    println!("recorded:  {} tasks, {} forks, {} syscalls, {} anonymous faults", rec.tasks, rec.forks, rec.syscalls, rec.anon_faults);
+    println!(
+        "replay of {} on {} with {} (x{} jobs, host {host_ghz:.3} GHz): {ops} operations",
+        args.trace.display(),
+        m.name,
+        args.defense,
+        args.scale_jobs
+    );
+    println!(
+        "recorded:  {} tasks, {} forks, {} syscalls, {} anonymous faults",
+        rec.tasks, rec.forks, rec.syscalls, rec.anon_faults
+    );
     println!("{:<10} {:>12} {:>12}", "", "user s", "system s");
     println!("{:<10} {ru:>12.3} {rs:>12.3}", "recorded");
     println!("{:<10} {user:>12.3} {sys:>12.3}", "simulated");
     if args.scale_jobs == 1 {
-        println!("{:<10} {:>11.1}% {:>11.1}%", "error", err(user, ru), err(sys, rs));
+        println!(
+            "{:<10} {:>11.1}% {:>11.1}%",
+            "error",
+            err(user, ru),
+            err(sys, rs)
+        );
     }
     println!("simulated elapsed {:.3} s", w.elapsed.secs());
     Ok(())

@@ -33,7 +33,8 @@ fn run_one(name: &str) -> Result<Reproduction> {
 
 pub fn run(args: Args) -> Result<()> {
     if args.name.ends_with(".toml") {
-        let text = std::fs::read_to_string(&args.name).map_err(|e| Error::at(&args.name, format!("cannot read experiment file: {e}")))?;
+        let text = std::fs::read_to_string(&args.name)
+            .map_err(|e| Error::at(&args.name, format!("cannot read experiment file: {e}")))?;
         let rep = experiment::run_text(&args.name, &text)?;
         return print(&args, &[rep]);
     }
@@ -42,7 +43,11 @@ pub fn run(args: Args) -> Result<()> {
     } else if all_names().contains(&args.name.as_str()) {
         vec![args.name.as_str()]
     } else {
-        return Err(Error::new(format!("reproduce: unknown experiment '{}': expected all or one of {}", args.name, all_names().join(", "))));
+        return Err(Error::new(format!(
+            "reproduce: unknown experiment '{}': expected all or one of {}",
+            args.name,
+            all_names().join(", ")
+        )));
     };
     let mut reps = vec![];
     for n in names {
@@ -58,14 +63,27 @@ fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
         }
     }
     if args.json {
-        let text = if args.name == "all" { serde_json::to_string_pretty(reps) } else { serde_json::to_string_pretty(&reps[0]) };
+        let text = if args.name == "all" {
+            serde_json::to_string_pretty(reps)
+        } else {
+            serde_json::to_string_pretty(&reps[0])
+        };
         println!("{}", text.map_err(|e| Error::new(e.to_string()))?);
     } else if args.csv {
         println!("experiment,label,unit,published,simulated,error_pct,tolerance_pct");
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
         for rep in reps {
             for r in rep.rows.iter().chain(&rep.predictions) {
-                println!("{},\"{}\",{},{},{},{},{}", rep.experiment, r.label, r.unit, opt(r.published), r.simulated, opt(r.error_pct), opt(r.tolerance_pct));
+                println!(
+                    "{},\"{}\",{},{},{},{},{}",
+                    rep.experiment,
+                    r.label,
+                    r.unit,
+                    opt(r.published),
+                    r.simulated,
+                    opt(r.error_pct),
+                    opt(r.tolerance_pct)
+                );
             }
         }
     } else {

@@ -83,22 +83,47 @@ pub fn run(args: Args) -> Result<()> {
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
             "violations": k.violations, "stats": total,
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
+        );
         return Ok(());
     }
     println!("Clock resolution: 0.000000001");
     println!("test loop time iterations periteration");
     for (i, l) in loops.iter().enumerate() {
-        println!("{} {i} {:.9} {} {:.9}", args.syscall, l.elapsed.secs(), l.iterations, l.elapsed.secs() / l.iterations as f64);
+        println!(
+            "{} {i} {:.9} {} {:.9}",
+            args.syscall,
+            l.elapsed.secs(),
+            l.iterations,
+            l.elapsed.secs() / l.iterations as f64
+        );
     }
-    let defenses = if k.defense_names().is_empty() { "none".to_string() } else { k.defense_names().join(",") };
-    println!("\n Simulation stats for '{} on {} with {}':\n", args.workload, k.machine.name, defenses);
+    let defenses = if k.defense_names().is_empty() {
+        "none".to_string()
+    } else {
+        k.defense_names().join(",")
+    };
+    println!(
+        "\n Simulation stats for '{} on {} with {}':\n",
+        args.workload, k.machine.name, defenses
+    );
     print_stats(&total, elapsed, iters as f64, "iter");
-    println!("\n{:>16.9} seconds simulated, {} iterations, {:.1} ns/iter", elapsed, iters, elapsed * 1e9 / iters as f64);
+    println!(
+        "\n{:>16.9} seconds simulated, {} iterations, {:.1} ns/iter",
+        elapsed,
+        iters,
+        elapsed * 1e9 / iters as f64
+    );
     if k.violations.is_empty() {
         println!("security oracle: no violation (sampled at returns to user mode)");
     } else {
-        println!("security oracle: {} VIOLATIONS, first: {}", k.violations.len(), k.violations[0].what);
+        println!(
+            "security oracle: {} VIOLATIONS, first: {}",
+            k.violations.len(),
+            k.violations[0].what
+        );
     }
     Ok(())
 }
@@ -109,18 +134,33 @@ fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
     for &c in TimeCategory::ALL {
         let t = total.time(c).secs();
         if t > 0.0 {
-            println!("{:>16.9} s  {:<18} # {:5.1}% {:10.1} ns/{per}", t, c.name(), 100.0 * t / elapsed, t * 1e9 / units);
+            println!(
+                "{:>16.9} s  {:<18} # {:5.1}% {:10.1} ns/{per}",
+                t,
+                c.name(),
+                100.0 * t / elapsed,
+                t * 1e9 / units
+            );
         }
     }
     println!();
     for &c in Counter::ALL {
         if total.counter(c) > 0 {
-            println!("{:>16}    {:<28} # {:10.3} /{per}", total.counter(c), c.name(), total.counter(c) as f64 / units);
+            println!(
+                "{:>16}    {:<28} # {:10.3} /{per}",
+                total.counter(c),
+                c.name(),
+                total.counter(c) as f64 / units
+            );
         }
     }
     for &r in FlushReason::ALL {
         if total.flushes(r) > 0 {
-            println!("{:>16}    tlb:tlb_flush reason={}", total.flushes(r), r.name());
+            println!(
+                "{:>16}    tlb:tlb_flush reason={}",
+                total.flushes(r),
+                r.name()
+            );
         }
     }
 }
@@ -135,16 +175,34 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
     if jobs == 0 || jobs > 4096 {
         return Err(Error::new("--jobs: expected 1..4096"));
     }
-    if !(args.warmup_ms >= 0.0 && args.window_ms > 0.0 && args.warmup_ms + args.window_ms <= 10_000.0) {
-        return Err(Error::new("--warmup-ms/--window-ms: expected 0 <= warm-up, 0 < window, total at most 10000 ms"));
+    if !(args.warmup_ms >= 0.0
+        && args.window_ms > 0.0
+        && args.warmup_ms + args.window_ms <= 10_000.0)
+    {
+        return Err(Error::new(
+            "--warmup-ms/--window-ms: expected 0 <= warm-up, 0 < window, total at most 10000 ms",
+        ));
     }
     let profile = JobProfile::builtin();
     if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
         return Err(Error::new("--irq-path-cycles: expected 0..100000"));
     }
-    let sampling = Sampling { warmup_ms: args.warmup_ms, window_ms: args.window_ms, seed: args.seed, irq_path_cycles: args.irq_path_cycles };
+    let sampling = Sampling {
+        warmup_ms: args.warmup_ms,
+        window_ms: args.window_ms,
+        seed: args.seed,
+        irq_path_cycles: args.irq_path_cycles,
+    };
     let (extra, note) = calibrate(m, jobs, &profile, sampling)?;
-    let r = simulate_with(m, &args.defense, super::defenses::EXTENSIONS, jobs, &profile, extra, sampling)?;
+    let r = simulate_with(
+        m,
+        &args.defense,
+        super::defenses::EXTENSIONS,
+        jobs,
+        &profile,
+        extra,
+        sampling,
+    )?;
     let w = &r.window;
     let user_s = w.tasks.user_time().secs();
     let sys_s = w.tasks.system_time().secs();
@@ -156,13 +214,29 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
             "system_per_user_cycle": r.system_per_user_cycle(), "compile_jobs_of_work": compile_jobs,
             "calibration": note, "stats": w.tasks, "idle_stats": w.idle,
         });
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
+        );
         return Ok(());
     }
-    println!(" Simulation stats for 'make -j{jobs}' (kbuild) on {} with {}, {:.1} ms window:\n", m.name, args.defense, w.elapsed.secs() * 1e3);
-    print_stats(&w.tasks, w.elapsed.secs() * jobs as f64, compile_jobs, "job");
+    println!(
+        " Simulation stats for 'make -j{jobs}' (kbuild) on {} with {}, {:.1} ms window:\n",
+        m.name,
+        args.defense,
+        w.elapsed.secs() * 1e3
+    );
+    print_stats(
+        &w.tasks,
+        w.elapsed.secs() * jobs as f64,
+        compile_jobs,
+        "job",
+    );
     println!("\n{user_s:>16.6} s user, {sys_s:.6} s system ({:.3} system/user), {compile_jobs:.2} compile jobs of work", sys_s / user_s);
-    println!("{:>16.6} s of IPI handling on idle CPUs (charged to idle, not to the build)", w.idle.system_time().secs());
+    println!(
+        "{:>16.6} s of IPI handling on idle CPUs (charged to idle, not to the build)",
+        w.idle.system_time().secs()
+    );
     println!("calibration: {note}");
     Ok(())
 }

@@ -30,8 +30,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let families = if args.family.is_empty() { vec!["xeon-platinum-8160".to_string(), "epyc-7763-2s".to_string()] } else { args.family.clone() };
-    let profiles = families.iter().map(|f| machine::load(f)).collect::<Result<Vec<_>>>()?;
+    let families = if args.family.is_empty() {
+        vec!["xeon-platinum-8160".to_string(), "epyc-7763-2s".to_string()]
+    } else {
+        args.family.clone()
+    };
+    let profiles = families
+        .iter()
+        .map(|f| machine::load(f))
+        .collect::<Result<Vec<_>>>()?;
     if args.cpus.is_empty() || args.cpus.iter().any(|&c| c == 0 || c > 1024) {
         return Err(Error::new("--cpus: expected CPU counts between 1 and 1024"));
     }
@@ -41,9 +48,17 @@ pub fn run(args: Args) -> Result<()> {
     if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
         return Err(Error::new("--irq-path-cycles: expected 0..100000"));
     }
-    let points = sweep::run(&profiles, &args.cpus, args.window_cpu_ms, args.irq_path_cycles)?;
+    let points = sweep::run(
+        &profiles,
+        &args.cpus,
+        args.window_cpu_ms,
+        args.irq_path_cycles,
+    )?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&points).map_err(|e| Error::new(e.to_string()))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&points).map_err(|e| Error::new(e.to_string()))?
+        );
     } else {
         print!("{}", sweep::table(&points));
     }
@@ -51,11 +66,24 @@ pub fn run(args: Args) -> Result<()> {
         let mut series = vec![];
         for (fi, f) in families.iter().enumerate() {
             for (label, _) in &sweep::CONFIGS[1..] {
-                let pts = points.iter().filter(|p| &p.family == f && p.config == *label).map(|p| (p.cpus as f64, p.ratio)).collect();
-                series.push(Series { label: format!("{f}: {label}"), points: pts, dashed: fi % 2 == 1 });
+                let pts = points
+                    .iter()
+                    .filter(|p| &p.family == f && p.config == *label)
+                    .map(|p| (p.cpus as f64, p.ratio))
+                    .collect();
+                series.push(Series {
+                    label: format!("{f}: {label}"),
+                    points: pts,
+                    dashed: fi % 2 == 1,
+                });
             }
         }
-        let svg = line_chart("XPFO system time relative to the unhardened build (make -j 5/8 of the CPUs)", "hardware threads", "system time / baseline", &series);
+        let svg = line_chart(
+            "XPFO system time relative to the unhardened build (make -j 5/8 of the CPUs)",
+            "hardware threads",
+            "system time / baseline",
+            &series,
+        );
         std::fs::write(path, svg).map_err(|e| Error::at(path, format!("cannot write: {e}")))?;
         eprintln!("wrote {path}");
     }

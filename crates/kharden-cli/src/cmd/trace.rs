@@ -36,7 +36,12 @@ struct Parsed {
 }
 
 fn parse(args: &[String], with_value: &[&str], boolean: &[&str], usage: &str) -> Result<Parsed> {
-    let mut p = Parsed { values: vec![], bools: vec![], positional: vec![], rest: vec![] };
+    let mut p = Parsed {
+        values: vec![],
+        bools: vec![],
+        positional: vec![],
+        rest: vec![],
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--" {
@@ -51,7 +56,10 @@ fn parse(args: &[String], with_value: &[&str], boolean: &[&str], usage: &str) ->
             if with_value.contains(&flag) {
                 let v = match inline {
                     Some(v) => v,
-                    None => it.next().cloned().ok_or_else(|| Error::at(flag, "expected a value after it"))?,
+                    None => it
+                        .next()
+                        .cloned()
+                        .ok_or_else(|| Error::at(flag, "expected a value after it"))?,
                 };
                 if v.is_empty() || (v.starts_with('-') && v != "-") {
                     return Err(Error::at(flag, format!("expected a value, got '{v}'")));
@@ -71,7 +79,11 @@ fn parse(args: &[String], with_value: &[&str], boolean: &[&str], usage: &str) ->
 
 impl Parsed {
     fn value(&self, names: &[&str]) -> Option<&str> {
-        self.values.iter().rev().find(|(k, _)| names.contains(&k.as_str())).map(|(_, v)| v.as_str())
+        self.values
+            .iter()
+            .rev()
+            .find(|(k, _)| names.contains(&k.as_str()))
+            .map(|(_, v)| v.as_str())
     }
     fn has(&self, name: &str) -> bool {
         self.bools.iter().any(|b| b == name)
@@ -96,22 +108,37 @@ fn human_bytes(n: u64) -> String {
 }
 
 pub fn record(args: RecordArgs) -> Result<()> {
-    let p = parse(&args.args, &["-o", "--output", "--mmap-pages"], &["--keep-perf-data", "--no-cgroup", "-h", "--help"], RECORD_USAGE)?;
+    let p = parse(
+        &args.args,
+        &["-o", "--output", "--mmap-pages"],
+        &["--keep-perf-data", "--no-cgroup", "-h", "--help"],
+        RECORD_USAGE,
+    )?;
     if p.has("-h") || p.has("--help") {
         println!("Record COMMAND's process tree with perf (system-wide tracepoints) into a kharden trace.\n{RECORD_USAGE}");
         return Ok(());
     }
     if let Some(x) = p.positional.first() {
-        return Err(Error::at(x, format!("unexpected argument (put the command after '--'); {RECORD_USAGE}")));
+        return Err(Error::at(
+            x,
+            format!("unexpected argument (put the command after '--'); {RECORD_USAGE}"),
+        ));
     }
     if p.rest.is_empty() {
-        return Err(Error::new(format!("record: no command given; {RECORD_USAGE}")));
+        return Err(Error::new(format!(
+            "record: no command given; {RECORD_USAGE}"
+        )));
     }
     let mmap_pages = match p.value(&["--mmap-pages"]) {
         None => 1024,
         Some(v) => match v.parse::<u32>() {
             Ok(n) if n.is_power_of_two() => n,
-            _ => return Err(Error::at("--mmap-pages", format!("expected a power of two, got '{v}'"))),
+            _ => {
+                return Err(Error::at(
+                    "--mmap-pages",
+                    format!("expected a power of two, got '{v}'"),
+                ))
+            }
         },
     };
     let output = PathBuf::from(p.value(&["-o", "--output"]).unwrap_or("kharden.trace"));
@@ -130,8 +157,19 @@ pub fn record(args: RecordArgs) -> Result<()> {
         output.display(),
         human_bytes(s.convert.trace_bytes),
         human_bytes(s.perf_data_bytes),
-        if s.cgroup_filtered { "syscall/kmem/fault events filtered to the command's cgroup" } else { "all events system-wide" },
-        if s.convert.lost > 0 { format!("; perf lost {} events ({} missed switch-outs repaired)", s.convert.lost, s.convert.repaired) } else { String::new() },
+        if s.cgroup_filtered {
+            "syscall/kmem/fault events filtered to the command's cgroup"
+        } else {
+            "all events system-wide"
+        },
+        if s.convert.lost > 0 {
+            format!(
+                "; perf lost {} events ({} missed switch-outs repaired)",
+                s.convert.lost, s.convert.repaired
+            )
+        } else {
+            String::new()
+        },
         match s.command_status {
             Some(0) | None => String::new(),
             Some(c) => format!("; perf exited with status {c}"),
@@ -142,7 +180,9 @@ pub fn record(args: RecordArgs) -> Result<()> {
 
 pub fn trace(args: TraceArgs) -> Result<()> {
     let Some((sub, rest)) = args.args.split_first() else {
-        return Err(Error::new(format!("trace: expected a subcommand; {TRACE_USAGE}")));
+        return Err(Error::new(format!(
+            "trace: expected a subcommand; {TRACE_USAGE}"
+        )));
     };
     match sub.as_str() {
         "stats" => {
@@ -151,7 +191,11 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let r = kharden_trace::open(&file)?;
             let s = stats::compute(r)?;
             if p.has("--json") {
-                out(&format!("{}\n", serde_json::to_string_pretty(&s).map_err(|e| Error::new(format!("--json: {e}")))?));
+                out(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&s)
+                        .map_err(|e| Error::new(format!("--json: {e}")))?
+                ));
             } else {
                 let text: String = s.tables().iter().map(|t| format!("{t}\n")).collect();
                 out(&text);
@@ -164,7 +208,9 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let out = PathBuf::from(p.value(&["-o", "--output"]).unwrap_or("kharden.trace"));
             let perf_pid = match p.value(&["--perf-pid"]) {
                 None => None,
-                Some(v) => Some(v.parse::<u32>().map_err(|_| Error::at("--perf-pid", format!("expected a process id, got '{v}'")))?),
+                Some(v) => Some(v.parse::<u32>().map_err(|_| {
+                    Error::at("--perf-pid", format!("expected a process id, got '{v}'"))
+                })?),
             };
             let s = perf::convert(&file, &out, perf_pid, &[])?;
             eprintln!(
@@ -180,16 +226,29 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             Ok(())
         }
         "profile" => {
-            let p = parse(rest, &["-o", "--output", "--name", "--note"], &[], TRACE_USAGE)?;
+            let p = parse(
+                rest,
+                &["-o", "--output", "--name", "--note"],
+                &[],
+                TRACE_USAGE,
+            )?;
             if p.positional.is_empty() {
-                return Err(Error::new(format!("trace profile: expected one or more trace files; {TRACE_USAGE}")));
+                return Err(Error::new(format!(
+                    "trace profile: expected one or more trace files; {TRACE_USAGE}"
+                )));
             }
             let files: Vec<PathBuf> = p.positional.iter().map(PathBuf::from).collect();
             let prof = profile::derive(&files)?;
-            let notes: Vec<String> = p.values.iter().filter(|(k, _)| k == "--note").map(|(_, v)| v.clone()).collect();
+            let notes: Vec<String> = p
+                .values
+                .iter()
+                .filter(|(k, _)| k == "--note")
+                .map(|(_, v)| v.clone())
+                .collect();
             let text = prof.to_toml(p.value(&["--name"]).unwrap_or("kbuild"), &notes);
             match p.value(&["-o", "--output"]) {
-                Some(out) => std::fs::write(out, text).map_err(|e| Error::at(out, format!("cannot write: {e}")))?,
+                Some(out) => std::fs::write(out, text)
+                    .map_err(|e| Error::at(out, format!("cannot write: {e}")))?,
                 None => out(&text),
             }
             Ok(())
@@ -199,7 +258,9 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let file = one_file(&p, "trace dump")?;
             let limit = match p.value(&["--limit"]) {
                 None => u64::MAX,
-                Some(v) => v.parse::<u64>().map_err(|_| Error::at("--limit", format!("expected a number, got '{v}'")))?,
+                Some(v) => v
+                    .parse::<u64>()
+                    .map_err(|_| Error::at("--limit", format!("expected a number, got '{v}'")))?,
             };
             let mut r = kharden_trace::open(&file)?;
             use std::io::Write;
@@ -218,14 +279,22 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let _ = o.flush();
             Ok(())
         }
-        other => Err(Error::at(other, format!("unknown trace subcommand; {TRACE_USAGE}"))),
+        other => Err(Error::at(
+            other,
+            format!("unknown trace subcommand; {TRACE_USAGE}"),
+        )),
     }
 }
 
 fn one_file(p: &Parsed, what: &str) -> Result<PathBuf> {
     match p.positional.as_slice() {
         [f] => Ok(PathBuf::from(f)),
-        [] => Err(Error::new(format!("{what}: expected a file; {TRACE_USAGE}"))),
-        [_, extra, ..] => Err(Error::at(extra, format!("unexpected argument; {TRACE_USAGE}"))),
+        [] => Err(Error::new(format!(
+            "{what}: expected a file; {TRACE_USAGE}"
+        ))),
+        [_, extra, ..] => Err(Error::at(
+            extra,
+            format!("unexpected argument; {TRACE_USAGE}"),
+        )),
     }
 }

@@ -19,7 +19,13 @@ impl LineCache {
         let lines = (kib as usize * 1024 / 64).max(ways as usize);
         let sets = (lines / ways as usize).next_power_of_two();
         let n = sets * ways as usize;
-        LineCache { ways: ways as usize, set_mask: sets as u64 - 1, tags: vec![u64::MAX; n], stamps: vec![0; n], clock: 0 }
+        LineCache {
+            ways: ways as usize,
+            set_mask: sets as u64 - 1,
+            tags: vec![u64::MAX; n],
+            stamps: vec![0; n],
+            clock: 0,
+        }
     }
 
     /// True on a hit; on a miss the line is filled (LRU victim).
@@ -67,7 +73,10 @@ impl CacheHierarchy {
         CacheHierarchy {
             l1: vec![LineCache::new(mem.l1d_kib, mem.l1d_ways); cores],
             l2: vec![LineCache::new(mem.l2_kib, mem.l2_ways); cores],
-            llc: vec![LineCache::new(mem.llc_kib_per_socket, mem.llc_ways); m.topology.sockets as usize],
+            llc: vec![
+                LineCache::new(mem.llc_kib_per_socket, mem.llc_ways);
+                m.topology.sockets as usize
+            ],
             l1_cycles: mem.l1d_hit_cycles as f64,
             l2_cycles: mem.l2_hit_cycles as f64,
             llc_cycles: mem.llc_hit_cycles as f64,
@@ -89,7 +98,11 @@ impl CacheHierarchy {
         if self.llc[socket].access(line) {
             return HitLevel::Llc;
         }
-        if remote { HitLevel::RemoteDram } else { HitLevel::LocalDram }
+        if remote {
+            HitLevel::RemoteDram
+        } else {
+            HitLevel::LocalDram
+        }
     }
 
     pub fn cycles(&self, level: HitLevel) -> f64 {

@@ -8,9 +8,9 @@ pub mod pti;
 pub mod xpfo;
 
 use crate::arch::x86::{Pfn, VirtAddr};
+use crate::error::{Error, Result};
 use crate::kernel::page_alloc::Gfp;
 use crate::kernel::TaskId;
-use crate::error::{Error, Result};
 use crate::kernel::{BootConfig, CpuId, Kernel, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::Violation;
@@ -43,7 +43,15 @@ pub trait Defense {
 
     /// The kernel flushed user addresses [start, start + pages) of `mm` from this CPU's TLB
     /// in the kernel's context (`pages` = kernel::tlbflush::FLUSH_ALL for a full flush).
-    fn on_user_tlb_flush(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _start: VirtAddr, _pages: u64) {}
+    fn on_user_tlb_flush(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _mm: MmId,
+        _start: VirtAddr,
+        _pages: u64,
+    ) {
+    }
 
     /// A page was allocated (after the allocator's own work) / is being freed.
     fn on_page_alloc(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
@@ -69,7 +77,14 @@ pub trait Defense {
 
     /// The kernel flushed kernel addresses [start, start + pages) from this CPU's TLB page by
     /// page (Linux __flush_tlb_one_kernel, which also calls flush_tlb_one_user for them).
-    fn on_kernel_page_flush(&mut self, _k: &mut Kernel, _cpu: CpuId, _start: VirtAddr, _pages: u64) {}
+    fn on_kernel_page_flush(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _start: VirtAddr,
+        _pages: u64,
+    ) {
+    }
 
     /// The security property, checked in user mode right after a return from the kernel.
     fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {
@@ -124,7 +139,11 @@ pub fn parse_list(spec: &str) -> Result<Vec<Box<dyn Defense>>> {
 }
 
 /// parse_list() that also knows the defenses of `extensions`, built for `machine`.
-pub fn parse_list_with(spec: &str, machine: Option<&MachineProfile>, extensions: &[Extension]) -> Result<Vec<Box<dyn Defense>>> {
+pub fn parse_list_with(
+    spec: &str,
+    machine: Option<&MachineProfile>,
+    extensions: &[Extension],
+) -> Result<Vec<Box<dyn Defense>>> {
     let mut out: Vec<Box<dyn Defense>> = vec![];
     for item in spec.split(',').map(str::trim) {
         let extended = machine.and_then(|m| extensions.iter().find_map(|e| (e.make)(item, m)));
@@ -138,7 +157,9 @@ pub fn parse_list_with(spec: &str, machine: Option<&MachineProfile>, extensions:
             "pti:freebsd" => Box::new(pti::Pti::new(pti::Variant::FreeBsd)),
             "pti:linux" | "pti" | "pti=on" => Box::new(pti::Pti::new(pti::Variant::Linux)),
             "pti:broken-global-text" => Box::new(pti::Pti::new(pti::Variant::BrokenGlobalText)),
-            "pti:broken-user-maps-kernel" => Box::new(pti::Pti::new(pti::Variant::BrokenUserMapsKernel)),
+            "pti:broken-user-maps-kernel" => {
+                Box::new(pti::Pti::new(pti::Variant::BrokenUserMapsKernel))
+            }
             "pti:broken-no-user-flush" => Box::new(pti::Pti::new(pti::Variant::BrokenNoUserFlush)),
             "xpfo:immediate" | "xpfo" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Immediate)),
             "xpfo:deferred" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Deferred)),
@@ -146,12 +167,19 @@ pub fn parse_list_with(spec: &str, machine: Option<&MachineProfile>, extensions:
             "xpfo:deferred-global" => Box::new(xpfo::Xpfo::new(xpfo::Policy::DeferredGlobal)),
             "xpfo:batched" => Box::new(xpfo::Xpfo::new(xpfo::Policy::Batched)),
             "xpfo:batched-v8" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BatchedV8)),
-            "xpfo:broken-deferred-no-switch-flush" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenDeferredNoSwitchFlush)),
-            "xpfo:broken-pending-cleared-early" => Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenPendingClearedEarly)),
+            "xpfo:broken-deferred-no-switch-flush" => {
+                Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenDeferredNoSwitchFlush))
+            }
+            "xpfo:broken-pending-cleared-early" => {
+                Box::new(xpfo::Xpfo::new(xpfo::Policy::BrokenPendingClearedEarly))
+            }
             other => {
                 let extra = extensions.iter().flat_map(|e| e.catalogue.iter());
                 let known: Vec<&str> = CATALOGUE.iter().chain(extra).map(|(n, _, _)| *n).collect();
-                return Err(Error::new(format!("--defense: unknown defense '{other}': expected a comma-separated list of {}", known.join(", "))));
+                return Err(Error::new(format!(
+                    "--defense: unknown defense '{other}': expected a comma-separated list of {}",
+                    known.join(", ")
+                )));
             }
         };
         if out.iter().any(|o| o.name() == d.name()) {
@@ -163,7 +191,9 @@ pub fn parse_list_with(spec: &str, machine: Option<&MachineProfile>, extensions:
     out.sort_by_key(|d| !BOOT_OPTIONS.contains(&d.name().as_str()));
     for family in ["pti", "xpfo"] {
         if out.iter().filter(|d| d.name().starts_with(family)).count() > 1 {
-            return Err(Error::new(format!("--defense: at most one {family} variant")));
+            return Err(Error::new(format!(
+                "--defense: at most one {family} variant"
+            )));
         }
     }
     Ok(out)
@@ -176,9 +206,15 @@ mod tests {
     fn parses_lists_and_rejects_unknown_names() {
         assert_eq!(parse_list("none").unwrap().len(), 0);
         let v = parse_list("pti:linux, nopcid").unwrap();
-        assert_eq!(v.iter().map(|d| d.name()).collect::<Vec<_>>(), vec!["nopcid", "pti:linux"]);
+        assert_eq!(
+            v.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            vec!["nopcid", "pti:linux"]
+        );
         let e = parse_list("pti:bogus").err().unwrap().to_string();
-        assert!(e.contains("unknown defense 'pti:bogus'") && e.contains("pti:freebsd"), "{e}");
+        assert!(
+            e.contains("unknown defense 'pti:bogus'") && e.contains("pti:freebsd"),
+            "{e}"
+        );
         assert!(parse_list("pti:linux,pti:freebsd").is_err());
         assert!(parse_list("nopcid,nopcid").is_err());
     }

@@ -46,7 +46,10 @@ pub struct Pti {
 
 impl Pti {
     pub fn new(variant: Variant) -> Pti {
-        Pti { variant, deferred_user_flush: vec![] }
+        Pti {
+            variant,
+            deferred_user_flush: vec![],
+        }
     }
 
     /// The 2 MiB page of kernel text that holds the entry code (cloned into user tables).
@@ -70,14 +73,22 @@ impl Pti {
 
     fn user_pcid(k: &Kernel, cpu: CpuId) -> Pcid {
         let kernel = k.kernel_pcid(cpu);
-        if k.cpus[cpu].mmu.pcide() { Pcid(kernel.0 | USER_PCID_BIT) } else { kernel }
+        if k.cpus[cpu].mmu.pcide() {
+            Pcid(kernel.0 | USER_PCID_BIT)
+        } else {
+            kernel
+        }
     }
 
     /// The trampoline's own memory: entry text and this CPU's entry stack.
     fn trampoline(&self, k: &mut Kernel, cpu: CpuId) {
         let area = layout::cpu_entry_area(cpu);
-        for (va, access) in [(area, crate::arch::x86::Access::Exec), (area.offset(4096), crate::arch::x86::Access::Write)] {
-            k.touch(cpu, va, access).expect("cpu_entry_area is mapped in both PGDs");
+        for (va, access) in [
+            (area, crate::arch::x86::Access::Exec),
+            (area.offset(4096), crate::arch::x86::Access::Write),
+        ] {
+            k.touch(cpu, va, access)
+                .expect("cpu_entry_area is mapped in both PGDs");
         }
         k.compute(cpu, SWITCH_MACRO_CYCLES, TimeCategory::EntryTrampoline);
     }
@@ -99,7 +110,9 @@ impl Defense for Pti {
         let pcid = config.use_pcid && machine.cpu.features.pcid;
         config.global_kernel = match self.variant {
             // FreeBSD: pg_g = 0 whenever PTI is on.
-            Variant::FreeBsd | Variant::BrokenUserMapsKernel | Variant::BrokenNoUserFlush => KernelGlobal::None,
+            Variant::FreeBsd | Variant::BrokenUserMapsKernel | Variant::BrokenNoUserFlush => {
+                KernelGlobal::None
+            }
             // Linux: pti_kernel_image_global_ok() is false with PCID.
             Variant::Linux if pcid => KernelGlobal::None,
             Variant::Linux => KernelGlobal::TextOnly,
@@ -117,17 +130,34 @@ impl Defense for Pti {
             }
         } else {
             // cpu_entry_area has a PGD slot of its own: share it.
-            paging::share_pml4_entry(&mut k.mem, user_root, kernel_root, VirtAddr(CPU_ENTRY_AREA).index(4));
+            paging::share_pml4_entry(
+                &mut k.mem,
+                user_root,
+                kernel_root,
+                VirtAddr(CPU_ENTRY_AREA).index(4),
+            );
             let global = k.config.global_kernel != KernelGlobal::None;
-            let clone_all_text = self.variant == Variant::Linux && k.config.global_kernel == KernelGlobal::TextOnly;
+            let clone_all_text =
+                self.variant == Variant::Linux && k.config.global_kernel == KernelGlobal::TextOnly;
             let pages: Vec<VirtAddr> = if clone_all_text {
-                (0..KERNEL_TEXT_BYTES / PageSize::Size2M.bytes()).map(|i| VirtAddr(KERNEL_TEXT + i * PageSize::Size2M.bytes())).collect()
+                (0..KERNEL_TEXT_BYTES / PageSize::Size2M.bytes())
+                    .map(|i| VirtAddr(KERNEL_TEXT + i * PageSize::Size2M.bytes()))
+                    .collect()
             } else {
                 vec![Self::entry_text_page()]
             };
             for va in pages {
-                let leaf = paging::translate(&k.mem, kernel_root, va).expect("kernel text is mapped");
-                paging::map(&mut k.mem, user_root, va, leaf.page, PageSize::Size2M, PteFlags::KERNEL_TEXT.with_global(global), 0);
+                let leaf =
+                    paging::translate(&k.mem, kernel_root, va).expect("kernel text is mapped");
+                paging::map(
+                    &mut k.mem,
+                    user_root,
+                    va,
+                    leaf.page,
+                    PageSize::Size2M,
+                    PteFlags::KERNEL_TEXT.with_global(global),
+                    0,
+                );
             }
         }
         k.mms[mm].user_root = Some(user_root);
@@ -152,9 +182,16 @@ impl Defense for Pti {
     fn on_kernel_exit(&mut self, k: &mut Kernel, cpu: CpuId) {
         let mm = k.current_mm(cpu);
         let pcide = k.cpus[cpu].mmu.pcide();
-        let user_root = k.mms[mm].user_root.expect("PTI address spaces have a user PGD");
+        let user_root = k.mms[mm]
+            .user_root
+            .expect("PTI address spaces have a user PGD");
         let flush_owed = std::mem::take(&mut self.deferred_user_flush[cpu]);
-        k.write_cr3(cpu, user_root, Self::user_pcid(k, cpu), pcide && !flush_owed);
+        k.write_cr3(
+            cpu,
+            user_root,
+            Self::user_pcid(k, cpu),
+            pcide && !flush_owed,
+        );
         self.trampoline(k, cpu);
     }
 
@@ -165,7 +202,14 @@ impl Defense for Pti {
         }
     }
 
-    fn on_user_tlb_flush(&mut self, k: &mut Kernel, cpu: CpuId, _mm: MmId, start: VirtAddr, pages: u64) {
+    fn on_user_tlb_flush(
+        &mut self,
+        k: &mut Kernel,
+        cpu: CpuId,
+        _mm: MmId,
+        start: VirtAddr,
+        pages: u64,
+    ) {
         self.flush_user_pcid(k, cpu, start, pages);
     }
 
@@ -193,7 +237,10 @@ impl Pti {
         let user_pcid = Self::user_pcid(k, cpu);
         if k.machine.cpu.features.invpcid && pages <= k.config.tlb_single_page_flush_ceiling {
             for p in 0..pages {
-                k.invpcid(cpu, InvpcidType::Individual(user_pcid, start.offset(p * 4096)));
+                k.invpcid(
+                    cpu,
+                    InvpcidType::Individual(user_pcid, start.offset(p * 4096)),
+                );
             }
         } else {
             self.deferred_user_flush[cpu] = true;

@@ -67,7 +67,12 @@ pub struct Xpfo {
 
 impl Xpfo {
     pub fn new(policy: Policy) -> Xpfo {
-        Xpfo { policy, pages: HashMap::new(), pending: HashMap::new(), global_pending: CpuSet::default() }
+        Xpfo {
+            policy,
+            pages: HashMap::new(),
+            pending: HashMap::new(),
+            global_pending: CpuSet::default(),
+        }
     }
 
     fn deferred(&self) -> bool {
@@ -75,7 +80,10 @@ impl Xpfo {
     }
 
     fn global_mask(&self) -> bool {
-        matches!(self.policy, Policy::DeferredGlobal | Policy::Batched | Policy::BatchedV8)
+        matches!(
+            self.policy,
+            Policy::DeferredGlobal | Policy::Batched | Policy::BatchedV8
+        )
     }
 
     /// xpfo_flush_kernel_tlb(): flush the direct-map range of `pfn` (4 KiB, or the whole
@@ -108,7 +116,9 @@ impl Xpfo {
             k.cpus[cpu].stats.count(Counter::XpfoPendingPosted);
             return;
         }
-        let Some(task) = k.cpus[cpu].current else { return };
+        let Some(task) = k.cpus[cpu].current else {
+            return;
+        };
         if self.policy == Policy::BrokenPendingClearedEarly {
             return; // posted and forgotten at once
         }
@@ -133,7 +143,11 @@ impl Xpfo {
         match self.policy {
             Policy::NoFlush => {}
             Policy::Batched => self.flush_all_deferred(k, cpu),
-            _ => k.flush_tlb_kernel_range(cpu, VirtAddr(layout::DIRECT_MAP), crate::kernel::tlbflush::FLUSH_ALL),
+            _ => k.flush_tlb_kernel_range(
+                cpu,
+                VirtAddr(layout::DIRECT_MAP),
+                crate::kernel::tlbflush::FLUSH_ALL,
+            ),
         }
     }
 }
@@ -211,7 +225,9 @@ impl Defense for Xpfo {
     }
 
     fn on_kmap(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn) {
-        let Some(st) = self.pages.get_mut(&pfn).filter(|s| s.user) else { return };
+        let Some(st) = self.pages.get_mut(&pfn).filter(|s| s.user) else {
+            return;
+        };
         st.mapcount += 1;
         if st.mapcount == 1 && st.unmapped {
             st.unmapped = false;
@@ -220,7 +236,9 @@ impl Defense for Xpfo {
     }
 
     fn on_kunmap(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn) {
-        let Some(st) = self.pages.get_mut(&pfn).filter(|s| s.user) else { return };
+        let Some(st) = self.pages.get_mut(&pfn).filter(|s| s.user) else {
+            return;
+        };
         st.mapcount = st.mapcount.saturating_sub(1);
         if st.mapcount == 0 {
             st.unmapped = true;
@@ -261,7 +279,9 @@ impl Defense for Xpfo {
     }
 
     fn check_user_mode(&self, k: &Kernel, cpu: CpuId) -> Option<Violation> {
-        crate::oracle::xpfo::check(k, cpu, &self.name(), |pfn| self.pages.get(&pfn).is_some_and(|s| s.user && s.unmapped))
+        crate::oracle::xpfo::check(k, cpu, &self.name(), |pfn| {
+            self.pages.get(&pfn).is_some_and(|s| s.user && s.unmapped)
+        })
     }
 }
 
@@ -276,7 +296,9 @@ mod tests {
     /// leaves the direct map, the CPU must be flushed before T runs there.
     fn stale_alias_scenario(defenses: &str) -> Vec<String> {
         let m = machine::load("ivybridge-i5-3550").unwrap();
-        let violations = crate::oracle::scenario::page_handoff(&m, defense::parse_list(defenses).unwrap()).unwrap();
+        let violations =
+            crate::oracle::scenario::page_handoff(&m, defense::parse_list(defenses).unwrap())
+                .unwrap();
         violations.into_iter().map(|v| v.what).collect()
     }
 
@@ -284,9 +306,15 @@ mod tests {
     fn correct_policies_flush_the_stale_alias_before_the_owner_runs() {
         assert_eq!(stale_alias_scenario("xpfo:immediate"), Vec::<String>::new());
         assert_eq!(stale_alias_scenario("xpfo:deferred"), Vec::<String>::new());
-        assert_eq!(stale_alias_scenario("xpfo:deferred-global"), Vec::<String>::new());
+        assert_eq!(
+            stale_alias_scenario("xpfo:deferred-global"),
+            Vec::<String>::new()
+        );
         assert_eq!(stale_alias_scenario("xpfo:batched"), Vec::<String>::new());
-        assert_eq!(stale_alias_scenario("xpfo:batched-v8"), Vec::<String>::new());
+        assert_eq!(
+            stale_alias_scenario("xpfo:batched-v8"),
+            Vec::<String>::new()
+        );
     }
 
     /// Dave Hansen's objection to v7 16/16, which Khalid Aziz conceded: deferring the other
@@ -296,18 +324,37 @@ mod tests {
     #[test]
     fn deferral_leaves_a_sibling_thread_the_stale_alias() {
         let m = machine::load("ivybridge-i5-3550").unwrap();
-        let sibling = |d: &str| crate::oracle::scenario::sibling_thread(&m, defense::parse_list(d).unwrap()).unwrap();
+        let sibling = |d: &str| {
+            crate::oracle::scenario::sibling_thread(&m, defense::parse_list(d).unwrap()).unwrap()
+        };
         assert!(sibling("xpfo:immediate").is_empty());
-        for d in ["xpfo:deferred", "xpfo:deferred-global", "xpfo:batched", "xpfo:batched-v8"] {
-            assert!(sibling(d).iter().any(|v| v.what.contains("direct-map alias")), "{d}");
+        for d in [
+            "xpfo:deferred",
+            "xpfo:deferred-global",
+            "xpfo:batched",
+            "xpfo:batched-v8",
+        ] {
+            assert!(
+                sibling(d)
+                    .iter()
+                    .any(|v| v.what.contains("direct-map alias")),
+                "{d}"
+            );
         }
     }
 
     #[test]
     fn broken_deferred_variants_are_caught() {
-        for d in ["xpfo:broken-deferred-no-switch-flush", "xpfo:broken-pending-cleared-early", "xpfo:noflush"] {
+        for d in [
+            "xpfo:broken-deferred-no-switch-flush",
+            "xpfo:broken-pending-cleared-early",
+            "xpfo:noflush",
+        ] {
             let v = stale_alias_scenario(d);
-            assert!(v.iter().any(|w| w.contains("direct-map alias")), "{d}: {v:?}");
+            assert!(
+                v.iter().any(|w| w.contains("direct-map alias")),
+                "{d}: {v:?}"
+            );
         }
     }
 
@@ -322,10 +369,18 @@ mod tests {
         let child = k.fork(0, parent, "child").unwrap();
         k.rq[1].push_back(child);
         k.schedule(1);
-        assert_eq!(k.cpus[1].stats.counter(Counter::XpfoPendingExecuted), 1, "the child owes CPU 1 its parent's flush");
+        assert_eq!(
+            k.cpus[1].stats.counter(Counter::XpfoPendingExecuted),
+            1,
+            "the child owes CPU 1 its parent's flush"
+        );
         k.rq[0].push_back(child);
         k.schedule(0);
-        assert_eq!(k.cpus[0].stats.counter(Counter::XpfoPendingExecuted), 0, "CPU 0 flushed when the page was allocated");
+        assert_eq!(
+            k.cpus[0].stats.counter(Counter::XpfoPendingExecuted),
+            0,
+            "CPU 0 flushed when the page was allocated"
+        );
     }
 
     /// What v8 and v9 batching do differently with a page taken from a refilled per-CPU
@@ -334,7 +389,10 @@ mod tests {
     #[test]
     fn v8_and_v9_batching_differ_at_refill_and_free() {
         use crate::kernel::page_alloc::Gfp;
-        for (d, mapped_after_refill, flushes_again) in [("xpfo:batched", false, false), ("xpfo:batched-v8", true, true)] {
+        for (d, mapped_after_refill, flushes_again) in [
+            ("xpfo:batched", false, false),
+            ("xpfo:batched-v8", true, true),
+        ] {
             let m = machine::load("ivybridge-i5-3550").unwrap();
             let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
             let t = k.spawn("t", None);
@@ -342,12 +400,24 @@ mod tests {
             let flushes = |k: &Kernel| k.cpus[0].stats.counter(Counter::XpfoFlushes);
             let p = k.alloc_page(0, Gfp::UserAnon, Some(t)); // refills the empty list: one batch flush
             assert_eq!(flushes(&k), 1, "{d}");
-            assert_eq!(k.direct_map_present(p), mapped_after_refill, "{d}: alias present after the refill");
+            assert_eq!(
+                k.direct_map_present(p),
+                mapped_after_refill,
+                "{d}: alias present after the refill"
+            );
             k.free_page(0, p);
-            assert_eq!(k.direct_map_present(p), flushes_again, "{d}: alias mapped back at free");
+            assert_eq!(
+                k.direct_map_present(p),
+                flushes_again,
+                "{d}: alias mapped back at free"
+            );
             let q = k.alloc_page(0, Gfp::UserAnon, Some(t)); // LIFO: the same frame
             assert_eq!(q, p);
-            assert_eq!(flushes(&k), 1 + flushes_again as u64, "{d}: flush when the freed page is reallocated");
+            assert_eq!(
+                flushes(&k),
+                1 + flushes_again as u64,
+                "{d}: flush when the freed page is reallocated"
+            );
         }
     }
 }

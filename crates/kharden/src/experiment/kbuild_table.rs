@@ -10,6 +10,7 @@
 //! An experiment may also fit Linux's hard-IRQ path cost (`irq_path_cycles`, kernel software
 //! with no published count) to one row; it then applies to every row and machine.
 
+use super::Fit;
 use crate::defense;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, IRQ_PATH_CYCLES_ESTIMATE};
@@ -20,7 +21,6 @@ use crate::sim::{Counter, Time, TimeCategory};
 use crate::workload::kbuild::Make;
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::run::{Runner, Window};
-use super::Fit;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -65,9 +65,14 @@ impl Sensitivity {
     fn apply(&self, m: &MachineProfile) -> MachineProfile {
         let mut m = m.clone();
         let c = &mut m.costs;
-        c.interrupt_entry_cycles = (c.interrupt_entry_cycles as f64 * self.interrupt_entry_scale).round() as u32;
+        c.interrupt_entry_cycles =
+            (c.interrupt_entry_cycles as f64 * self.interrupt_entry_scale).round() as u32;
         let l = &mut c.ipi_latency_ns;
-        (l.same_core_ns, l.same_socket_ns, l.remote_socket_ns) = (l.same_core_ns * self.ipi_latency_scale, l.same_socket_ns * self.ipi_latency_scale, l.remote_socket_ns * self.ipi_latency_scale);
+        (l.same_core_ns, l.same_socket_ns, l.remote_socket_ns) = (
+            l.same_core_ns * self.ipi_latency_scale,
+            l.same_socket_ns * self.ipi_latency_scale,
+            l.remote_socket_ns * self.ipi_latency_scale,
+        );
         m
     }
 }
@@ -86,31 +91,57 @@ pub struct RowSpec {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment = toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment =
+        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
     let parameters: Vec<&str> = e.fit.iter().map(|f| f.parameter.as_str()).collect();
-    if !matches!(parameters.as_slice(), ["build_user_cycles"] | ["build_user_cycles", "irq_path_cycles"]) {
+    if !matches!(
+        parameters.as_slice(),
+        ["build_user_cycles"] | ["build_user_cycles", "irq_path_cycles"]
+    ) {
         return Err(Error::at(place, format!("[[fit]] parameters: expected \"build_user_cycles\", optionally followed by \"irq_path_cycles\", got {parameters:?}")));
     }
     for f in &e.fit {
         if !e.row.iter().any(|r| r.label == f.row) {
-            return Err(Error::at(place, format!("fit.row: no [[row]] labelled \"{}\"", f.row)));
+            return Err(Error::at(
+                place,
+                format!("fit.row: no [[row]] labelled \"{}\"", f.row),
+            ));
         }
     }
-    if !(e.warmup_ms >= 0.0 && e.warmup_ms <= 1000.0 && e.window_cpu_ms > 0.0 && e.window_cpu_ms <= 100_000.0) {
+    if !(e.warmup_ms >= 0.0
+        && e.warmup_ms <= 1000.0
+        && e.window_cpu_ms > 0.0
+        && e.window_cpu_ms <= 100_000.0)
+    {
         return Err(Error::at(place, "warmup_ms, window_cpu_ms: expected 0 <= warmup_ms <= 1000 and 0 < window_cpu_ms <= 100000"));
     }
     for s in &e.sensitivity {
         if !e.row.iter().any(|r| r.label == s.row) {
-            return Err(Error::at(place, format!("sensitivity.row: no [[row]] labelled \"{}\"", s.row)));
+            return Err(Error::at(
+                place,
+                format!("sensitivity.row: no [[row]] labelled \"{}\"", s.row),
+            ));
         }
-        if !(0.1..=100.0).contains(&s.interrupt_entry_scale) || !(0.1..=100.0).contains(&s.ipi_latency_scale) {
-            return Err(Error::at(place, "sensitivity: expected scales between 0.1 and 100"));
+        if !(0.1..=100.0).contains(&s.interrupt_entry_scale)
+            || !(0.1..=100.0).contains(&s.ipi_latency_scale)
+        {
+            return Err(Error::at(
+                place,
+                "sensitivity: expected scales between 0.1 and 100",
+            ));
         }
     }
     for r in &e.row {
-        defense::parse_list(&r.defense).map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
+        defense::parse_list(&r.defense)
+            .map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
         if r.jobs == 0 || r.jobs > 4096 {
-            return Err(Error::at(place, format!("row \"{}\": jobs: expected 1..4096, got {}", r.label, r.jobs)));
+            return Err(Error::at(
+                place,
+                format!(
+                    "row \"{}\": jobs: expected 1..4096, got {}",
+                    r.label, r.jobs
+                ),
+            ));
         }
     }
     Ok(e)
@@ -147,32 +178,71 @@ pub struct Sampling {
 }
 
 /// Simulates the build's steady state on `m` under `defenses`.
-pub fn simulate(m: &MachineProfile, defenses: &str, jobs: u32, profile: &JobProfile, extra: f64, sampling: Sampling) -> Result<Measured> {
+pub fn simulate(
+    m: &MachineProfile,
+    defenses: &str,
+    jobs: u32,
+    profile: &JobProfile,
+    extra: f64,
+    sampling: Sampling,
+) -> Result<Measured> {
     simulate_with(m, defenses, &[], jobs, profile, extra, sampling)
 }
 
 /// simulate() with defenses from other crates available.
-pub fn simulate_with(m: &MachineProfile, defenses: &str, extensions: &[defense::Extension], jobs: u32, profile: &JobProfile, extra: f64, sampling: Sampling) -> Result<Measured> {
-    let mut k = Kernel::boot(m.clone(), defense::parse_list_with(defenses, Some(m), extensions)?);
+pub fn simulate_with(
+    m: &MachineProfile,
+    defenses: &str,
+    extensions: &[defense::Extension],
+    jobs: u32,
+    profile: &JobProfile,
+    extra: f64,
+    sampling: Sampling,
+) -> Result<Measured> {
+    let mut k = Kernel::boot(
+        m.clone(),
+        defense::parse_list_with(defenses, Some(m), extensions)?,
+    );
     k.config.irq_path_cycles = sampling.irq_path_cycles;
     // Enough jobs that make never runs dry in the window.
-    let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), sampling.seed);
+    let mut r = Runner::new(
+        k,
+        Make::program(profile.spec(extra), jobs, u64::MAX),
+        sampling.seed,
+    );
     let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
     if let Some(v) = r.k.violations.first() {
-        return Err(Error::new(format!("{defenses} on {}: security oracle violation: {}", m.name, v.what)));
+        return Err(Error::new(format!(
+            "{defenses} on {}: security oracle violation: {}",
+            m.name, v.what
+        )));
     }
     let user_work_cycles = window.tasks.time(TimeCategory::User).secs() * m.cpu.frequency_ghz * 1e9;
     if user_work_cycles <= 0.0 {
-        return Err(Error::new(format!("{defenses} on {}: no user work in the window; lengthen window_ms", m.name)));
+        return Err(Error::new(format!(
+            "{defenses} on {}: no user work in the window; lengthen window_ms",
+            m.name
+        )));
     }
-    Ok(Measured { label: String::new(), machine: m.clone(), window, user_work_cycles })
+    Ok(Measured {
+        label: String::new(),
+        machine: m.clone(),
+        window,
+        user_work_cycles,
+    })
 }
 
 /// Extra kernel cycles per "other" syscall that make the unhardened build's kernel work
 /// per user cycle equal the recording's, on machine `m`.
-pub fn calibrate(m: &MachineProfile, jobs: u32, profile: &JobProfile, sampling: Sampling) -> Result<(f64, String)> {
+pub fn calibrate(
+    m: &MachineProfile,
+    jobs: u32,
+    profile: &JobProfile,
+    sampling: Sampling,
+) -> Result<(f64, String)> {
     let base = simulate(m, "none", jobs, profile, 0.0, sampling)?;
-    let modelled = base.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9 / base.user_work_cycles;
+    let modelled =
+        base.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9 / base.user_work_cycles;
     let target = profile.system_cycles() / profile.user_cycles();
     let spec = profile.spec(0.0);
     let other_per_user_cycle = spec.other_syscalls / spec.user_cycles;
@@ -195,23 +265,46 @@ struct Rows<'a> {
 
 impl Rows<'_> {
     fn sampling(&self, r: &RowSpec, irq_path_cycles: f64) -> Sampling {
-        Sampling { warmup_ms: self.e.warmup_ms, window_ms: self.e.window_cpu_ms / r.jobs as f64, seed: 1, irq_path_cycles }
+        Sampling {
+            warmup_ms: self.e.warmup_ms,
+            window_ms: self.e.window_cpu_ms / r.jobs as f64,
+            seed: 1,
+            irq_path_cycles,
+        }
     }
 
-    fn measure(&mut self, r: &RowSpec, m: &MachineProfile, irq_path_cycles: f64) -> Result<Measured> {
+    fn measure(
+        &mut self,
+        r: &RowSpec,
+        m: &MachineProfile,
+        irq_path_cycles: f64,
+    ) -> Result<Measured> {
         let sampling = self.sampling(r, irq_path_cycles);
         let key = (r.machine.clone(), r.jobs, irq_path_cycles.to_bits());
         if !self.calibration.contains_key(&key) {
             let calibrated = calibrate(m, r.jobs, &self.profile, sampling)?;
             self.calibration.insert(key.clone(), calibrated);
         }
-        let mut one = simulate(m, &r.defense, r.jobs, &self.profile, self.calibration[&key].0, sampling)?;
+        let mut one = simulate(
+            m,
+            &r.defense,
+            r.jobs,
+            &self.profile,
+            self.calibration[&key].0,
+            sampling,
+        )?;
         one.label = r.label.clone();
         Ok(one)
     }
 
     fn row(&mut self, label: &str, irq_path_cycles: f64) -> Result<Measured> {
-        let r = self.e.row.iter().find(|r| r.label == label).expect("fit rows are checked by parse").clone();
+        let r = self
+            .e
+            .row
+            .iter()
+            .find(|r| r.label == label)
+            .expect("fit rows are checked by parse")
+            .clone();
         let m = self.machines[&r.machine].clone();
         self.measure(&r, &m, irq_path_cycles)
     }
@@ -219,15 +312,25 @@ impl Rows<'_> {
     /// The IRQ path cost at which `label`'s row, scaled by `build_user_cycles`, gives its
     /// published figure: secant steps on a cost the row's time grows with almost linearly.
     fn fit_irq_path(&mut self, label: &str, build_user_cycles: f64) -> Result<f64> {
-        let published = self.e.row.iter().find(|r| r.label == label).expect("checked").published;
-        let error = |rows: &mut Self, v: f64| -> Result<f64> { Ok(rows.row(label, v)?.system_per_user_cycle() * build_user_cycles / published - 1.0) };
+        let published = self
+            .e
+            .row
+            .iter()
+            .find(|r| r.label == label)
+            .expect("checked")
+            .published;
+        let error = |rows: &mut Self, v: f64| -> Result<f64> {
+            Ok(rows.row(label, v)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
+        };
         let (mut a, mut b) = (IRQ_PATH_CYCLES_ESTIMATE, 4.0 * IRQ_PATH_CYCLES_ESTIMATE);
         let (mut fa, mut fb) = (error(self, a)?, error(self, b)?);
         for _ in 0..8 {
             if fb.abs() < 0.002 || fb == fa {
                 break;
             }
-            let next = (b - fb * (b - a) / (fb - fa)).clamp(0.0, 100.0 * IRQ_PATH_CYCLES_ESTIMATE).round();
+            let next = (b - fb * (b - a) / (fb - fa))
+                .clamp(0.0, 100.0 * IRQ_PATH_CYCLES_ESTIMATE)
+                .round();
             (a, fa) = (b, fb);
             b = next;
             fb = error(self, b)?;
@@ -243,13 +346,26 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
             machines.insert(r.machine.clone(), machine::load(&r.machine)?);
         }
     }
-    let mut rows = Rows { e, profile: JobProfile::builtin(), machines, calibration: BTreeMap::new() };
+    let mut rows = Rows {
+        e,
+        profile: JobProfile::builtin(),
+        machines,
+        calibration: BTreeMap::new(),
+    };
     let base_label = e.fit[0].row.clone();
-    let base_published = e.row.iter().find(|r| r.label == base_label).expect("checked").published;
+    let base_published = e
+        .row
+        .iter()
+        .find(|r| r.label == base_label)
+        .expect("checked")
+        .published;
     let mut fitted = vec![];
     let mut irq_path_cycles = IRQ_PATH_CYCLES_ESTIMATE;
     if let Some(f) = e.fit.get(1) {
-        let build_user_cycles = base_published / rows.row(&base_label, irq_path_cycles)?.system_per_user_cycle();
+        let build_user_cycles = base_published
+            / rows
+                .row(&base_label, irq_path_cycles)?
+                .system_per_user_cycle();
         irq_path_cycles = rows.fit_irq_path(&f.row, build_user_cycles)?;
         fitted.push(format!(
             "irq_path_cycles = {irq_path_cycles:.0} (Linux's hard-IRQ path beyond exception entry, every machine; estimate before fitting {IRQ_PATH_CYCLES_ESTIMATE:.0}), fitted to \"{}\"",
@@ -270,7 +386,13 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         .iter()
         .zip(&measured)
         .map(|(r, m)| {
-            let mut row = Row::compared(&r.label, "s", r.published, m.system_per_user_cycle() * build_user_cycles, e.tolerance_pct);
+            let mut row = Row::compared(
+                &r.label,
+                "s",
+                r.published,
+                m.system_per_user_cycle() * build_user_cycles,
+                e.tolerance_pct,
+            );
             row.known_miss = r.known_miss.clone();
             row
         })
@@ -282,10 +404,22 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         let sampling = rows.sampling(r, irq_path_cycles);
         let extra = rows.calibration[&(r.machine.clone(), r.jobs, irq_path_cycles.to_bits())].0;
         let one = simulate(&m, &r.defense, r.jobs, &rows.profile, extra, sampling)?;
-        let label = format!("what if: {} with interrupt entry x{} and IPI delivery x{}", r.label, sens.interrupt_entry_scale, sens.ipi_latency_scale);
-        predictions.push(Row::predicted(&label, "s", one.system_per_user_cycle() * build_user_cycles));
+        let label = format!(
+            "what if: {} with interrupt entry x{} and IPI delivery x{}",
+            r.label, sens.interrupt_entry_scale, sens.ipi_latency_scale
+        );
+        predictions.push(Row::predicted(
+            &label,
+            "s",
+            one.system_per_user_cycle() * build_user_cycles,
+        ));
     }
-    let mut notes: Vec<String> = rows.calibration.iter().filter(|(k, _)| k.2 == irq_path_cycles.to_bits()).map(|(_, (_, note))| note.clone()).collect();
+    let mut notes: Vec<String> = rows
+        .calibration
+        .iter()
+        .filter(|(k, _)| k.2 == irq_path_cycles.to_bits())
+        .map(|(_, (_, note))| note.clone())
+        .collect();
     notes.push(EVENT_COLUMNS.to_string());
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work", e.warmup_ms, e.window_cpu_ms));
     notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());
@@ -296,7 +430,12 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
-        breakdowns: breakdown(&e.title, &measured, build_user_cycles, rows.profile.user_cycles()),
+        breakdowns: breakdown(
+            &e.title,
+            &measured,
+            build_user_cycles,
+            rows.profile.user_cycles(),
+        ),
         notes,
     })
 }
@@ -305,7 +444,12 @@ const EVENT_COLUMNS: &str = "events: local one/all = nr_tlb_local_flush_one/all,
 
 /// Where each row's system time goes, scaled to the whole build, and the events behind it
 /// per compile job (named like Linux's vmstat counters where Linux has one).
-pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per_job_user_cycles: f64) -> Vec<Table> {
+pub fn breakdown(
+    title: &str,
+    measured: &[Measured],
+    build_user_cycles: f64,
+    per_job_user_cycles: f64,
+) -> Vec<Table> {
     let cats = [
         TimeCategory::Kernel,
         TimeCategory::InterruptEntry,
@@ -330,11 +474,17 @@ pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per
     let mut header = vec!["row", "system s"];
     header.extend(cats.iter().map(|c| c.name()));
     header.push("user-tlb-refill");
-    let mut time = Table::new(format!("{title}: system time by category, seconds for the whole build"), &header);
+    let mut time = Table::new(
+        format!("{title}: system time by category, seconds for the whole build"),
+        &header,
+    );
     let mut header = vec!["row"];
     header.extend(events.iter().map(|(name, _)| *name));
     header.push("splits");
-    let mut counts = Table::new(format!("{title}: events per compile job (IPI handlers on idle CPUs included)"), &header);
+    let mut counts = Table::new(
+        format!("{title}: events per compile job (IPI handlers on idle CPUs included)"),
+        &header,
+    );
     for m in measured {
         let scale = build_user_cycles / m.user_work_cycles;
         let jobs_in_window = m.user_work_cycles / per_job_user_cycles;
@@ -344,12 +494,25 @@ pub fn breakdown(title: &str, measured: &[Measured], build_user_cycles: f64, per
             a.merge(&m.window.idle);
             a
         };
-        let mut row = vec![m.label.clone(), format!("{:.1}", s.system_time().secs() * scale)];
-        row.extend(cats.iter().map(|&c| format!("{:.1}", s.time(c).secs() * scale)));
-        row.push(format!("{:.1}", s.time(TimeCategory::UserTlbRefill).secs() * scale));
+        let mut row = vec![
+            m.label.clone(),
+            format!("{:.1}", s.system_time().secs() * scale),
+        ];
+        row.extend(
+            cats.iter()
+                .map(|&c| format!("{:.1}", s.time(c).secs() * scale)),
+        );
+        row.push(format!(
+            "{:.1}",
+            s.time(TimeCategory::UserTlbRefill).secs() * scale
+        ));
         time.push(row);
         let mut row = vec![m.label.clone()];
-        row.extend(events.iter().map(|&(_, c)| format!("{:.0}", all.counter(c) as f64 / jobs_in_window)));
+        row.extend(
+            events
+                .iter()
+                .map(|&(_, c)| format!("{:.0}", all.counter(c) as f64 / jobs_in_window)),
+        );
         row.push(format!("{}", all.counter(Counter::DirectMapSplits)));
         counts.push(row);
     }
@@ -392,11 +555,34 @@ published = 1600.0
 
     #[test]
     fn build_user_cycles_comes_first_and_irq_path_cycles_may_follow() {
-        assert_eq!(parse("t.toml", &with_fits(&[("build_user_cycles", "base")])).unwrap().fit.len(), 1);
-        assert_eq!(parse("t.toml", &with_fits(&[("build_user_cycles", "base"), ("irq_path_cycles", "xpfo")])).unwrap().fit.len(), 2);
-        for bad in [vec![("irq_path_cycles", "xpfo")], vec![], vec![("build_user_cycles", "base"), ("ipi_latency", "xpfo")], vec![("build_user_cycles", "nope")]] {
+        assert_eq!(
+            parse("t.toml", &with_fits(&[("build_user_cycles", "base")]))
+                .unwrap()
+                .fit
+                .len(),
+            1
+        );
+        assert_eq!(
+            parse(
+                "t.toml",
+                &with_fits(&[("build_user_cycles", "base"), ("irq_path_cycles", "xpfo")])
+            )
+            .unwrap()
+            .fit
+            .len(),
+            2
+        );
+        for bad in [
+            vec![("irq_path_cycles", "xpfo")],
+            vec![],
+            vec![("build_user_cycles", "base"), ("ipi_latency", "xpfo")],
+            vec![("build_user_cycles", "nope")],
+        ] {
             let err = parse("t.toml", &with_fits(&bad)).unwrap_err().to_string();
-            assert!(err.starts_with("t.toml") && !err.contains('\n'), "{bad:?}: {err}");
+            assert!(
+                err.starts_with("t.toml") && !err.contains('\n'),
+                "{bad:?}: {err}"
+            );
         }
     }
 }

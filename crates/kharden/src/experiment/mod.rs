@@ -40,7 +40,8 @@ fn kind_of(place: &str, text: &str) -> Result<String> {
         #[serde(flatten)]
         _rest: toml::Table,
     }
-    let probe: Probe = toml::from_str(text).map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
+    let probe: Probe = toml::from_str(text)
+        .map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
     Ok(probe.kind.kind)
 }
 
@@ -49,16 +50,27 @@ pub fn run_text(place: &str, text: &str) -> Result<Reproduction> {
     match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?),
-        other => Err(Error::at(place, format!("kind: expected \"syscall-table\" or \"kbuild-table\", got \"{other}\""))),
+        other => Err(Error::at(
+            place,
+            format!("kind: expected \"syscall-table\" or \"kbuild-table\", got \"{other}\""),
+        )),
     }
 }
 
 pub fn source_text(name: &str) -> Option<&'static str> {
-    embedded::EXPERIMENT_FILES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+    embedded::EXPERIMENT_FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
 }
 
 /// Runs the named experiment.
 pub fn reproduce(name: &str) -> Result<Reproduction> {
-    let text = source_text(name).ok_or_else(|| Error::new(format!("unknown experiment '{name}': expected one of {}", names().join(", "))))?;
+    let text = source_text(name).ok_or_else(|| {
+        Error::new(format!(
+            "unknown experiment '{name}': expected one of {}",
+            names().join(", ")
+        ))
+    })?;
     run_text(&format!("experiments/{name}.toml"), text)
 }

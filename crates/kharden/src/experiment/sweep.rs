@@ -10,7 +10,11 @@ use crate::workload::kbuild_profile::JobProfile;
 use serde::Serialize;
 
 /// The configurations every point runs; the first is the baseline.
-pub const CONFIGS: &[(&str, &str)] = &[("baseline", "pti:linux"), ("xpfo", "pti:linux,xpfo:immediate"), ("xpfo+deferred", "pti:linux,xpfo:deferred")];
+pub const CONFIGS: &[(&str, &str)] = &[
+    ("baseline", "pti:linux"),
+    ("xpfo", "pti:linux,xpfo:immediate"),
+    ("xpfo+deferred", "pti:linux,xpfo:deferred"),
+];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Point {
@@ -30,17 +34,23 @@ pub fn scaled(base: &MachineProfile, cpus: u32) -> Result<MachineProfile> {
     let t = &base.topology;
     let per_socket = t.cores_per_socket * t.threads_per_core;
     if cpus == 0 || cpus % t.threads_per_core != 0 {
-        return Err(Error::new(format!("--cpus: {cpus} is not a multiple of {}'s {} threads per core", base.name, t.threads_per_core)));
+        return Err(Error::new(format!(
+            "--cpus: {cpus} is not a multiple of {}'s {} threads per core",
+            base.name, t.threads_per_core
+        )));
     }
     // The fewest sockets that hold the threads and split them evenly.
     let cores_total = cpus / t.threads_per_core;
-    let sockets = (cpus.div_ceil(per_socket).max(1)..=cores_total).find(|s| cores_total % s == 0).unwrap_or(1);
+    let sockets = (cpus.div_ceil(per_socket).max(1)..=cores_total)
+        .find(|s| cores_total % s == 0)
+        .unwrap_or(1);
     let cores = cores_total / sockets;
     let mut m = base.clone();
     m.name = format!("{}-x{cpus}", base.name);
     m.topology.sockets = sockets;
     m.topology.cores_per_socket = cores;
-    m.validate().map_err(|e| Error::new(format!("{}: {e}", m.name)))?;
+    m.validate()
+        .map_err(|e| Error::new(format!("{}: {e}", m.name)))?;
     Ok(m)
 }
 
@@ -49,21 +59,38 @@ pub fn jobs_for(cpus: u32) -> u32 {
     (cpus * 5).div_ceil(8).max(1)
 }
 
-pub fn run(families: &[MachineProfile], cpus: &[u32], window_cpu_ms: f64, irq_path_cycles: f64) -> Result<Vec<Point>> {
+pub fn run(
+    families: &[MachineProfile],
+    cpus: &[u32],
+    window_cpu_ms: f64,
+    irq_path_cycles: f64,
+) -> Result<Vec<Point>> {
     let profile = JobProfile::builtin();
     let mut points = vec![];
     for base in families {
         for &n in cpus {
             let m = scaled(base, n)?;
             let jobs = jobs_for(n);
-            let sampling = Sampling { warmup_ms: 4.0, window_ms: window_cpu_ms / jobs as f64, seed: 1, irq_path_cycles };
+            let sampling = Sampling {
+                warmup_ms: 4.0,
+                window_ms: window_cpu_ms / jobs as f64,
+                seed: 1,
+                irq_path_cycles,
+            };
             let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;
             let mut baseline = None;
             for (label, defenses) in CONFIGS {
                 let r = simulate(&m, defenses, jobs, &profile, extra, sampling)?;
                 let per_job = r.system_per_user_cycle() * profile.user_cycles() * 1e3;
                 let base_value = *baseline.get_or_insert(per_job);
-                points.push(Point { family: base.name.clone(), cpus: n, jobs, config: label.to_string(), system_ms_per_job: per_job, ratio: per_job / base_value });
+                points.push(Point {
+                    family: base.name.clone(),
+                    cpus: n,
+                    jobs,
+                    config: label.to_string(),
+                    system_ms_per_job: per_job,
+                    ratio: per_job / base_value,
+                });
             }
         }
     }
@@ -71,9 +98,26 @@ pub fn run(families: &[MachineProfile], cpus: &[u32], window_cpu_ms: f64, irq_pa
 }
 
 pub fn table(points: &[Point]) -> Table {
-    let mut t = Table::new("system time per compile job (ms), and relative to the baseline", &["family", "cpus", "make -j", "config", "system ms/job", "x baseline"]);
+    let mut t = Table::new(
+        "system time per compile job (ms), and relative to the baseline",
+        &[
+            "family",
+            "cpus",
+            "make -j",
+            "config",
+            "system ms/job",
+            "x baseline",
+        ],
+    );
     for p in points {
-        t.push(vec![p.family.clone(), p.cpus.to_string(), p.jobs.to_string(), p.config.clone(), format!("{:.1}", p.system_ms_per_job), format!("{:.2}", p.ratio)]);
+        t.push(vec![
+            p.family.clone(),
+            p.cpus.to_string(),
+            p.jobs.to_string(),
+            p.config.clone(),
+            format!("{:.1}", p.system_ms_per_job),
+            format!("{:.2}", p.ratio),
+        ]);
     }
     t
 }
@@ -85,7 +129,10 @@ mod tests {
     fn scaling_keeps_smt_and_adds_sockets() {
         let base = crate::machine::load("xeon-platinum-8160").unwrap();
         let m = scaled(&base, 4).unwrap();
-        assert_eq!((m.topology.sockets, m.topology.cores_per_socket, m.threads()), (1, 2, 4));
+        assert_eq!(
+            (m.topology.sockets, m.topology.cores_per_socket, m.threads()),
+            (1, 2, 4)
+        );
         let m = scaled(&base, 256).unwrap();
         assert_eq!(m.threads(), 256);
         assert!(m.topology.sockets >= 3);

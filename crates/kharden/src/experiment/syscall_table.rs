@@ -1,6 +1,8 @@
 //! Syscall-latency tables (seed 003): rows of (machine, defenses) running a syscall loop,
 //! compared with published ns per call.
 
+use super::Fit;
+use crate::defense;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
@@ -8,8 +10,6 @@ use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
 use crate::workload::syscall_loop::{LoopResult, SyscallLoop};
-use crate::defense;
-use super::Fit;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -56,20 +56,31 @@ pub struct PredictionSpec {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment = toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment =
+        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
     if let Some(fit) = &e.fit {
         if fit.parameter != "syscall_work_cycles" {
-            return Err(Error::at(place, format!("fit.parameter: expected \"syscall_work_cycles\", got \"{}\"", fit.parameter)));
+            return Err(Error::at(
+                place,
+                format!(
+                    "fit.parameter: expected \"syscall_work_cycles\", got \"{}\"",
+                    fit.parameter
+                ),
+            ));
         }
         if !e.row.iter().any(|r| r.label == fit.row) {
-            return Err(Error::at(place, format!("fit.row: no [[row]] labelled \"{}\"", fit.row)));
+            return Err(Error::at(
+                place,
+                format!("fit.row: no [[row]] labelled \"{}\"", fit.row),
+            ));
         }
     }
     if e.iterations == 0 {
         return Err(Error::at(place, "iterations: expected a positive number"));
     }
     for r in &e.row {
-        defense::parse_list(&r.defense).map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
+        defense::parse_list(&r.defense)
+            .map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
     }
     Ok(e)
 }
@@ -82,7 +93,13 @@ pub struct Measured {
 }
 
 /// Simulates `syscall` under `defenses` on `machine` with the handler's work set to `work`.
-pub fn simulate(machine: &MachineProfile, defenses: &str, syscall: &str, work: Option<f64>, iterations: u64) -> Result<LoopResult> {
+pub fn simulate(
+    machine: &MachineProfile,
+    defenses: &str,
+    syscall: &str,
+    work: Option<f64>,
+    iterations: u64,
+) -> Result<LoopResult> {
     let mut k = Kernel::boot(machine.clone(), defense::parse_list(defenses)?);
     let mut lp = SyscallLoop::new(syscall, iterations)?;
     if let Some(w) = work {
@@ -90,7 +107,10 @@ pub fn simulate(machine: &MachineProfile, defenses: &str, syscall: &str, work: O
     }
     let r = lp.run(&mut k)?;
     if let Some(v) = k.violations.first() {
-        return Err(Error::new(format!("{} on {}: security oracle violation: {}", defenses, machine.name, v.what)));
+        return Err(Error::new(format!(
+            "{} on {}: security oracle violation: {}",
+            defenses, machine.name, v.what
+        )));
     }
     Ok(r)
 }
@@ -111,12 +131,19 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         Some(fit) => {
             let row = e.row.iter().find(|r| r.label == fit.row).unwrap();
             let m = machine_for(&row.machine)?;
-            let zero = simulate(&m, &row.defense, &e.syscall, Some(0.0), e.iterations)?.ns_per_iteration();
+            let zero =
+                simulate(&m, &row.defense, &e.syscall, Some(0.0), e.iterations)?.ns_per_iteration();
             let w = (row.published - zero) * m.cpu.frequency_ghz;
             if w < 0.0 {
-                return Err(Error::new(format!("{}: fit impossible: the model alone already takes {zero:.1} ns > published {}", e.name, row.published)));
+                return Err(Error::new(format!(
+                    "{}: fit impossible: the model alone already takes {zero:.1} ns > published {}",
+                    e.name, row.published
+                )));
             }
-            fitted.push(format!("{} = {w:.0} cycles ({} handler work, fitted to \"{}\" = {} ns)", fit.parameter, e.syscall, fit.row, row.published));
+            fitted.push(format!(
+                "{} = {w:.0} cycles ({} handler work, fitted to \"{}\" = {} ns)",
+                fit.parameter, e.syscall, fit.row, row.published
+            ));
             Some(w)
         }
     };
@@ -125,10 +152,20 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     for r in &e.row {
         let m = machine_for(&r.machine)?;
         let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations)?;
-        let mut row = Row::compared(&r.label, "ns", r.published, res.ns_per_iteration(), e.tolerance_pct);
+        let mut row = Row::compared(
+            &r.label,
+            "ns",
+            r.published,
+            res.ns_per_iteration(),
+            e.tolerance_pct,
+        );
         row.known_miss = r.known_miss.clone();
         rows.push(row);
-        measured.push(Measured { label: r.label.clone(), machine: m, result: res });
+        measured.push(Measured {
+            label: r.label.clone(),
+            machine: m,
+            result: res,
+        });
     }
     let mut predictions = vec![];
     let mut notes = vec![];
@@ -143,8 +180,16 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         let syscall = p.syscall.as_deref().unwrap_or(&e.syscall);
         let w = if syscall == e.syscall { work } else { None };
         let res = simulate(&m, &p.defense, syscall, w, e.iterations)?;
-        predictions.push(Row::predicted(&format!("{} [{}]", p.label, m.name), "ns", res.ns_per_iteration()));
-        measured.push(Measured { label: format!("{} (prediction)", p.label), machine: m, result: res });
+        predictions.push(Row::predicted(
+            &format!("{} [{}]", p.label, m.name),
+            "ns",
+            res.ns_per_iteration(),
+        ));
+        measured.push(Measured {
+            label: format!("{} (prediction)", p.label),
+            machine: m,
+            result: res,
+        });
     }
     notes.push("work cycles of syscalls other than the fitted one are estimates (kernel/syscall.rs), not reproduction targets".into());
     Ok(Reproduction {
@@ -174,15 +219,30 @@ pub fn breakdown(title: &str, measured: &[Measured]) -> Table {
     let mut header = vec!["configuration", "ns/iter"];
     header.extend(cats.iter().map(|c| c.name()));
     header.extend(["walks/iter", "cr3 flush/iter", "cr3 noflush/iter"]);
-    let mut t = Table::new(format!("{title}: time per iteration (ns) by category"), &header);
+    let mut t = Table::new(
+        format!("{title}: time per iteration (ns) by category"),
+        &header,
+    );
     for m in measured {
         let r = &m.result;
         let n = r.iterations as f64;
         let mut row = vec![m.label.clone(), format!("{:.1}", r.ns_per_iteration())];
-        row.extend(cats.iter().map(|&c| format!("{:.1}", r.stats.time(c).ns() / n)));
-        row.push(format!("{:.2}", r.stats.counter(Counter::PageWalks) as f64 / n));
-        row.push(format!("{:.2}", r.stats.counter(Counter::Cr3WriteFlush) as f64 / n));
-        row.push(format!("{:.2}", r.stats.counter(Counter::Cr3WriteNoflush) as f64 / n));
+        row.extend(
+            cats.iter()
+                .map(|&c| format!("{:.1}", r.stats.time(c).ns() / n)),
+        );
+        row.push(format!(
+            "{:.2}",
+            r.stats.counter(Counter::PageWalks) as f64 / n
+        ));
+        row.push(format!(
+            "{:.2}",
+            r.stats.counter(Counter::Cr3WriteFlush) as f64 / n
+        ));
+        row.push(format!(
+            "{:.2}",
+            r.stats.counter(Counter::Cr3WriteNoflush) as f64 / n
+        ));
         t.push(row);
     }
     t

@@ -40,7 +40,10 @@ impl AsidState {
 
     /// Records that slot `asid` now holds (mm, ctx_id) at generation `tlb_gen` and is loaded.
     pub fn load(&mut self, asid: usize, mm: MmId, ctx_id: u64, tlb_gen: u64) {
-        self.slots[asid] = Slot { ctx: Some((mm, ctx_id)), tlb_gen };
+        self.slots[asid] = Slot {
+            ctx: Some((mm, ctx_id)),
+            tlb_gen,
+        };
         self.loaded_mm = Some(mm);
         self.loaded_asid = asid;
         self.is_lazy = false;
@@ -79,8 +82,16 @@ mod tests {
         let (s1, _) = a.choose(8, 2, 1);
         a.load(s1, 8, 2, 1);
         assert_eq!(a.choose(7, 1, 1), (s0, false), "back to mm 7: no flush");
-        assert_eq!(a.choose(7, 1, 2), (s0, true), "mm 7 flushed meanwhile: flush");
-        assert_ne!(a.choose(7, 9, 1).0, s0, "same mm id, new ctx_id: a new slot");
+        assert_eq!(
+            a.choose(7, 1, 2),
+            (s0, true),
+            "mm 7 flushed meanwhile: flush"
+        );
+        assert_ne!(
+            a.choose(7, 9, 1).0,
+            s0,
+            "same mm id, new ctx_id: a new slot"
+        );
     }
     #[test]
     fn slots_are_recycled_round_robin() {

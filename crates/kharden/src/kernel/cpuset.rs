@@ -8,7 +8,9 @@ pub struct CpuSet {
 
 impl CpuSet {
     pub fn new(cpus: usize) -> CpuSet {
-        CpuSet { words: vec![0; cpus.div_ceil(64)] }
+        CpuSet {
+            words: vec![0; cpus.div_ceil(64)],
+        }
     }
     pub fn all(cpus: usize) -> CpuSet {
         let mut s = CpuSet::new(cpus);
@@ -24,7 +26,9 @@ impl CpuSet {
         self.words[cpu / 64] &= !(1 << (cpu % 64));
     }
     pub fn contains(&self, cpu: usize) -> bool {
-        self.words.get(cpu / 64).is_some_and(|w| w & (1 << (cpu % 64)) != 0)
+        self.words
+            .get(cpu / 64)
+            .is_some_and(|w| w & (1 << (cpu % 64)) != 0)
     }
     pub fn is_empty(&self) -> bool {
         self.words.iter().all(|&w| w == 0)

@@ -5,7 +5,7 @@
 
 use super::layout::direct_map;
 use super::{CpuId, Kernel};
-use crate::arch::x86::{paging, PageSize, PhysAddr, Pfn, Pte, PteFlags, VirtAddr};
+use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, Pte, PteFlags, VirtAddr};
 use crate::sim::{Counter, TimeCategory};
 
 /// Cycles of one set_kpte(): lookup_address() walk of the kernel tables and the PTE update.
@@ -27,15 +27,22 @@ impl Kernel {
     pub fn set_direct_map_entry(&mut self, cpu: CpuId, pfn: Pfn, present: bool) -> u32 {
         let va = self.direct_map_addr(pfn);
         let mut splits = 0;
-        while let Some(leaf) = paging::translate(&self.mem, self.kernel_root, va).filter(|l| l.size != PageSize::Size4K) {
+        while let Some(leaf) = paging::translate(&self.mem, self.kernel_root, va)
+            .filter(|l| l.size != PageSize::Size4K)
+        {
             self.split_large(va, leaf.size, leaf.page, leaf.flags);
             self.cpus[cpu].stats.count(Counter::DirectMapSplits);
             self.compute(cpu, SPLIT_CYCLES, TimeCategory::DirectMap);
             splits += 1;
         }
-        let flags = PteFlags::KERNEL_DATA.with_global(self.config.global_kernel == super::KernelGlobal::All);
+        let flags = PteFlags::KERNEL_DATA
+            .with_global(self.config.global_kernel == super::KernelGlobal::All);
         let table = self.pte_table_of(va);
-        let pte = if present { Pte::leaf(pfn.addr(), PageSize::Size4K, flags) } else { Pte::EMPTY };
+        let pte = if present {
+            Pte::leaf(pfn.addr(), PageSize::Size4K, flags)
+        } else {
+            Pte::EMPTY
+        };
         self.mem.write(table, va.index(1), pte);
         self.compute(cpu, SET_KPTE_CYCLES, TimeCategory::DirectMap);
         splits
@@ -63,10 +70,12 @@ impl Kernel {
         let table = self.mem.alloc_table(node);
         for i in 0..512u64 {
             let pa = PhysAddr(page.0 + i * smaller.bytes());
-            self.mem.write(table, i as usize, Pte::leaf(pa, smaller, flags));
+            self.mem
+                .write(table, i as usize, Pte::leaf(pa, smaller, flags));
         }
         let parent = self.table_at_level(va, level);
-        self.mem.write(parent, va.index(level), Pte::table(table, false));
+        self.mem
+            .write(parent, va.index(level), Pte::table(table, false));
     }
 
     /// The page-table page holding `va`'s entry at `level` (4 = PML4) in the kernel tables.

@@ -17,16 +17,29 @@ impl Kernel {
 
     /// User-mode work: `cycles` of computation touching `touches` (addresses in the task's
     /// address space). A touch of an unpopulated page of an mmap()ed region takes a page fault.
-    pub fn user_work(&mut self, cpu: CpuId, cycles: f64, touches: &[(VirtAddr, Access)]) -> Result<()> {
+    pub fn user_work(
+        &mut self,
+        cpu: CpuId,
+        cycles: f64,
+        touches: &[(VirtAddr, Access)],
+    ) -> Result<()> {
         debug_assert!(self.cpus[cpu].user_mode);
         for &(va, access) in touches {
             match self.touch(cpu, va, access) {
                 Ok(_) => {}
                 Err(Fault::NotPresent(_)) if self.in_vma(cpu, va) => {
                     self.page_fault(cpu, va)?;
-                    self.touch(cpu, va, access).map_err(|f| Error::new(format!("user access {va} still faults after the fault handler: {f:?}")))?;
+                    self.touch(cpu, va, access).map_err(|f| {
+                        Error::new(format!(
+                            "user access {va} still faults after the fault handler: {f:?}"
+                        ))
+                    })?;
                 }
-                Err(f) => return Err(Error::new(format!("user access {va} ({access:?}) faults: {f:?}"))),
+                Err(f) => {
+                    return Err(Error::new(format!(
+                        "user access {va} ({access:?}) faults: {f:?}"
+                    )))
+                }
             }
         }
         self.compute(cpu, cycles, TimeCategory::User);
@@ -34,7 +47,10 @@ impl Kernel {
     }
 
     fn in_vma(&self, cpu: CpuId, va: VirtAddr) -> bool {
-        self.mms[self.current_mm(cpu)].vmas.iter().any(|&(s, pages)| va >= s && va.0 < s.0 + pages * 4096)
+        self.mms[self.current_mm(cpu)]
+            .vmas
+            .iter()
+            .any(|&(s, pages)| va >= s && va.0 < s.0 + pages * 4096)
     }
 
     /// A system call from user mode: SYSCALL, entry hooks, the path's touches and work, its
@@ -54,7 +70,9 @@ impl Kernel {
     fn kernel_touches(&mut self, cpu: CpuId, touches: &[KTouch], path: &str) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
-            self.touch(cpu, va, access).map_err(|f| Error::new(format!("kernel fault in {path} at {va} ({t:?}): {f:?}")))?;
+            self.touch(cpu, va, access).map_err(|f| {
+                Error::new(format!("kernel fault in {path} at {va} ({t:?}): {f:?}"))
+            })?;
         }
         Ok(())
     }
@@ -67,12 +85,22 @@ impl Kernel {
             KTouch::Rodata(off) => (VirtAddr(KERNEL_RODATA + off), Access::Read),
             KTouch::Data(off) => (VirtAddr(KERNEL_DATA + off), Access::Write),
             KTouch::TaskStruct => (task.task_struct, Access::Write),
-            KTouch::ParentTaskStruct => (task.parent.map_or(task.task_struct, |p| self.tasks[p].task_struct), Access::Read),
-            KTouch::Stack(n) => (task.stack.offset(KERNEL_STACK_BYTES - (n + 1) * 4096), Access::Write),
+            KTouch::ParentTaskStruct => (
+                task.parent
+                    .map_or(task.task_struct, |p| self.tasks[p].task_struct),
+                Access::Read,
+            ),
+            KTouch::Stack(n) => (
+                task.stack.offset(KERNEL_STACK_BYTES - (n + 1) * 4096),
+                Access::Write,
+            ),
             // Per-CPU variables live in the kernel image's .data..percpu for the boot CPU and
             // in per-CPU chunks after it; a path touches one page of its CPU's chunk (room
             // for 4096 CPUs below the end of the data segment).
-            KTouch::PerCpu => (VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000), Access::Write),
+            KTouch::PerCpu => (
+                VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000),
+                Access::Write,
+            ),
             KTouch::UserBufferWrite(n) => (VirtAddr(USER_DATA + n * 4096), Access::Write),
             KTouch::UserBufferRead(n) => (VirtAddr(USER_DATA + n * 4096), Access::Read),
         }
@@ -89,7 +117,9 @@ impl Kernel {
                 m.vmas.push((start, pages));
             }
             Effect::MunmapLast => {
-                let Some((start, pages)) = self.mms[mm].vmas.pop() else { return };
+                let Some((start, pages)) = self.mms[mm].vmas.pop() else {
+                    return;
+                };
                 let root = self.mms[mm].root;
                 let mut cleared = 0;
                 for p in 0..pages {
@@ -106,13 +136,18 @@ impl Kernel {
                 }
             }
             Effect::MprotectLast => {
-                let Some(&(start, pages)) = self.mms[mm].vmas.last() else { return };
+                let Some(&(start, pages)) = self.mms[mm].vmas.last() else {
+                    return;
+                };
                 let root = self.mms[mm].root;
                 let mut changed = 0;
                 for p in 0..pages {
                     let va = start.offset(p * 4096);
                     if let Some(leaf) = paging::translate(&self.mem, root, va) {
-                        let flags = PteFlags { writable: !leaf.flags.writable, ..PteFlags::USER_DATA };
+                        let flags = PteFlags {
+                            writable: !leaf.flags.writable,
+                            ..PteFlags::USER_DATA
+                        };
                         paging::protect(&mut self.mem, root, va, flags);
                         changed += 1;
                     }

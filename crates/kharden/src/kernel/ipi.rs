@@ -17,8 +17,16 @@ use crate::sim::{Counter, FlushReason, Time, TimeCategory};
 /// The function a target CPU runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IpiWork {
-    FlushTlbMm { mm: MmId, start: VirtAddr, pages: u64, new_gen: u64 },
-    FlushTlbKernel { start: VirtAddr, pages: u64 },
+    FlushTlbMm {
+        mm: MmId,
+        start: VirtAddr,
+        pages: u64,
+        new_gen: u64,
+    },
+    FlushTlbKernel {
+        start: VirtAddr,
+        pages: u64,
+    },
 }
 
 /// Cycles of the generic IPI handler around the function (flush_smp_call_function_queue:
@@ -48,9 +56,11 @@ impl Kernel {
     fn line_transfer(&self, a: CpuId, b: CpuId) -> Time {
         let (m, l) = (&self.machine.memory, &self.machine.costs.line_transfer_ns);
         if self.same_core(a, b) {
-            l.same_core_ns.map_or_else(|| self.clock.cycles(m.l2_hit_cycles as f64), Time::from_ns)
+            l.same_core_ns
+                .map_or_else(|| self.clock.cycles(m.l2_hit_cycles as f64), Time::from_ns)
         } else if self.socket_of(a) == self.socket_of(b) {
-            l.same_socket_ns.map_or_else(|| self.clock.cycles(m.llc_hit_cycles as f64), Time::from_ns)
+            l.same_socket_ns
+                .map_or_else(|| self.clock.cycles(m.llc_hit_cycles as f64), Time::from_ns)
         } else {
             Time::from_ns(l.remote_socket_ns.unwrap_or(m.dram_remote_ns))
         }
@@ -73,7 +83,8 @@ impl Kernel {
             // Fast-forwarded history: a page-sized kernel flush reached CPUs that had never
             // touched the page (nothing ran before the simulation), so only full flushes
             // (after direct-map splits) and user-mm flushes change remote TLBs.
-            if !matches!(work, IpiWork::FlushTlbKernel { pages, .. } if pages <= self.config.tlb_single_page_flush_ceiling) {
+            if !matches!(work, IpiWork::FlushTlbKernel { pages, .. } if pages <= self.config.tlb_single_page_flush_ceiling)
+            {
                 for t in targets.iter() {
                     self.run_handler_work(t, work);
                 }
@@ -115,7 +126,13 @@ impl Kernel {
     /// under an IPI storm requests queue up behind each other. A busy target's clock moves by
     /// the handler's cost (the interrupt steals it from the running task); an idle one first
     /// leaves its C-state.
-    fn run_ipi_handler(&mut self, t: CpuId, initiator: CpuId, arrival: Time, work: IpiWork) -> Time {
+    fn run_ipi_handler(
+        &mut self,
+        t: CpuId,
+        initiator: CpuId,
+        arrival: Time,
+        work: IpiWork,
+    ) -> Time {
         let idle = self.cpus[t].current.is_none();
         let booking = self.irq_calendar[t].place(arrival);
         let mut start = booking.start;
@@ -133,7 +150,8 @@ impl Kernel {
         let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false) && !idle;
         let transfer = self.line_transfer(initiator, t);
         if !booking.drained {
-            let entry = self.machine.costs.interrupt_entry_cycles as f64 + self.config.irq_path_cycles;
+            let entry =
+                self.machine.costs.interrupt_entry_cycles as f64 + self.config.irq_path_cycles;
             self.compute(t, entry, TimeCategory::InterruptEntry);
             if was_user {
                 self.with_defenses(|d, k| d.on_kernel_entry(k, t));
@@ -142,7 +160,11 @@ impl Kernel {
             self.stall(t, transfer, TimeCategory::IpiHandler);
         }
         self.compute(t, CALL_FUNCTION_HANDLER_CYCLES, TimeCategory::IpiHandler);
-        self.stall(t, transfer * TRANSFERS_PER_REQUEST as u64, TimeCategory::IpiHandler);
+        self.stall(
+            t,
+            transfer * TRANSFERS_PER_REQUEST as u64,
+            TimeCategory::IpiHandler,
+        );
         self.run_handler_work(t, work);
         if was_user && !booking.drained {
             self.with_defenses(|d, k| d.on_kernel_exit(k, t));
@@ -177,8 +199,15 @@ impl Kernel {
 
     fn run_handler_work(&mut self, t: CpuId, work: IpiWork) {
         match work {
-            IpiWork::FlushTlbMm { mm, start, pages, new_gen } => self.flush_tlb_func(t, mm, start, pages, new_gen, FlushReason::RemoteShootdown),
-            IpiWork::FlushTlbKernel { start, pages } => self.flush_kernel_range_local(t, start, pages, FlushReason::RemoteShootdown),
+            IpiWork::FlushTlbMm {
+                mm,
+                start,
+                pages,
+                new_gen,
+            } => self.flush_tlb_func(t, mm, start, pages, new_gen, FlushReason::RemoteShootdown),
+            IpiWork::FlushTlbKernel { start, pages } => {
+                self.flush_kernel_range_local(t, start, pages, FlushReason::RemoteShootdown)
+            }
         }
     }
 
@@ -190,7 +219,12 @@ impl Kernel {
         let slept = (at - c.now).ns();
         let predicted = c.idle_estimate_ns;
         c.idle_estimate_ns = 0.75 * c.idle_estimate_ns + 0.25 * slept;
-        let state = self.machine.cstates.iter().rev().find(|s| s.target_residency_us * 1000.0 <= predicted);
+        let state = self
+            .machine
+            .cstates
+            .iter()
+            .rev()
+            .find(|s| s.target_residency_us * 1000.0 <= predicted);
         state.map_or(Time::ZERO, |s| Time::from_ns(s.exit_latency_us * 1000.0))
     }
 }

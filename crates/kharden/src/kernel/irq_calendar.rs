@@ -29,15 +29,25 @@ impl IrqCalendar {
     /// Finds where a request arriving at `arrival` is served.
     pub fn place(&self, arrival: Time) -> Booking {
         match self.busy.range(..=arrival.0).next_back() {
-            Some((_, &end)) if end > arrival.0 => Booking { start: Time(end), drained: true },
-            _ => Booking { start: arrival, drained: false },
+            Some((_, &end)) if end > arrival.0 => Booking {
+                start: Time(end),
+                drained: true,
+            },
+            _ => Booking {
+                start: arrival,
+                drained: false,
+            },
         }
     }
 
     /// Books the request placed by `place` as taking until `done`.
     pub fn book(&mut self, booking: Booking, arrival: Time, done: Time) {
         if booking.drained {
-            let (&s, _) = self.busy.range(..=arrival.0).next_back().expect("placed in an interval");
+            let (&s, _) = self
+                .busy
+                .range(..=arrival.0)
+                .next_back()
+                .expect("placed in an interval");
             self.busy.insert(s, done.0);
         } else {
             self.busy.insert(booking.start.0, done.0);
@@ -63,16 +73,42 @@ mod tests {
     fn requests_inside_an_interrupt_are_drained_and_out_of_order_ones_fit_in_gaps() {
         let mut c = IrqCalendar::default();
         let b = c.place(Time(1000));
-        assert_eq!(b, Booking { start: Time(1000), drained: false });
+        assert_eq!(
+            b,
+            Booking {
+                start: Time(1000),
+                drained: false
+            }
+        );
         c.book(b, Time(1000), Time(1500));
         let b = c.place(Time(1200));
-        assert_eq!(b, Booking { start: Time(1500), drained: true });
+        assert_eq!(
+            b,
+            Booking {
+                start: Time(1500),
+                drained: true
+            }
+        );
         c.book(b, Time(1200), Time(1600));
         // A request far in the future, then one in between that was processed later.
         let b = c.place(Time(9000));
         c.book(b, Time(9000), Time(9400));
-        assert_eq!(c.place(Time(3000)), Booking { start: Time(3000), drained: false }, "the earlier request is not stuck behind the later one");
+        assert_eq!(
+            c.place(Time(3000)),
+            Booking {
+                start: Time(3000),
+                drained: false
+            },
+            "the earlier request is not stuck behind the later one"
+        );
         c.prune(Time(2000));
-        assert_eq!(c.place(Time(1200)), Booking { start: Time(1200), drained: false }, "pruned");
+        assert_eq!(
+            c.place(Time(1200)),
+            Booking {
+                start: Time(1200),
+                drained: false
+            },
+            "pruned"
+        );
     }
 }

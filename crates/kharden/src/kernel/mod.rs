@@ -4,8 +4,8 @@
 
 pub mod asid;
 pub mod cpuset;
-pub mod entry;
 pub mod direct_map;
+pub mod entry;
 pub mod ipi;
 pub mod irq_calendar;
 pub mod layout;
@@ -17,7 +17,10 @@ pub mod tlbflush;
 
 use crate::arch::caches::CacheHierarchy;
 use crate::arch::x86::mmu::Translated;
-use crate::arch::x86::{paging, Access, Fault, InvpcidType, Mmu, PageSize, Pcid, PhysAddr, PhysMem, Pfn, PteFlags, VirtAddr, WalkEnv};
+use crate::arch::x86::{
+    paging, Access, Fault, InvpcidType, Mmu, PageSize, Pcid, Pfn, PhysAddr, PhysMem, PteFlags,
+    VirtAddr, WalkEnv,
+};
 use crate::defense::Defense;
 use crate::machine::MachineProfile;
 use crate::oracle::{OracleMode, Violation};
@@ -60,7 +63,13 @@ pub const IRQ_PATH_CYCLES_ESTIMATE: f64 = 300.0;
 
 impl Default for BootConfig {
     fn default() -> Self {
-        BootConfig { global_kernel: KernelGlobal::All, use_pcid: true, tlb_single_page_flush_ceiling: 33, irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE, oracle: OracleMode::Sampled(1024) }
+        BootConfig {
+            global_kernel: KernelGlobal::All,
+            use_pcid: true,
+            tlb_single_page_flush_ceiling: 33,
+            irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
+            oracle: OracleMode::Sampled(1024),
+        }
     }
 }
 
@@ -206,7 +215,16 @@ impl Kernel {
                 mmu.set_pcide(true);
             }
             mmu.write_cr3(kernel_root, Pcid(0), false);
-            k.cpus.push(Cpu { mmu, now: Time::ZERO, user_mode: false, current: None, stats: Stats::default(), idle_stats: Stats::default(), asid: Default::default(), idle_estimate_ns: 0.0 });
+            k.cpus.push(Cpu {
+                mmu,
+                now: Time::ZERO,
+                user_mode: false,
+                current: None,
+                stats: Stats::default(),
+                idle_stats: Stats::default(),
+                asid: Default::default(),
+                idle_estimate_ns: 0.0,
+            });
         }
         let n = k.cpus.len();
         k.pcp = vec![vec![]; n];
@@ -238,32 +256,72 @@ impl Kernel {
             } else {
                 PteFlags::KERNEL_DATA.with_global(other_global)
             };
-            paging::map(&mut self.mem, self.kernel_root, va, PhysAddr(image.addr().0 + off), PageSize::Size2M, flags, 0);
+            paging::map(
+                &mut self.mem,
+                self.kernel_root,
+                va,
+                PhysAddr(image.addr().0 + off),
+                PageSize::Size2M,
+                flags,
+                0,
+            );
         }
         // Direct map: 1 GiB pages where the CPU has them (Linux: direct_gbpages), else 2 MiB.
-        let size = if self.machine.cpu.features.gbpages { PageSize::Size1G } else { PageSize::Size2M };
+        let size = if self.machine.cpu.features.gbpages {
+            PageSize::Size1G
+        } else {
+            PageSize::Size2M
+        };
         for node in 0..self.mem.nodes() {
             let base = self.mem.node_base(node).0;
             for off in (0..DIRECT_MAP_BYTES_PER_NODE).step_by(size.bytes() as usize) {
                 let pa = base + off;
                 let flags = PteFlags::KERNEL_DATA.with_global(other_global);
-                paging::map(&mut self.mem, self.kernel_root, direct_map(pa), PhysAddr(pa), size, flags, node);
+                paging::map(
+                    &mut self.mem,
+                    self.kernel_root,
+                    direct_map(pa),
+                    PhysAddr(pa),
+                    size,
+                    flags,
+                    node,
+                );
             }
         }
         // vmalloc: preallocate the PUD so kernel stacks mapped later are seen by every PGD
         // (Linux: preallocate_vmalloc_pages()).
         let pud = self.mem.alloc_table(0);
-        self.mem.write(self.kernel_root, VirtAddr(VMALLOC).index(4), crate::arch::x86::Pte::table(pud, false));
+        self.mem.write(
+            self.kernel_root,
+            VirtAddr(VMALLOC).index(4),
+            crate::arch::x86::Pte::table(pud, false),
+        );
         // cpu_entry_area: entry text shared by all CPUs, entry stack and TSS per CPU.
         let entry_text = self.mem.alloc_data(0);
         for cpu in 0..self.machine.threads() as usize {
             let base = cpu_entry_area(cpu);
             let flags = PteFlags::KERNEL_TEXT.with_global(other_global);
-            paging::map(&mut self.mem, self.kernel_root, base, entry_text.addr(), PageSize::Size4K, flags, 0);
+            paging::map(
+                &mut self.mem,
+                self.kernel_root,
+                base,
+                entry_text.addr(),
+                PageSize::Size4K,
+                flags,
+                0,
+            );
             for page in 1..3 {
                 let frame = self.mem.alloc_data(0);
                 let flags = PteFlags::KERNEL_DATA.with_global(other_global);
-                paging::map(&mut self.mem, self.kernel_root, base.offset(page * 4096), frame.addr(), PageSize::Size4K, flags, 0);
+                paging::map(
+                    &mut self.mem,
+                    self.kernel_root,
+                    base.offset(page * 4096),
+                    frame.addr(),
+                    PageSize::Size4K,
+                    flags,
+                    0,
+                );
             }
         }
     }
@@ -298,7 +356,19 @@ impl Kernel {
         let mm_id = self.mms.len();
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
         let heap = VirtAddr(USER_HEAP);
-        self.mms.push(Mm { root, user_root: None, ctx_id: mm_id as u64 + 1, tlb_gen: 1, cpumask, vmas: vec![], next_mmap: USER_MMAP, heap, heap_pages: 0, anon: vec![], users: 0 });
+        self.mms.push(Mm {
+            root,
+            user_root: None,
+            ctx_id: mm_id as u64 + 1,
+            tlb_gen: 1,
+            cpumask,
+            vmas: vec![],
+            next_mmap: USER_MMAP,
+            heap,
+            heap_pages: 0,
+            anon: vec![],
+            users: 0,
+        });
         self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
         for (base, pages, flags) in [
             (USER_TEXT, 4, PteFlags::USER_TEXT),
@@ -332,10 +402,26 @@ impl Kernel {
         let stack = kernel_stack(task_id);
         for p in 0..KERNEL_STACK_BYTES / 4096 {
             let frame = self.alloc_page(cpu, page_alloc::Gfp::Kernel, None);
-            paging::map(&mut self.mem, self.kernel_root, stack.offset(p * 4096), frame.addr(), PageSize::Size4K, PteFlags::KERNEL_DATA, 0);
+            paging::map(
+                &mut self.mem,
+                self.kernel_root,
+                stack.offset(p * 4096),
+                frame.addr(),
+                PageSize::Size4K,
+                PteFlags::KERNEL_DATA,
+                0,
+            );
         }
         let state = sched::TaskState::Runnable;
-        self.tasks.push(Task { name: name.into(), mm, parent, state, last_cpu: None, task_struct: direct_map(ts.addr().0), stack });
+        self.tasks.push(Task {
+            name: name.into(),
+            mm,
+            parent,
+            state,
+            last_cpu: None,
+            task_struct: direct_map(ts.addr().0),
+            stack,
+        });
         task_id
     }
 
@@ -384,12 +470,23 @@ impl Kernel {
     /// work it is part of.
     pub fn touch(&mut self, cpu: CpuId, va: VirtAddr, access: Access) -> Result<Translated, Fault> {
         let c = &mut self.cpus[cpu];
-        let mut env = WalkEnv { mem: &self.mem, caches: &mut self.caches, stats: &mut c.stats };
+        let mut env = WalkEnv {
+            mem: &self.mem,
+            caches: &mut self.caches,
+            stats: &mut c.stats,
+        };
         let t = c.mmu.translate(&mut env, va, access, c.user_mode)?;
         if t.cycles > 0.0 && !self.fast_forward {
             let dt = self.clock.cycles(t.cycles);
             c.now += dt;
-            c.stats.add_time(if c.user_mode { TimeCategory::UserTlbRefill } else { TimeCategory::KernelTlbRefill }, dt);
+            c.stats.add_time(
+                if c.user_mode {
+                    TimeCategory::UserTlbRefill
+                } else {
+                    TimeCategory::KernelTlbRefill
+                },
+                dt,
+            );
         }
         Ok(t)
     }
@@ -398,7 +495,11 @@ impl Kernel {
     pub fn write_cr3(&mut self, cpu: CpuId, root: Pfn, pcid: Pcid, noflush: bool) {
         let c = &self.machine.costs;
         let flushed = self.cpus[cpu].mmu.write_cr3(root, pcid, noflush);
-        let (cycles, counter) = if flushed { (c.cr3_write_flush_cycles, Counter::Cr3WriteFlush) } else { (c.cr3_write_noflush_cycles, Counter::Cr3WriteNoflush) };
+        let (cycles, counter) = if flushed {
+            (c.cr3_write_flush_cycles, Counter::Cr3WriteFlush)
+        } else {
+            (c.cr3_write_noflush_cycles, Counter::Cr3WriteNoflush)
+        };
         self.cpus[cpu].stats.count(counter);
         self.compute(cpu, cycles as f64, TimeCategory::Cr3Write);
     }
@@ -414,12 +515,25 @@ impl Kernel {
     pub fn invpcid(&mut self, cpu: CpuId, kind: InvpcidType) {
         let c = &self.machine.costs;
         let (cycles, counter) = match kind {
-            InvpcidType::Individual(..) => (c.invpcid_individual_cycles, Counter::InvpcidIndividual),
-            InvpcidType::SingleContext(_) => (c.invpcid_single_context_cycles, Counter::InvpcidSingleContext),
-            InvpcidType::AllInclGlobal => (c.invpcid_all_incl_global_cycles, Counter::InvpcidAllInclGlobal),
-            InvpcidType::AllNonGlobal => (c.invpcid_all_non_global_cycles, Counter::InvpcidAllNonGlobal),
+            InvpcidType::Individual(..) => {
+                (c.invpcid_individual_cycles, Counter::InvpcidIndividual)
+            }
+            InvpcidType::SingleContext(_) => (
+                c.invpcid_single_context_cycles,
+                Counter::InvpcidSingleContext,
+            ),
+            InvpcidType::AllInclGlobal => (
+                c.invpcid_all_incl_global_cycles,
+                Counter::InvpcidAllInclGlobal,
+            ),
+            InvpcidType::AllNonGlobal => (
+                c.invpcid_all_non_global_cycles,
+                Counter::InvpcidAllNonGlobal,
+            ),
         };
-        let cycles = cycles.expect("INVPCID on a CPU without it: a defense must check cpu.features.invpcid") as f64;
+        let cycles = cycles
+            .expect("INVPCID on a CPU without it: a defense must check cpu.features.invpcid")
+            as f64;
         self.cpus[cpu].mmu.invpcid(kind);
         self.cpus[cpu].stats.count(counter);
         self.compute(cpu, cycles, TimeCategory::TlbInvalidate);
@@ -431,7 +545,9 @@ impl Kernel {
         if !self.config.oracle.due(self.returns_to_user) {
             return;
         }
-        let mut found: Vec<Violation> = crate::oracle::coherence::check(self, cpu).into_iter().collect();
+        let mut found: Vec<Violation> = crate::oracle::coherence::check(self, cpu)
+            .into_iter()
+            .collect();
         for d in &self.defenses {
             if let Some(v) = d.check_user_mode(self, cpu) {
                 found.push(v);

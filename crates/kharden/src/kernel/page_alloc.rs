@@ -62,7 +62,9 @@ impl Kernel {
 
     /// Frees one page back to `cpu`'s list.
     pub fn free_page(&mut self, cpu: CpuId, pfn: Pfn) {
-        let Some(info) = self.pages.remove(&pfn) else { return };
+        let Some(info) = self.pages.remove(&pfn) else {
+            return;
+        };
         self.with_defenses(|d, k| d.on_page_free(k, cpu, pfn, info.gfp));
         self.cpus[cpu].stats.count(Counter::PagesFreed);
         if self.pcp[cpu].len() < PCP_HIGH {

@@ -36,13 +36,24 @@ pub const COPY_PAGE_CYCLES: f64 = 256.0;
 impl Kernel {
     /// Runs `f` with the CPU in kernel mode, through the entry and exit paths (defenses see
     /// both), charging `entry` cycles of exception or syscall entry/exit.
-    pub(crate) fn in_kernel<T>(&mut self, cpu: CpuId, entry: f64, f: impl FnOnce(&mut Kernel) -> Result<T>) -> Result<T> {
+    pub(crate) fn in_kernel<T>(
+        &mut self,
+        cpu: CpuId,
+        entry: f64,
+        f: impl FnOnce(&mut Kernel) -> Result<T>,
+    ) -> Result<T> {
         self.in_kernel_as(cpu, entry, TimeCategory::InterruptEntry, f)
     }
 
     /// in_kernel() with the entry/exit cycles charged to `category` (SYSCALL/SYSRET for
     /// system calls, exception or interrupt entry otherwise).
-    pub(crate) fn in_kernel_as<T>(&mut self, cpu: CpuId, entry: f64, category: TimeCategory, f: impl FnOnce(&mut Kernel) -> Result<T>) -> Result<T> {
+    pub(crate) fn in_kernel_as<T>(
+        &mut self,
+        cpu: CpuId,
+        entry: f64,
+        category: TimeCategory,
+        f: impl FnOnce(&mut Kernel) -> Result<T>,
+    ) -> Result<T> {
         let from_user = self.cpus[cpu].user_mode;
         self.compute(cpu, entry / 2.0, category);
         if from_user {
@@ -80,11 +91,19 @@ impl Kernel {
 
     /// Copies one page through kmap: the kernel touches the page's alias (and, for a user
     /// copy, the user buffer page), then unmaps it.
-    fn copy_page(&mut self, cpu: CpuId, pfn: Pfn, page_access: Access, user_buffer: Option<(VirtAddr, Access)>) -> Result<()> {
+    fn copy_page(
+        &mut self,
+        cpu: CpuId,
+        pfn: Pfn,
+        page_access: Access,
+        user_buffer: Option<(VirtAddr, Access)>,
+    ) -> Result<()> {
         let va = self.kmap(cpu, pfn);
-        self.touch(cpu, va, page_access).map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
+        self.touch(cpu, va, page_access)
+            .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         if let Some((uva, access)) = user_buffer {
-            self.touch(cpu, uva, access).map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
+            self.touch(cpu, uva, access)
+                .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
         }
         self.compute(cpu, COPY_PAGE_CYCLES, TimeCategory::Kernel);
         self.kunmap(cpu, pfn);
@@ -103,7 +122,12 @@ impl Kernel {
             let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
             k.copy_page(cpu, pfn, Access::Write, None)?;
             let mm = k.tasks[task].mm;
-            k.map_user(mm, va.align_down(crate::arch::x86::PageSize::Size4K), pfn.addr(), PteFlags::USER_DATA);
+            k.map_user(
+                mm,
+                va.align_down(crate::arch::x86::PageSize::Size4K),
+                pfn.addr(),
+                PteFlags::USER_DATA,
+            );
             Ok(pfn)
         })
     }
@@ -121,7 +145,13 @@ impl Kernel {
     /// read() of `pages` pages of file data into the user buffer: `misses` of them are not
     /// cached and are allocated into the page cache (filled by DMA, no kernel copy); every
     /// page is then copied out through kmap.
-    pub fn file_read(&mut self, cpu: CpuId, pages: u32, misses: u32, buffer: VirtAddr) -> Result<()> {
+    pub fn file_read(
+        &mut self,
+        cpu: CpuId,
+        pages: u32,
+        misses: u32,
+        buffer: VirtAddr,
+    ) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
@@ -136,7 +166,12 @@ impl Kernel {
                     k.page_cache[j]
                 };
                 k.compute(cpu, FILE_PAGE_CYCLES, TimeCategory::Kernel);
-                k.copy_page(cpu, pfn, Access::Read, Some((buffer.offset((i as u64 % 2) * 4096), Access::Write)))?;
+                k.copy_page(
+                    cpu,
+                    pfn,
+                    Access::Read,
+                    Some((buffer.offset((i as u64 % 2) * 4096), Access::Write)),
+                )?;
             }
             Ok(())
         })
@@ -152,7 +187,12 @@ impl Kernel {
                 let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
                 k.page_cache.push(pfn);
                 k.compute(cpu, FILE_PAGE_CYCLES, TimeCategory::Kernel);
-                k.copy_page(cpu, pfn, Access::Write, Some((buffer.offset((i as u64 % 2) * 4096), Access::Read)))?;
+                k.copy_page(
+                    cpu,
+                    pfn,
+                    Access::Write,
+                    Some((buffer.offset((i as u64 % 2) * 4096), Access::Read)),
+                )?;
             }
             Ok(())
         })
@@ -175,7 +215,9 @@ impl Kernel {
     /// execve(): the task's old user memory is freed and a fresh image mapped.
     pub fn exec(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
         if self.mms[self.tasks[task].mm].users > 1 {
-            return Err(Error::new(format!("exec by task {task}: exec in a multi-threaded process (de_thread) is not modelled")));
+            return Err(Error::new(format!(
+                "exec by task {task}: exec in a multi-threaded process (de_thread) is not modelled"
+            )));
         }
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Execs);
@@ -227,7 +269,8 @@ impl Kernel {
     pub(crate) fn path_touches(&mut self, cpu: CpuId, touches: &[KTouch]) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
-            self.touch(cpu, va, access).map_err(|f| Error::new(format!("kernel fault at {va} ({t:?}): {f:?}")))?;
+            self.touch(cpu, va, access)
+                .map_err(|f| Error::new(format!("kernel fault at {va} ({t:?}): {f:?}")))?;
         }
         Ok(())
     }
@@ -240,7 +283,10 @@ mod tests {
 
     #[test]
     fn threads_share_the_address_space_until_the_last_one_exits() {
-        let mut k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), defense::parse_list("none").unwrap());
+        let mut k = Kernel::boot(
+            machine::load("ivybridge-i5-3550").unwrap(),
+            defense::parse_list("none").unwrap(),
+        );
         let t = k.spawn("leader", None);
         let s = k.spawn_thread(0, t, "sibling");
         let mm = k.tasks[t].mm;
@@ -248,7 +294,11 @@ mod tests {
         k.switch_to(0, t);
         k.enter_user(0);
         k.anon_fault(0).unwrap();
-        assert!(k.exec(0, t).unwrap_err().to_string().contains("multi-threaded"));
+        assert!(k
+            .exec(0, t)
+            .unwrap_err()
+            .to_string()
+            .contains("multi-threaded"));
         k.exit(0, t).unwrap();
         assert_eq!(k.mms[mm].anon.len(), 1, "the sibling still uses the page");
         k.switch_to(0, s);

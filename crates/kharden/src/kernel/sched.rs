@@ -34,12 +34,15 @@ impl Kernel {
     pub fn wake_up(&mut self, task: TaskId, at: Time) -> Option<CpuId> {
         self.tasks[task].state = TaskState::Runnable;
         let prev = self.tasks[task].last_cpu.unwrap_or(0);
-        let idle = |k: &Kernel, c: CpuId| k.cpus[c].current.is_none() && k.rq[c].is_empty() && !k.starting[c];
+        let idle = |k: &Kernel, c: CpuId| {
+            k.cpus[c].current.is_none() && k.rq[c].is_empty() && !k.starting[c]
+        };
         let n = self.cpus.len();
         let target = if idle(self, prev) {
             Some(prev)
         } else {
-            let same_socket = (0..n).find(|&c| self.socket(c) == self.socket(prev) && idle(self, c));
+            let same_socket =
+                (0..n).find(|&c| self.socket(c) == self.socket(prev) && idle(self, c));
             same_socket.or_else(|| (0..n).find(|&c| idle(self, c)))
         };
         match target {
@@ -53,7 +56,10 @@ impl Kernel {
             }
             None => {
                 // Everyone is busy: queue on the shortest run queue of the task's socket.
-                let cpu = (0..n).filter(|&c| self.socket(c) == self.socket(prev)).min_by_key(|&c| self.rq[c].len()).unwrap_or(prev);
+                let cpu = (0..n)
+                    .filter(|&c| self.socket(c) == self.socket(prev))
+                    .min_by_key(|&c| self.rq[c].len())
+                    .unwrap_or(prev);
                 self.rq[cpu].push_back(task);
                 None
             }
@@ -88,7 +94,13 @@ impl Kernel {
         let n = self.cpus.len();
         let busiest = (0..n)
             .filter(|&c| c != cpu && !self.rq[c].is_empty())
-            .max_by_key(|&c| (self.rq[c].len(), self.socket(c) == self.socket(cpu), std::cmp::Reverse(c)))?;
+            .max_by_key(|&c| {
+                (
+                    self.rq[c].len(),
+                    self.socket(c) == self.socket(cpu),
+                    std::cmp::Reverse(c),
+                )
+            })?;
         let t = self.rq[busiest].pop_back()?;
         self.cpus[cpu].stats.count(Counter::Migrations);
         Some(t)

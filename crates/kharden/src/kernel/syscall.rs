@@ -47,7 +47,9 @@ pub enum KTouch {
 pub enum Effect {
     None,
     /// mmap(MAP_ANONYMOUS) of `pages` pages: a new VMA, no page-table change yet.
-    MmapAnon { pages: u64 },
+    MmapAnon {
+        pages: u64,
+    },
     /// munmap of the newest VMA: clears its PTEs, frees the frames, flushes the range.
     MunmapLast,
     /// mprotect of the newest VMA, alternating read-only and read-write; flushes the range.
@@ -68,7 +70,14 @@ use KTouch::*;
 
 /// Every syscall path starts and ends in entry code and do_syscall_64 (core kernel), on the
 /// kernel stack and the per-CPU area, and reads sys_call_table.
-pub const COMMON_TOUCHES: &[KTouch] = &[Text(text::ENTRY), PerCpu, Stack(0), Text(text::CORE), Rodata(0x1000), TaskStruct];
+pub const COMMON_TOUCHES: &[KTouch] = &[
+    Text(text::ENTRY),
+    PerCpu,
+    Stack(0),
+    Text(text::CORE),
+    Rodata(0x1000),
+    TaskStruct,
+];
 
 pub const SYSCALLS: &[SyscallSpec] = &[
     SyscallSpec {
@@ -153,7 +162,14 @@ pub const SYSCALLS: &[SyscallSpec] = &[
 /// Work of the page-fault handler for an anonymous page (handle_mm_fault -> do_anonymous_page,
 /// including zeroing the page: 4 KiB at ~32 B/cycle). ESTIMATE, as the table above.
 pub const ANON_FAULT_WORK_CYCLES: f64 = 1000.0;
-pub const ANON_FAULT_TOUCHES: &[KTouch] = &[Text(text::ENTRY), PerCpu, Stack(0), Text(text::MM), TaskStruct, Data(0x3000)];
+pub const ANON_FAULT_TOUCHES: &[KTouch] = &[
+    Text(text::ENTRY),
+    PerCpu,
+    Stack(0),
+    Text(text::MM),
+    TaskStruct,
+    Data(0x3000),
+];
 
 pub fn lookup(name: &str) -> Option<&'static SyscallSpec> {
     SYSCALLS.iter().find(|s| s.name == name)

@@ -14,7 +14,11 @@ impl Kernel {
     /// The PCID this CPU's kernel mode runs with (ASID + 1; 0 without PCIDs).
     pub fn kernel_pcid(&self, cpu: CpuId) -> Pcid {
         let c = &self.cpus[cpu];
-        if c.mmu.pcide() { Pcid(c.asid.loaded_asid as u16 + 1) } else { Pcid(0) }
+        if c.mmu.pcide() {
+            Pcid(c.asid.loaded_asid as u16 + 1)
+        } else {
+            Pcid(0)
+        }
     }
 
     /// switch_mm_irqs_off(): load `mm` on `cpu`, reusing one of the CPU's ASIDs when it can.
@@ -25,7 +29,14 @@ impl Kernel {
             // Back from lazy mode on the same mm: catch up with flushes we were spared.
             let was_lazy = std::mem::take(&mut c.asid.is_lazy);
             if was_lazy && c.asid.local_tlb_gen() < mm_gen {
-                self.flush_tlb_func(cpu, mm, VirtAddr(0), FLUSH_ALL, mm_gen, FlushReason::TaskSwitch);
+                self.flush_tlb_func(
+                    cpu,
+                    mm,
+                    VirtAddr(0),
+                    FLUSH_ALL,
+                    mm_gen,
+                    FlushReason::TaskSwitch,
+                );
             }
             self.mms[mm].cpumask.insert(cpu);
             return;
@@ -68,20 +79,39 @@ impl Kernel {
         }
         if !targets.is_empty() {
             self.cpus[cpu].stats.flush(FlushReason::RemoteSendIpi);
-            self.smp_call_function_many(cpu, &targets, IpiWork::FlushTlbMm { mm, start, pages, new_gen });
+            self.smp_call_function_many(
+                cpu,
+                &targets,
+                IpiWork::FlushTlbMm {
+                    mm,
+                    start,
+                    pages,
+                    new_gen,
+                },
+            );
         }
     }
 
     /// flush_tlb_func(): bring this CPU's TLB up to the mm's generation `new_gen` with a
     /// partial flush when it is exactly one generation behind and the range is small, else a
     /// full flush of the ASID. Defenses holding other copies (PTI's user PCID) are told.
-    pub(crate) fn flush_tlb_func(&mut self, cpu: CpuId, mm: MmId, start: VirtAddr, pages: u64, new_gen: u64, reason: FlushReason) {
+    pub(crate) fn flush_tlb_func(
+        &mut self,
+        cpu: CpuId,
+        mm: MmId,
+        start: VirtAddr,
+        pages: u64,
+        new_gen: u64,
+        reason: FlushReason,
+    ) {
         let local_gen = self.cpus[cpu].asid.local_tlb_gen();
         let mm_gen = self.mms[mm].tlb_gen;
         if local_gen >= mm_gen || self.cpus[cpu].asid.loaded_mm != Some(mm) {
             return; // already up to date (a later flush covered this one), or mm not loaded
         }
-        let partial = new_gen == local_gen + 1 && new_gen == mm_gen && pages <= self.config.tlb_single_page_flush_ceiling;
+        let partial = new_gen == local_gen + 1
+            && new_gen == mm_gen
+            && pages <= self.config.tlb_single_page_flush_ceiling;
         if partial {
             for p in 0..pages {
                 self.invlpg(cpu, start.offset(p * 4096));
@@ -145,7 +175,13 @@ impl Kernel {
 
     /// do_kernel_range_flush() on one CPU: INVLPG per page up to the ceiling (INVLPG also
     /// drops global entries of the page), else a flush of everything, globals included.
-    pub(crate) fn flush_kernel_range_local(&mut self, cpu: CpuId, start: VirtAddr, pages: u64, reason: FlushReason) {
+    pub(crate) fn flush_kernel_range_local(
+        &mut self,
+        cpu: CpuId,
+        start: VirtAddr,
+        pages: u64,
+        reason: FlushReason,
+    ) {
         if pages <= self.config.tlb_single_page_flush_ceiling {
             for p in 0..pages {
                 self.invlpg(cpu, start.offset(p * 4096));

@@ -31,7 +31,11 @@ pub struct DetectOptions {
 
 impl Default for DetectOptions {
     fn default() -> Self {
-        DetectOptions { name: None, measure: true, budget: Duration::from_millis(500) }
+        DetectOptions {
+            name: None,
+            measure: true,
+            budget: Duration::from_millis(500),
+        }
     }
 }
 
@@ -47,7 +51,11 @@ pub struct Detection {
 pub fn detect(opts: &DetectOptions) -> Result<Detection> {
     let facts = HostFacts::read();
     let (fallback, why) = closest_library_profile(&facts);
-    let meas = if opts.measure { measure::run(&facts, opts.budget) } else { Measurements::default() };
+    let meas = if opts.measure {
+        measure::run(&facts, opts.budget)
+    } else {
+        Measurements::default()
+    };
     let text = emit(&facts, &fallback, &why, &meas, opts);
     let profile = super::parse("machine detect", &text)?;
     Ok(Detection { text, profile })
@@ -73,7 +81,10 @@ pub(crate) struct Got<T> {
 }
 
 fn got<T>(value: T, how: impl Into<String>) -> Got<T> {
-    Got { value, how: how.into() }
+    Got {
+        value,
+        how: how.into(),
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -118,9 +129,16 @@ impl HostFacts {
     fn read() -> HostFacts {
         let online = read_sysfs("/sys/devices/system/cpu/online")
             .and_then(|s| parse_cpu_list(&s))
-            .unwrap_or_else(|| (0..std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1)).collect());
+            .unwrap_or_else(|| {
+                (0..std::thread::available_parallelism()
+                    .map(|n| n.get() as u32)
+                    .unwrap_or(1))
+                    .collect()
+            });
         let (sockets, cores, threads) = topology(&online);
-        let nodes = read_sysfs("/sys/devices/system/node/online").and_then(|s| parse_cpu_list(&s)).map(|v| v.len() as u32);
+        let nodes = read_sysfs("/sys/devices/system/node/online")
+            .and_then(|s| parse_cpu_list(&s))
+            .map(|v| v.len() as u32);
         let nodes_per_socket = match nodes {
             Some(n) if n >= sockets.value && n % sockets.value == 0 => {
                 got(n / sockets.value, format!("/sys/devices/system/node/online lists {n} node(s) over {} socket(s)", sockets.value))
@@ -129,7 +147,11 @@ impl HostFacts {
             None => got(1, "no /sys/devices/system/node; one node per socket assumed"),
         };
         let mut f = HostFacts {
-            arch: if cfg!(target_arch = "aarch64") { Arch::Aarch64 } else { Arch::X86_64 },
+            arch: if cfg!(target_arch = "aarch64") {
+                Arch::Aarch64
+            } else {
+                Arch::X86_64
+            },
             vendor: Vendor::Other,
             model: String::new(),
             uarch: None,
@@ -152,7 +174,8 @@ impl HostFacts {
             l1d: None,
             l2: None,
             llc: None,
-            pti_active: read_sysfs("/sys/devices/system/cpu/vulnerabilities/meltdown").map(|s| s.contains("PTI")),
+            pti_active: read_sysfs("/sys/devices/system/cpu/vulnerabilities/meltdown")
+                .map(|s| s.contains("PTI")),
         };
         f.read_cpu();
         f.read_caches();
@@ -182,25 +205,40 @@ impl HostFacts {
         let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let field = |key: &str| {
             info.lines()
-                .find(|l| l.split(':').next().is_some_and(|k| k.trim().eq_ignore_ascii_case(key)))
+                .find(|l| {
+                    l.split(':')
+                        .next()
+                        .is_some_and(|k| k.trim().eq_ignore_ascii_case(key))
+                })
                 .and_then(|l| l.split_once(':'))
                 .map(|(_, v)| v.trim().to_string())
         };
-        let implementer = field("CPU implementer").and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok());
-        let part = field("CPU part").and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+        let implementer = field("CPU implementer")
+            .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+        let part = field("CPU part")
+            .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok());
         let (uarch, name) = arm_core(implementer, part);
-        self.vendor = if cfg!(target_arch = "aarch64") { Vendor::Arm } else { Vendor::Other };
+        self.vendor = if cfg!(target_arch = "aarch64") {
+            Vendor::Arm
+        } else {
+            Vendor::Other
+        };
         self.uarch = uarch;
         self.uarch_how = format!(
             "/proc/cpuinfo CPU implementer {} part {}",
             implementer.map(|v| format!("{v:#x}")).unwrap_or("?".into()),
             part.map(|v| format!("{v:#x}")).unwrap_or("?".into())
         );
-        self.model = field("model name").or(name).unwrap_or_else(|| "unknown CPU".into());
+        self.model = field("model name")
+            .or(name)
+            .unwrap_or_else(|| "unknown CPU".into());
         if let Some(flags) = field("Features").or_else(|| field("flags")) {
             let has = |f: &str| flags.split_whitespace().any(|x| x == f);
             if cfg!(target_arch = "aarch64") {
-                self.lse_atomics = Some(got(has("atomics"), "/proc/cpuinfo Features: 'atomics' (FEAT_LSE)"));
+                self.lse_atomics = Some(got(
+                    has("atomics"),
+                    "/proc/cpuinfo Features: 'atomics' (FEAT_LSE)",
+                ));
             } else {
                 self.pcid = Some(got(has("pcid"), "/proc/cpuinfo flags: 'pcid'"));
                 self.invpcid = Some(got(has("invpcid"), "/proc/cpuinfo flags: 'invpcid'"));
@@ -213,27 +251,56 @@ impl HostFacts {
 
     fn read_caches(&mut self) {
         let base = "/sys/devices/system/cpu/cpu0/cache";
-        let Ok(rd) = std::fs::read_dir(base) else { return };
-        let mut idx: Vec<String> = rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("index")).collect();
+        let Ok(rd) = std::fs::read_dir(base) else {
+            return;
+        };
+        let mut idx: Vec<String> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("index"))
+            .collect();
         idx.sort();
         let package0: Vec<u32> = self
             .online_cpus
             .iter()
             .copied()
-            .filter(|c| read_sysfs(&format!("/sys/devices/system/cpu/cpu{c}/topology/physical_package_id")).map(|s| s == "0").unwrap_or(true))
+            .filter(|c| {
+                read_sysfs(&format!(
+                    "/sys/devices/system/cpu/cpu{c}/topology/physical_package_id"
+                ))
+                .map(|s| s == "0")
+                .unwrap_or(true)
+            })
             .collect();
         let mut best_unified: Option<(u32, CacheInfo)> = None;
         for i in idx {
             let get = |f: &str| read_sysfs(&format!("{base}/{i}/{f}"));
-            let (Some(level), Some(kind), Some(size)) = (get("level"), get("type"), get("size")) else { continue };
-            let Ok(level) = level.parse::<u32>() else { continue };
-            let Some(kib) = parse_size_kib(&size) else { continue };
-            let ways = get("ways_of_associativity").and_then(|w| w.parse::<u32>().ok()).unwrap_or(0);
+            let (Some(level), Some(kind), Some(size)) = (get("level"), get("type"), get("size"))
+            else {
+                continue;
+            };
+            let Ok(level) = level.parse::<u32>() else {
+                continue;
+            };
+            let Some(kib) = parse_size_kib(&size) else {
+                continue;
+            };
+            let ways = get("ways_of_associativity")
+                .and_then(|w| w.parse::<u32>().ok())
+                .unwrap_or(0);
             let instances: BTreeSet<String> = package0
                 .iter()
-                .filter_map(|c| read_sysfs(&format!("/sys/devices/system/cpu/cpu{c}/cache/{i}/shared_cpu_list")))
+                .filter_map(|c| {
+                    read_sysfs(&format!(
+                        "/sys/devices/system/cpu/cpu{c}/cache/{i}/shared_cpu_list"
+                    ))
+                })
                 .collect();
-            let info = CacheInfo { kib, ways, instances_in_package: (instances.len() as u32).max(1) };
+            let info = CacheInfo {
+                kib,
+                ways,
+                instances_in_package: (instances.len() as u32).max(1),
+            };
             match (level, kind.as_str()) {
                 (1, "Data") => self.l1d = Some(info),
                 (_, "Unified") => {
@@ -251,9 +318,14 @@ impl HostFacts {
     }
 
     fn read_frequency(&mut self) {
-        if let Some(khz) = read_sysfs("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").and_then(|s| s.parse::<f64>().ok()) {
+        if let Some(khz) = read_sysfs("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+            .and_then(|s| s.parse::<f64>().ok())
+        {
             if khz > 0.0 {
-                self.frequency_ghz = Some(got(khz / 1e6, "cpufreq cpuinfo_max_freq of cpu0 (the highest clock the kernel may run it at)"));
+                self.frequency_ghz = Some(got(
+                    khz / 1e6,
+                    "cpufreq cpuinfo_max_freq of cpu0 (the highest clock the kernel may run it at)",
+                ));
                 return;
             }
         }
@@ -276,7 +348,9 @@ impl HostFacts {
 }
 
 fn read_sysfs(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Parses a kernel CPU list such as "0-3,8,10-11".
@@ -310,7 +384,11 @@ pub(crate) fn parse_size_kib(s: &str) -> Option<u32> {
         'G' | 'g' => (&s[..s.len() - 1], 1024 * 1024),
         _ => (s, 1),
     };
-    num.trim().parse::<u32>().ok()?.checked_mul(mult).filter(|&k| k > 0)
+    num.trim()
+        .parse::<u32>()
+        .ok()?
+        .checked_mul(mult)
+        .filter(|&k| k > 0)
 }
 
 /// "Intel(R) Xeon(R) Platinum 8160 CPU @ 2.10GHz" -> 2.1.
@@ -324,7 +402,11 @@ pub(crate) fn brand_ghz(brand: &str) -> Option<f64> {
     } else {
         return None;
     };
-    num.trim().parse::<f64>().ok().map(|v| v * scale).filter(|v| *v > 0.05 && *v < 10.0)
+    num.trim()
+        .parse::<f64>()
+        .ok()
+        .map(|v| v * scale)
+        .filter(|v| *v > 0.05 && *v < 10.0)
 }
 
 fn topology(online: &[u32]) -> (Got<u32>, Got<u32>, Got<u32>) {
@@ -338,12 +420,17 @@ fn topology(online: &[u32]) -> (Got<u32>, Got<u32>, Got<u32>) {
             read_any = true;
             packages.insert(p);
         }
-        let sib = read_sysfs(&format!("{t}/thread_siblings_list")).or_else(|| read_sysfs(&format!("{t}/core_cpus_list")));
+        let sib = read_sysfs(&format!("{t}/thread_siblings_list"))
+            .or_else(|| read_sysfs(&format!("{t}/core_cpus_list")));
         if let Some(list) = sib.and_then(|s| parse_cpu_list(&s)) {
             max_siblings = max_siblings.max(list.len() as u32);
         }
     }
-    let sockets = if read_any { packages.len().max(1) as u32 } else { 1 };
+    let sockets = if read_any {
+        packages.len().max(1) as u32
+    } else {
+        1
+    };
     let threads = max_siblings.max(1);
     let cores = n.div_ceil(sockets * threads).max(1);
     let how_sockets = if read_any {
@@ -353,8 +440,14 @@ fn topology(online: &[u32]) -> (Got<u32>, Got<u32>, Got<u32>) {
     };
     (
         got(sockets, how_sockets),
-        got(cores, format!("{n} online CPU(s) / {sockets} socket(s) / {threads} thread(s) per core")),
-        got(threads, "largest topology/thread_siblings_list of an online CPU"),
+        got(
+            cores,
+            format!("{n} online CPU(s) / {sockets} socket(s) / {threads} thread(s) per core"),
+        ),
+        got(
+            threads,
+            "largest topology/thread_siblings_list of an online CPU",
+        ),
     )
 }
 
@@ -363,7 +456,10 @@ fn topology(online: &[u32]) -> (Got<u32>, Got<u32>, Got<u32>) {
 
 /// arm64 MIDR implementer/part -> (microarchitecture, marketing name).
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
-pub(crate) fn arm_core(implementer: Option<u32>, part: Option<u32>) -> (Option<String>, Option<String>) {
+pub(crate) fn arm_core(
+    implementer: Option<u32>,
+    part: Option<u32>,
+) -> (Option<String>, Option<String>) {
     let s = |a: &str, b: &str| (Some(a.to_string()), Some(b.to_string()));
     match (implementer, part) {
         (Some(0x41), Some(0xd03)) => s("Cortex-A53", "Arm Cortex-A53"),
@@ -384,15 +480,33 @@ pub(crate) fn arm_core(implementer: Option<u32>, part: Option<u32>) -> (Option<S
 /// Library profile used for what cannot be detected: same microarchitecture if the library has
 /// one, else the same family (e.g. Skylake for Skylake-SP), else a per-vendor default.
 pub(crate) fn closest_library_profile(f: &HostFacts) -> (MachineProfile, String) {
-    let lib: Vec<MachineProfile> = super::names().into_iter().filter_map(|n| super::load(n).ok()).collect();
+    let lib: Vec<MachineProfile> = super::names()
+        .into_iter()
+        .filter_map(|n| super::load(n).ok())
+        .collect();
     let arch_ok: Vec<&MachineProfile> = lib.iter().filter(|m| m.arch == f.arch).collect();
     if let Some(u) = &f.uarch {
-        if let Some(m) = arch_ok.iter().find(|m| m.cpu.microarchitecture.eq_ignore_ascii_case(u)) {
-            return ((*m).clone(), format!("machines/{}.toml (same microarchitecture: {u})", m.name));
+        if let Some(m) = arch_ok
+            .iter()
+            .find(|m| m.cpu.microarchitecture.eq_ignore_ascii_case(u))
+        {
+            return (
+                (*m).clone(),
+                format!("machines/{}.toml (same microarchitecture: {u})", m.name),
+            );
         }
         let family = |s: &str| s.split('-').next().unwrap_or(s).trim().to_ascii_lowercase();
-        if let Some(m) = arch_ok.iter().find(|m| family(&m.cpu.microarchitecture) == family(u)) {
-            return ((*m).clone(), format!("machines/{}.toml (same core family as {u}: {})", m.name, m.cpu.microarchitecture));
+        if let Some(m) = arch_ok
+            .iter()
+            .find(|m| family(&m.cpu.microarchitecture) == family(u))
+        {
+            return (
+                (*m).clone(),
+                format!(
+                    "machines/{}.toml (same core family as {u}: {})",
+                    m.name, m.cpu.microarchitecture
+                ),
+            );
         }
     }
     let preferred: &[&str] = match (f.arch, f.vendor) {
@@ -400,10 +514,19 @@ pub(crate) fn closest_library_profile(f: &HostFacts) -> (MachineProfile, String)
         (_, Vendor::Amd) => &["epyc-7763-2s"],
         _ => &["skylake-i7-6700k", "haswell-i7-4770"],
     };
-    let what = f.uarch.clone().unwrap_or_else(|| "an unrecognised microarchitecture".into());
+    let what = f
+        .uarch
+        .clone()
+        .unwrap_or_else(|| "an unrecognised microarchitecture".into());
     for p in preferred {
         if let Some(m) = arch_ok.iter().find(|m| m.name == *p) {
-            return ((*m).clone(), format!("machines/{}.toml (no library profile of {what}; nearest by vendor and era)", m.name));
+            return (
+                (*m).clone(),
+                format!(
+                    "machines/{}.toml (no library profile of {what}; nearest by vendor and era)",
+                    m.name
+                ),
+            );
         }
     }
     match arch_ok.first().copied().or(lib.first()) {
@@ -466,9 +589,17 @@ same_core_ns = 1000.0
 same_socket_ns = 1500.0
 remote_socket_ns = 2500.0
 "#,
-        if arch == Arch::Aarch64 { "aarch64" } else { "x86_64" },
+        if arch == Arch::Aarch64 {
+            "aarch64"
+        } else {
+            "x86_64"
+        },
         arch == Arch::Aarch64,
-        if arch == Arch::Aarch64 { "tlbi_broadcast_ns = 500.0\n" } else { "" }
+        if arch == Arch::Aarch64 {
+            "tlbi_broadcast_ns = 500.0\n"
+        } else {
+            ""
+        }
     );
     toml::from_str(&text).expect("built-in default profile is valid TOML")
 }
@@ -480,7 +611,7 @@ remote_socket_ns = 2500.0
 mod x86 {
     use super::Vendor;
     use crate::machine::profile::{PageSizeName, TlbArray, TlbServes};
-    use core::arch::x86_64::{CpuidResult, __cpuid_count};
+    use core::arch::x86_64::{__cpuid_count, CpuidResult};
 
     #[allow(unused_unsafe)]
     fn cpuid(leaf: u32, sub: u32) -> CpuidResult {
@@ -517,12 +648,37 @@ mod x86 {
             };
             let l1 = cpuid(1, 0);
             let base_family = (l1.eax >> 8) & 0xf;
-            let family = if base_family == 0xf { base_family + ((l1.eax >> 20) & 0xff) } else { base_family };
-            let model = if base_family == 0x6 || base_family == 0xf { ((l1.eax >> 12) & 0xf0) | ((l1.eax >> 4) & 0xf) } else { (l1.eax >> 4) & 0xf };
-            let l7 = if l0.eax >= 7 { cpuid(7, 0) } else { CpuidResult { eax: 0, ebx: 0, ecx: 0, edx: 0 } };
+            let family = if base_family == 0xf {
+                base_family + ((l1.eax >> 20) & 0xff)
+            } else {
+                base_family
+            };
+            let model = if base_family == 0x6 || base_family == 0xf {
+                ((l1.eax >> 12) & 0xf0) | ((l1.eax >> 4) & 0xf)
+            } else {
+                (l1.eax >> 4) & 0xf
+            };
+            let l7 = if l0.eax >= 7 {
+                cpuid(7, 0)
+            } else {
+                CpuidResult {
+                    eax: 0,
+                    ebx: 0,
+                    ecx: 0,
+                    edx: 0,
+                }
+            };
             let max_ext = cpuid(0x8000_0000, 0).eax;
-            let e1 = if max_ext >= 0x8000_0001 { cpuid(0x8000_0001, 0).edx } else { 0 };
-            let e8 = if max_ext >= 0x8000_0008 { cpuid(0x8000_0008, 0).ebx } else { 0 };
+            let e1 = if max_ext >= 0x8000_0001 {
+                cpuid(0x8000_0001, 0).edx
+            } else {
+                0
+            };
+            let e8 = if max_ext >= 0x8000_0008 {
+                cpuid(0x8000_0008, 0).ebx
+            } else {
+                0
+            };
             let mut brand = String::new();
             if max_ext >= 0x8000_0004 {
                 let mut bytes = vec![];
@@ -532,7 +688,11 @@ mod x86 {
                         bytes.extend_from_slice(&x.to_le_bytes());
                     }
                 }
-                brand = String::from_utf8_lossy(&bytes).trim_matches(char::from(0)).split_whitespace().collect::<Vec<_>>().join(" ");
+                brand = String::from_utf8_lossy(&bytes)
+                    .trim_matches(char::from(0))
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
             }
             if brand.is_empty() {
                 brand = String::from_utf8_lossy(&v).into_owned();
@@ -555,7 +715,11 @@ mod x86 {
     }
 
     /// (microarchitecture, how) from the CPUID signature.
-    pub(crate) fn microarchitecture(vendor: Vendor, family: u32, model: u32) -> (Option<String>, String) {
+    pub(crate) fn microarchitecture(
+        vendor: Vendor,
+        family: u32,
+        model: u32,
+    ) -> (Option<String>, String) {
         let how = format!("CPUID signature family {family:#x} model {model:#x}");
         let name = match (vendor, family) {
             (Vendor::Intel, 6) => match model {
@@ -607,8 +771,24 @@ mod x86 {
         v
     }
 
-    fn array(name: String, level: u8, serves: TlbServes, page_sizes: Vec<PageSizeName>, entries: u32, ways: u32) -> TlbArray {
-        TlbArray { name, level, serves, page_sizes, entries, ways, hit_cycles: 0, per_thread: false }
+    fn array(
+        name: String,
+        level: u8,
+        serves: TlbServes,
+        page_sizes: Vec<PageSizeName>,
+        entries: u32,
+        ways: u32,
+    ) -> TlbArray {
+        TlbArray {
+            name,
+            level,
+            serves,
+            page_sizes,
+            entries,
+            ways,
+            hit_cycles: 0,
+            per_thread: false,
+        }
     }
 
     fn name_of(level: u8, serves: TlbServes, sizes: &[PageSizeName]) -> String {
@@ -660,7 +840,14 @@ mod x86 {
                     continue;
                 }
                 let sharing = ((r.edx >> 14) & 0xfff) + 1;
-                let mut a = array(name_of(level, serves, &ps), level, serves, ps, entries, if full { entries } else { ways });
+                let mut a = array(
+                    name_of(level, serves, &ps),
+                    level,
+                    serves,
+                    ps,
+                    entries,
+                    if full { entries } else { ways },
+                );
                 a.per_thread = false;
                 out.push((a, format!("CPUID.(EAX=18H,ECX={sub}): type {kind}, level {level}, {ways} ways x {sets} sets{}, shared by up to {sharing} logical processor(s)", if full { ", fully associative" } else { "" })));
             }
@@ -683,7 +870,14 @@ mod x86 {
             }
             for b in bytes {
                 for (level, serves, ps, entries, ways) in super::leaf2_descriptor(b) {
-                    let a = array(name_of(level, serves, &ps), level, serves, ps, entries, ways);
+                    let a = array(
+                        name_of(level, serves, &ps),
+                        level,
+                        serves,
+                        ps,
+                        entries,
+                        ways,
+                    );
                     out.push((a, format!("CPUID leaf 2 descriptor {b:#04x} (Intel SDM vol. 2A, CPUID, Table 3-12)")));
                 }
             }
@@ -694,30 +888,115 @@ mod x86 {
         if c.vendor == Vendor::Amd && c.max_ext >= 0x8000_0006 {
             let l1 = cpuid(0x8000_0005, 0);
             let l2 = cpuid(0x8000_0006, 0);
-            let mut push = |level: u8, serves: TlbServes, ps: Vec<PageSizeName>, entries: u32, ways: Option<u32>, how: String| {
+            let mut push = |level: u8,
+                            serves: TlbServes,
+                            ps: Vec<PageSizeName>,
+                            entries: u32,
+                            ways: Option<u32>,
+                            how: String| {
                 if entries == 0 {
                     return;
                 }
                 let ways = ways.unwrap_or(entries);
-                out.push((array(name_of(level, serves, &ps), level, serves, ps, entries, ways), how));
+                out.push((
+                    array(
+                        name_of(level, serves, &ps),
+                        level,
+                        serves,
+                        ps,
+                        entries,
+                        ways,
+                    ),
+                    how,
+                ));
             };
             let l1_ways = |a: u32| if a == 0xff { None } else { Some(a.max(1)) };
             let k4 = vec![PageSizeName::Size4K];
             let m2 = vec![PageSizeName::Size2M];
-            push(1, TlbServes::Data, k4.clone(), (l1.ebx >> 16) & 0xff, l1_ways(l1.ebx >> 24), "CPUID.80000005H:EBX[31:16] (L1 DTLB 4K)".into());
-            push(1, TlbServes::Instruction, k4.clone(), l1.ebx & 0xff, l1_ways((l1.ebx >> 8) & 0xff), "CPUID.80000005H:EBX[15:0] (L1 ITLB 4K)".into());
-            push(1, TlbServes::Data, m2.clone(), (l1.eax >> 16) & 0xff, l1_ways(l1.eax >> 24), "CPUID.80000005H:EAX[31:16] (L1 DTLB 2M/4M)".into());
-            push(1, TlbServes::Instruction, m2.clone(), l1.eax & 0xff, l1_ways((l1.eax >> 8) & 0xff), "CPUID.80000005H:EAX[15:0] (L1 ITLB 2M/4M)".into());
+            push(
+                1,
+                TlbServes::Data,
+                k4.clone(),
+                (l1.ebx >> 16) & 0xff,
+                l1_ways(l1.ebx >> 24),
+                "CPUID.80000005H:EBX[31:16] (L1 DTLB 4K)".into(),
+            );
+            push(
+                1,
+                TlbServes::Instruction,
+                k4.clone(),
+                l1.ebx & 0xff,
+                l1_ways((l1.ebx >> 8) & 0xff),
+                "CPUID.80000005H:EBX[15:0] (L1 ITLB 4K)".into(),
+            );
+            push(
+                1,
+                TlbServes::Data,
+                m2.clone(),
+                (l1.eax >> 16) & 0xff,
+                l1_ways(l1.eax >> 24),
+                "CPUID.80000005H:EAX[31:16] (L1 DTLB 2M/4M)".into(),
+            );
+            push(
+                1,
+                TlbServes::Instruction,
+                m2.clone(),
+                l1.eax & 0xff,
+                l1_ways((l1.eax >> 8) & 0xff),
+                "CPUID.80000005H:EAX[15:0] (L1 ITLB 2M/4M)".into(),
+            );
             let l2w = |a: u32, e: u32| super::amd_l2_ways(a, e);
-            push(2, TlbServes::Data, k4.clone(), (l2.ebx >> 16) & 0xfff, l2w(l2.ebx >> 28, (l2.ebx >> 16) & 0xfff), "CPUID.80000006H:EBX[31:16] (L2 DTLB 4K)".into());
-            push(2, TlbServes::Instruction, k4, l2.ebx & 0xfff, l2w((l2.ebx >> 12) & 0xf, l2.ebx & 0xfff), "CPUID.80000006H:EBX[15:0] (L2 ITLB 4K)".into());
-            push(2, TlbServes::Data, m2.clone(), (l2.eax >> 16) & 0xfff, l2w(l2.eax >> 28, (l2.eax >> 16) & 0xfff), "CPUID.80000006H:EAX[31:16] (L2 DTLB 2M/4M)".into());
-            push(2, TlbServes::Instruction, m2, l2.eax & 0xfff, l2w((l2.eax >> 12) & 0xf, l2.eax & 0xfff), "CPUID.80000006H:EAX[15:0] (L2 ITLB 2M/4M)".into());
+            push(
+                2,
+                TlbServes::Data,
+                k4.clone(),
+                (l2.ebx >> 16) & 0xfff,
+                l2w(l2.ebx >> 28, (l2.ebx >> 16) & 0xfff),
+                "CPUID.80000006H:EBX[31:16] (L2 DTLB 4K)".into(),
+            );
+            push(
+                2,
+                TlbServes::Instruction,
+                k4,
+                l2.ebx & 0xfff,
+                l2w((l2.ebx >> 12) & 0xf, l2.ebx & 0xfff),
+                "CPUID.80000006H:EBX[15:0] (L2 ITLB 4K)".into(),
+            );
+            push(
+                2,
+                TlbServes::Data,
+                m2.clone(),
+                (l2.eax >> 16) & 0xfff,
+                l2w(l2.eax >> 28, (l2.eax >> 16) & 0xfff),
+                "CPUID.80000006H:EAX[31:16] (L2 DTLB 2M/4M)".into(),
+            );
+            push(
+                2,
+                TlbServes::Instruction,
+                m2,
+                l2.eax & 0xfff,
+                l2w((l2.eax >> 12) & 0xf, l2.eax & 0xfff),
+                "CPUID.80000006H:EAX[15:0] (L2 ITLB 2M/4M)".into(),
+            );
             if c.max_ext >= 0x8000_0019 {
                 let g = cpuid(0x8000_0019, 0);
                 let g1 = vec![PageSizeName::Size1G];
-                push(1, TlbServes::Data, g1.clone(), (g.eax >> 16) & 0xfff, l2w(g.eax >> 28, (g.eax >> 16) & 0xfff), "CPUID.80000019H:EAX[31:16] (L1 DTLB 1G)".into());
-                push(2, TlbServes::Data, g1, (g.ebx >> 16) & 0xfff, l2w(g.ebx >> 28, (g.ebx >> 16) & 0xfff), "CPUID.80000019H:EBX[31:16] (L2 DTLB 1G)".into());
+                push(
+                    1,
+                    TlbServes::Data,
+                    g1.clone(),
+                    (g.eax >> 16) & 0xfff,
+                    l2w(g.eax >> 28, (g.eax >> 16) & 0xfff),
+                    "CPUID.80000019H:EAX[31:16] (L1 DTLB 1G)".into(),
+                );
+                push(
+                    2,
+                    TlbServes::Data,
+                    g1,
+                    (g.ebx >> 16) & 0xfff,
+                    l2w(g.ebx >> 28, (g.ebx >> 16) & 0xfff),
+                    "CPUID.80000019H:EBX[31:16] (L2 DTLB 1G)".into(),
+                );
             }
         }
         out
@@ -753,7 +1032,8 @@ pub(crate) fn leaf2_descriptor(b: u8) -> Vec<(u8, TlbServes, Vec<PageSizeName>, 
     let k = || vec![Size4K];
     let m = || vec![Size2M];
     let km = || vec![Size4K, Size2M];
-    let one = |level: u8, s: TlbServes, p: Vec<PageSizeName>, e: u32, w: u32| vec![(level, s, p, e, w)];
+    let one =
+        |level: u8, s: TlbServes, p: Vec<PageSizeName>, e: u32, w: u32| vec![(level, s, p, e, w)];
     match b {
         0x01 => one(1, Instruction, k(), 32, 4),
         0x02 => one(1, Instruction, m(), 2, 2),
@@ -793,7 +1073,10 @@ pub(crate) fn leaf2_descriptor(b: u8) -> Vec<(u8, TlbServes, Vec<PageSizeName>, 
         0xc0 => one(1, Data, km(), 8, 4),
         0xc1 => one(2, Unified, km(), 1024, 8),
         0xc2 => one(1, Data, km(), 16, 4),
-        0xc3 => vec![(2, Unified, km(), 1536, 6), (2, Unified, vec![Size1G], 16, 4)],
+        0xc3 => vec![
+            (2, Unified, km(), 1536, 6),
+            (2, Unified, vec![Size1G], 16, 4),
+        ],
         0xc4 => one(1, Data, m(), 32, 4),
         0xca => one(2, Unified, k(), 512, 4),
         _ => vec![],
@@ -868,7 +1151,10 @@ mod measure {
     }
 
     pub(crate) fn run(f: &HostFacts, limit: Duration) -> Measurements {
-        let b = Budget { start: Instant::now(), limit };
+        let b = Budget {
+            start: Instant::now(),
+            limit,
+        };
         let mut m = Measurements::default();
         macro_rules! step {
             ($name:literal, $e:expr) => {
@@ -890,7 +1176,10 @@ mod measure {
             m.shootdown_note = note;
         });
         if let Some(l1) = &f.l1d {
-            step!("l1 latency", m.l1_ns = chase_latency((l1.kib as usize * 1024) / 2, 20_000));
+            step!(
+                "l1 latency",
+                m.l1_ns = chase_latency((l1.kib as usize * 1024) / 2, 20_000)
+            );
         }
         if let (Some(l1), Some(l2)) = (&f.l1d, &f.l2) {
             let bytes = ((l1.kib + l2.kib) as usize * 1024) / 2;
@@ -900,14 +1189,24 @@ mod measure {
         if let Some(llc) = f.llc.as_ref().filter(|c| c.kib > 2 * l2_kib) {
             // a quarter of one LLC instance (as cpu0 sees it), at least four times the L2: well
             // inside the LLC even where it is shared with other cores or tenants
-            let bytes = (llc.kib as usize * 1024 / 4).max(4 * l2_kib as usize * 1024).min(llc.kib as usize * 1024 * 3 / 4);
+            let bytes = (llc.kib as usize * 1024 / 4)
+                .max(4 * l2_kib as usize * 1024)
+                .min(llc.kib as usize * 1024 * 3 / 4);
             step!("llc latency", m.llc_ns = chase_latency(bytes, 20_000));
         }
-        let llc_bytes = f.llc.as_ref().map_or(8 << 20, |c| c.kib as usize * 1024 * c.instances_in_package.max(1) as usize);
+        let llc_bytes = f.llc.as_ref().map_or(8 << 20, |c| {
+            c.kib as usize * 1024 * c.instances_in_package.max(1) as usize
+        });
         let dram_bytes = (2 * llc_bytes + (16 << 20)).clamp(32 << 20, 192 << 20);
-        step!("dram latency", m.dram_local_ns = dram_latency(dram_bytes, None));
+        step!(
+            "dram latency",
+            m.dram_local_ns = dram_latency(dram_bytes, None)
+        );
         if f.nodes > 1 {
-            step!("remote dram latency", m.dram_remote_ns = remote_dram(f, dram_bytes));
+            step!(
+                "remote dram latency",
+                m.dram_remote_ns = remote_dram(f, dram_bytes)
+            );
         }
         m
     }
@@ -960,13 +1259,35 @@ mod measure {
     impl Map {
         fn new(len: usize, huge: bool) -> Option<Map> {
             // SAFETY: a fresh anonymous mapping; the kernel picks the address.
-            let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
             if p == libc::MAP_FAILED {
                 return None;
             }
             // SAFETY: advice on our own mapping; failure only loses the hint.
-            unsafe { libc::madvise(p, len, if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE }) };
-            Some(Map { ptr: p as *mut u8, len })
+            unsafe {
+                libc::madvise(
+                    p,
+                    len,
+                    if huge {
+                        libc::MADV_HUGEPAGE
+                    } else {
+                        libc::MADV_NOHUGEPAGE
+                    },
+                )
+            };
+            Some(Map {
+                ptr: p as *mut u8,
+                len,
+            })
         }
     }
     impl Drop for Map {
@@ -1013,7 +1334,14 @@ mod measure {
 
     /// As `chase`; without `warm` the cycle is not walked before timing, and `evict` (a second
     /// mapping) is written through after the cycle is built, to push it out of every cache.
-    fn chase_with(map: &Map, n: usize, slot: impl Fn(usize) -> usize, steps: usize, warm: bool, evict: Option<&Map>) -> Option<f64> {
+    fn chase_with(
+        map: &Map,
+        n: usize,
+        slot: impl Fn(usize) -> usize,
+        steps: usize,
+        warm: bool,
+        evict: Option<&Map>,
+    ) -> Option<f64> {
         if n < 2 {
             return None;
         }
@@ -1027,7 +1355,9 @@ mod measure {
             let from = slot(order[w]);
             let to = slot(order[(w + 1) % order.len()]);
             // SAFETY: both offsets are inside the mapping and 8-byte aligned.
-            unsafe { std::ptr::write_volatile(map.ptr.add(from) as *mut usize, map.ptr.add(to) as usize) };
+            unsafe {
+                std::ptr::write_volatile(map.ptr.add(from) as *mut usize, map.ptr.add(to) as usize)
+            };
         }
         let mut p = map.ptr.wrapping_add(slot(order[0])) as *const usize;
         if let Some(e) = evict {
@@ -1089,7 +1419,14 @@ mod measure {
             bind_to_node(&map, n)?;
         }
         let evict = Map::new(evict_bytes, true)?;
-        chase_with(&map, PAGES, |i| i * 4096 + (i % 64) * 64, 10_000, false, Some(&evict))
+        chase_with(
+            &map,
+            PAGES,
+            |i| i * 4096 + (i % 64) * 64,
+            10_000,
+            false,
+            Some(&evict),
+        )
     }
 
     /// STLB hit penalty: a chase over one line in each of many 4 KiB pages (more than the first
@@ -1097,11 +1434,29 @@ mod measure {
     /// staggered across cache sets so both working sets stay in L1D.
     fn stlb_hit(f: &HostFacts) -> Option<f64> {
         use crate::machine::profile::{PageSizeName, TlbServes};
-        let covers_4k = |a: &crate::machine::profile::TlbArray| a.page_sizes.contains(&PageSizeName::Size4K) && a.serves != TlbServes::Instruction;
-        let l1 = f.tlbs.iter().filter(|(a, _)| a.level == 1 && covers_4k(a)).map(|(a, _)| a.entries).max().unwrap_or(64);
-        let l2 = f.tlbs.iter().filter(|(a, _)| a.level == 2 && covers_4k(a)).map(|(a, _)| a.entries).max().unwrap_or(1024);
+        let covers_4k = |a: &crate::machine::profile::TlbArray| {
+            a.page_sizes.contains(&PageSizeName::Size4K) && a.serves != TlbServes::Instruction
+        };
+        let l1 = f
+            .tlbs
+            .iter()
+            .filter(|(a, _)| a.level == 1 && covers_4k(a))
+            .map(|(a, _)| a.entries)
+            .max()
+            .unwrap_or(64);
+        let l2 = f
+            .tlbs
+            .iter()
+            .filter(|(a, _)| a.level == 2 && covers_4k(a))
+            .map(|(a, _)| a.entries)
+            .max()
+            .unwrap_or(1024);
         // CPUID of some guests under-reports the second level; then try 4x the first level anyway
-        let many = if l2 > 2 * l1 { (4 * l1).min(l2 / 2).min(512) } else { (4 * l1).min(512) } as usize;
+        let many = if l2 > 2 * l1 {
+            (4 * l1).min(l2 / 2).min(512)
+        } else {
+            (4 * l1).min(512)
+        } as usize;
         if many <= l1 as usize + 16 {
             return None;
         }
@@ -1118,7 +1473,10 @@ mod measure {
 
     /// (package, core) of a CPU, from sysfs.
     fn cpu_place(cpu: usize) -> Option<(String, String)> {
-        let read = |f: &str| super::read_sysfs(&format!("/sys/devices/system/cpu/cpu{cpu}/topology/{f}")).map(|v| v.trim().to_string());
+        let read = |f: &str| {
+            super::read_sysfs(&format!("/sys/devices/system/cpu/cpu{cpu}/topology/{f}"))
+                .map(|v| v.trim().to_string())
+        };
         Some((read("physical_package_id")?, read("core_id")?))
     }
 
@@ -1127,7 +1485,9 @@ mod measure {
     fn line_transfers() -> [Option<(f64, usize, usize)>; 3] {
         let cpus = online_allowed_cpus();
         let mut out = [None; 3];
-        let Some((&a, others)) = cpus.split_first() else { return out };
+        let Some((&a, others)) = cpus.split_first() else {
+            return out;
+        };
         let Some(home) = cpu_place(a) else { return out };
         for (i, slot) in out.iter_mut().enumerate() {
             let at_distance = |c: &usize| {
@@ -1186,7 +1546,10 @@ mod measure {
                     while counter.load(Ordering::Acquire) != v + 2 {
                         spins = spins.wrapping_add(1);
                         // Reading the clock on every spin would slow the loop it times.
-                        if spins % 4096 == 0 && (stop.load(Ordering::Relaxed) || start.elapsed() > Duration::from_secs(1)) {
+                        if spins % 4096 == 0
+                            && (stop.load(Ordering::Relaxed)
+                                || start.elapsed() > Duration::from_secs(1))
+                        {
                             return None;
                         }
                         std::hint::spin_loop();
@@ -1206,10 +1569,14 @@ mod measure {
         // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: pid 0 = this thread; size matches the set.
-        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) }
+            != 0
+        {
             return vec![];
         }
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
     }
 
     fn pin(cpu: usize) -> bool {
@@ -1247,7 +1614,10 @@ mod measure {
     fn shootdown(_f: &HostFacts) -> (Option<f64>, Option<String>) {
         let cpus = online_allowed_cpus();
         if cpus.len() < 2 {
-            return (None, Some("fewer than two CPUs allowed to this process".into()));
+            return (
+                None,
+                Some("fewer than two CPUs allowed to this process".into()),
+            );
         }
         let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
         if !pin(a) {
@@ -1294,8 +1664,16 @@ mod measure {
         })();
         restore_affinity(&cpus);
         match result {
-            Some(Some(v)) => (Some(v), Some(format!("CPU {a} changes protection while CPU {b} reads the page"))),
-            Some(None) => (None, Some("no measurable difference over the single-CPU case".into())),
+            Some(Some(v)) => (
+                Some(v),
+                Some(format!(
+                    "CPU {a} changes protection while CPU {b} reads the page"
+                )),
+            ),
+            Some(None) => (
+                None,
+                Some("no measurable difference over the single-CPU case".into()),
+            ),
             None => (None, Some("mapping, mprotect or pinning failed".into())),
         }
     }
@@ -1307,7 +1685,17 @@ mod measure {
         let mask: u64 = 1 << node;
         const MPOL_BIND: libc::c_long = 2;
         // SAFETY: mbind on our own mapping with a one-word node mask.
-        let r = unsafe { libc::syscall(libc::SYS_mbind, map.ptr as libc::c_long, map.len as libc::c_long, MPOL_BIND, &mask as *const u64 as libc::c_long, 65 as libc::c_long, 0 as libc::c_long) };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mbind,
+                map.ptr as libc::c_long,
+                map.len as libc::c_long,
+                MPOL_BIND,
+                &mask as *const u64 as libc::c_long,
+                65 as libc::c_long,
+                0 as libc::c_long,
+            )
+        };
         (r == 0).then_some(())
     }
 
@@ -1317,7 +1705,12 @@ mod measure {
         let here = std::fs::read_dir(format!("/sys/devices/system/cpu/cpu{cpu}"))
             .ok()?
             .filter_map(|e| e.ok())
-            .find_map(|e| e.file_name().to_string_lossy().strip_prefix("node").and_then(|n| n.parse::<u32>().ok()))?;
+            .find_map(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .strip_prefix("node")
+                    .and_then(|n| n.parse::<u32>().ok())
+            })?;
         let other = (0..f.nodes).find(|&n| n != here)?;
         if !pin(cpu) {
             return None;
@@ -1404,7 +1797,13 @@ impl Writer {
                 }
             }
             Val::Bool(b) => b.to_string(),
-            Val::List(l) => format!("[{}]", l.iter().map(|s| toml_string(s)).collect::<Vec<_>>().join(", ")),
+            Val::List(l) => format!(
+                "[{}]",
+                l.iter()
+                    .map(|s| toml_string(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         };
         let how = how.replace('\n', " ");
         let _ = writeln!(self.out, "{key} = {val}  # machine detect: {how}");
@@ -1418,7 +1817,10 @@ fn cycles(ns: f64, ghz: f64) -> u64 {
 pub(crate) fn slug(s: &str) -> String {
     let mut o = String::new();
     let s = s.split('@').next().unwrap_or(s);
-    for w in s.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+    for w in s
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
         let w = w.to_ascii_lowercase();
         if ["r", "tm", "cpu", "processor", "core"].contains(&w.as_str()) || w.ends_with("ghz") {
             continue;
@@ -1437,8 +1839,16 @@ pub(crate) fn slug(s: &str) -> String {
     }
 }
 
-fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &DetectOptions) -> String {
-    let from = |what: &str| format!("{what} not detectable from user space; taken from {why}, whose comment on the same field gives the value's own source");
+fn emit(
+    f: &HostFacts,
+    fb: &MachineProfile,
+    why: &str,
+    m: &Measurements,
+    opts: &DetectOptions,
+) -> String {
+    let from = |what: &str| {
+        format!("{what} not detectable from user space; taken from {why}, whose comment on the same field gives the value's own source")
+    };
     let mut w = Writer::new();
     w.comment(
         "Profile of this host written by `kharden machine detect`.\n\
@@ -1446,28 +1856,86 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
          measurements of this host: they are that profile's sourced values for the closest\n\
          microarchitecture. Timings are user-space readings of one run; repeat to check noise.",
     );
-    let name = opts.name.clone().unwrap_or_else(|| format!("detected-{}", slug(&f.model)));
-    w.kv("name", Val::Str(name), "--name, or 'detected-' and the CPU model");
-    let virt = if f.hypervisor { ", running under a hypervisor" } else { "" };
-    w.kv("description", Val::Str(format!("{} ({}) detected on this host{virt}", f.model, f.uarch.as_deref().unwrap_or("unknown microarchitecture"))), "CPU brand string and microarchitecture");
-    w.kv("arch", Val::Str(if f.arch == Arch::Aarch64 { "aarch64" } else { "x86_64" }.into()), "the architecture kharden was built for");
-    let mut assumption = format!("Privileged costs, paging-structure cache sizes and IPI latencies come from {why}.");
+    let name = opts
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("detected-{}", slug(&f.model)));
+    w.kv(
+        "name",
+        Val::Str(name),
+        "--name, or 'detected-' and the CPU model",
+    );
+    let virt = if f.hypervisor {
+        ", running under a hypervisor"
+    } else {
+        ""
+    };
+    w.kv(
+        "description",
+        Val::Str(format!(
+            "{} ({}) detected on this host{virt}",
+            f.model,
+            f.uarch.as_deref().unwrap_or("unknown microarchitecture")
+        )),
+        "CPU brand string and microarchitecture",
+    );
+    w.kv(
+        "arch",
+        Val::Str(
+            if f.arch == Arch::Aarch64 {
+                "aarch64"
+            } else {
+                "x86_64"
+            }
+            .into(),
+        ),
+        "the architecture kharden was built for",
+    );
+    let mut assumption = format!(
+        "Privileged costs, paging-structure cache sizes and IPI latencies come from {why}."
+    );
     if f.hypervisor {
         assumption.push_str(" Measured under a hypervisor: exits and virtual interrupts inflate fault, syscall and shootdown timings.");
     }
     if f.pti_active == Some(true) {
-        assumption.push_str(" The running kernel uses PTI, so the measured syscall includes two CR3 writes.");
+        assumption.push_str(
+            " The running kernel uses PTI, so the measured syscall includes two CR3 writes.",
+        );
     }
-    w.kv("assumption", Val::Str(assumption), "what this profile assumes");
+    w.kv(
+        "assumption",
+        Val::Str(assumption),
+        "what this profile assumes",
+    );
 
     w.header("[topology]");
     w.kv("sockets", Val::Int(f.sockets.value as u64), &f.sockets.how);
-    w.kv("cores_per_socket", Val::Int(f.cores_per_socket.value as u64), &f.cores_per_socket.how);
-    w.kv("threads_per_core", Val::Int(f.threads_per_core.value as u64), &f.threads_per_core.how);
-    w.kv("numa_nodes_per_socket", Val::Int(f.nodes_per_socket.value as u64), &f.nodes_per_socket.how);
+    w.kv(
+        "cores_per_socket",
+        Val::Int(f.cores_per_socket.value as u64),
+        &f.cores_per_socket.how,
+    );
+    w.kv(
+        "threads_per_core",
+        Val::Int(f.threads_per_core.value as u64),
+        &f.threads_per_core.how,
+    );
+    w.kv(
+        "numa_nodes_per_socket",
+        Val::Int(f.nodes_per_socket.value as u64),
+        &f.nodes_per_socket.how,
+    );
 
     w.header("[cpu]");
-    w.kv("model", Val::Str(f.model.clone()), if cfg!(target_arch = "x86_64") { "CPUID.80000002H-80000004H brand string" } else { "/proc/cpuinfo" });
+    w.kv(
+        "model",
+        Val::Str(f.model.clone()),
+        if cfg!(target_arch = "x86_64") {
+            "CPUID.80000002H-80000004H brand string"
+        } else {
+            "/proc/cpuinfo"
+        },
+    );
     let uarch = f.uarch.clone().unwrap_or_else(|| "unknown".into());
     w.kv("microarchitecture", Val::Str(uarch), &f.uarch_how);
     let ghz = match &f.frequency_ghz {
@@ -1476,7 +1944,11 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
             g.value
         }
         _ => {
-            w.kv("frequency_ghz", Val::Float(fb.cpu.frequency_ghz), &from("clock"));
+            w.kv(
+                "frequency_ghz",
+                Val::Float(fb.cpu.frequency_ghz),
+                &from("clock"),
+            );
             fb.cpu.frequency_ghz
         }
     };
@@ -1492,7 +1964,13 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
         feat(&mut w, "pcid", &f.pcid, ff.pcid);
         // INVPCID without PCID cannot be used (and the schema rejects it)
         let invpcid = match (&f.invpcid, &f.pcid) {
-            (Some(i), Some(p)) if i.value && !p.value => Some(got(false, format!("{} reports INVPCID but PCID is absent, so it is unusable", i.how))),
+            (Some(i), Some(p)) if i.value && !p.value => Some(got(
+                false,
+                format!(
+                    "{} reports INVPCID but PCID is absent, so it is unusable",
+                    i.how
+                ),
+            )),
             (i, _) => i.clone(),
         };
         feat(&mut w, "invpcid", &invpcid, ff.invpcid && ff.pcid);
@@ -1502,12 +1980,28 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
     } else {
         w.kv("pcid", Val::Bool(false), "arm64 has ASIDs, not PCIDs");
         w.kv("invpcid", Val::Bool(false), "x86 only");
-        w.kv("global_pages", Val::Bool(ff.global_pages), &from("global mappings (nG=0)"));
+        w.kv(
+            "global_pages",
+            Val::Bool(ff.global_pages),
+            &from("global mappings (nG=0)"),
+        );
         w.kv("invlpgb", Val::Bool(false), "x86 (AMD) only");
-        w.kv("gbpages", Val::Bool(ff.gbpages), &from("1 GiB block mappings"));
-        w.kv("tlbi_broadcast", Val::Bool(true), "every ARMv8-A core implements TLBI ...IS broadcast to the inner-shareable domain");
+        w.kv(
+            "gbpages",
+            Val::Bool(ff.gbpages),
+            &from("1 GiB block mappings"),
+        );
+        w.kv(
+            "tlbi_broadcast",
+            Val::Bool(true),
+            "every ARMv8-A core implements TLBI ...IS broadcast to the inner-shareable domain",
+        );
         feat(&mut w, "lse_atomics", &f.lse_atomics, ff.lse_atomics);
-        w.kv("asid_bits", Val::Int(ff.asid_bits as u64), &from("ID_AA64MMFR0_EL1.ASIDBits"));
+        w.kv(
+            "asid_bits",
+            Val::Int(ff.asid_bits as u64),
+            &from("ID_AA64MMFR0_EL1.ASIDBits"),
+        );
     }
     let pcid = f.pcid.as_ref().map_or(ff.pcid, |g| g.value);
     let invpcid = is_x86 && pcid && f.invpcid.as_ref().map_or(ff.invpcid, |g| g.value);
@@ -1515,12 +2009,21 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
 
     // TLBs
     let detected_tlbs = !f.tlbs.is_empty();
-    let fb_stlb_hit = fb.tlb.iter().filter(|a| a.level == 2).map(|a| a.hit_cycles).max().unwrap_or(8);
+    let fb_stlb_hit = fb
+        .tlb
+        .iter()
+        .filter(|a| a.level == 2)
+        .map(|a| a.hit_cycles)
+        .max()
+        .unwrap_or(8);
     let stlb_hit = m.stlb_hit_ns.map(|ns| cycles(ns, ghz));
     let tlbs: Vec<(TlbArray, String)> = if detected_tlbs {
         f.tlbs.clone()
     } else {
-        fb.tlb.iter().map(|a| (a.clone(), from("TLB geometry"))).collect()
+        fb.tlb
+            .iter()
+            .map(|a| (a.clone(), from("TLB geometry")))
+            .collect()
     };
     let mut names = BTreeSet::new();
     for (mut a, how) in tlbs {
@@ -1558,68 +2061,176 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
         w.kv("entries", Val::Int(a.entries as u64), &how);
         w.kv("ways", Val::Int(a.ways as u64), &how);
         if a.level == 1 {
-            w.kv("hit_cycles", Val::Int(0), "first level: looked up in parallel with the L1 cache");
+            w.kv(
+                "hit_cycles",
+                Val::Int(0),
+                "first level: looked up in parallel with the L1 cache",
+            );
         } else if let Some(c) = stlb_hit {
             w.kv("hit_cycles", Val::Int(c), &format!("measured: chase over more 4 KiB pages than the L1 DTLB holds minus over 8 pages, {:.1} ns at {ghz:.2} GHz", m.stlb_hit_ns.unwrap_or(0.0)));
         } else if detected_tlbs {
-            w.kv("hit_cycles", Val::Int(fb_stlb_hit as u64), &from("second-level TLB hit latency"));
+            w.kv(
+                "hit_cycles",
+                Val::Int(fb_stlb_hit as u64),
+                &from("second-level TLB hit latency"),
+            );
         } else {
-            w.kv("hit_cycles", Val::Int(a.hit_cycles as u64), &from("second-level TLB hit latency"));
+            w.kv(
+                "hit_cycles",
+                Val::Int(a.hit_cycles as u64),
+                &from("second-level TLB hit latency"),
+            );
         }
         let per_thread = if detected_tlbs { false } else { a.per_thread };
         w.kv(
             "per_thread",
             Val::Bool(per_thread),
-            if detected_tlbs { "CPUID does not report a per-thread split of this array; shared assumed" } else { "taken with the geometry above" },
+            if detected_tlbs {
+                "CPUID does not report a per-thread split of this array; shared assumed"
+            } else {
+                "taken with the geometry above"
+            },
         );
     }
 
     w.header("[paging_structure_cache]");
     let psc = &fb.paging_structure_cache;
-    w.kv("pml4e_entries", Val::Int(psc.pml4e_entries as u64), &from("PML4E cache size (no architectural way to read it)"));
-    w.kv("pdpte_entries", Val::Int(psc.pdpte_entries as u64), &from("PDPTE cache size"));
-    w.kv("pde_entries", Val::Int(psc.pde_entries as u64), &from("PDE cache size"));
+    w.kv(
+        "pml4e_entries",
+        Val::Int(psc.pml4e_entries as u64),
+        &from("PML4E cache size (no architectural way to read it)"),
+    );
+    w.kv(
+        "pdpte_entries",
+        Val::Int(psc.pdpte_entries as u64),
+        &from("PDPTE cache size"),
+    );
+    w.kv(
+        "pde_entries",
+        Val::Int(psc.pde_entries as u64),
+        &from("PDE cache size"),
+    );
 
     w.header("[memory]");
     let fm = &fb.memory;
-    let cache = |w: &mut Writer, pre: &str, c: &Option<CacheInfo>, fb_kib: u32, fb_ways: u32, per_socket: bool, label: &str| {
+    let cache = |w: &mut Writer,
+                 pre: &str,
+                 c: &Option<CacheInfo>,
+                 fb_kib: u32,
+                 fb_ways: u32,
+                 per_socket: bool,
+                 label: &str| {
         match c {
             Some(c) => {
-                let kib = if per_socket { c.kib * c.instances_in_package.max(1) } else { c.kib };
+                let kib = if per_socket {
+                    c.kib * c.instances_in_package.max(1)
+                } else {
+                    c.kib
+                };
                 let lines = kib as u64 * 1024 / 64;
                 let mut ways = if c.ways == 0 { lines as u32 } else { c.ways };
                 let mut note = String::new();
                 if lines % ways as u64 != 0 {
                     let g = gcd(lines, ways as u64) as u32;
-                    note = format!("; sysfs reports {ways} ways, modelled as {g} (must divide the line count)");
+                    note = format!(
+                        "; sysfs reports {ways} ways, modelled as {g} (must divide the line count)"
+                    );
                     ways = g.max(1);
                 }
                 let size_how = if per_socket && c.instances_in_package > 1 {
-                    format!("sysfs cache/index* of cpu0: {label} of {} KiB x {} instances in package 0", c.kib, c.instances_in_package)
+                    format!(
+                        "sysfs cache/index* of cpu0: {label} of {} KiB x {} instances in package 0",
+                        c.kib, c.instances_in_package
+                    )
                 } else {
                     format!("sysfs cache/index* of cpu0: {label} size")
                 };
-                let size_key = if per_socket { format!("{pre}_kib_per_socket") } else { format!("{pre}_kib") };
+                let size_key = if per_socket {
+                    format!("{pre}_kib_per_socket")
+                } else {
+                    format!("{pre}_kib")
+                };
                 w.kv(&size_key, Val::Int(kib as u64), &size_how);
-                w.kv(&format!("{pre}_ways"), Val::Int(ways as u64), &format!("sysfs ways_of_associativity{note}"));
+                w.kv(
+                    &format!("{pre}_ways"),
+                    Val::Int(ways as u64),
+                    &format!("sysfs ways_of_associativity{note}"),
+                );
             }
             None => {
-                let size_key = if per_socket { format!("{pre}_kib_per_socket") } else { format!("{pre}_kib") };
-                w.kv(&size_key, Val::Int(fb_kib as u64), &from(&format!("{label} size (sysfs has none)")));
-                w.kv(&format!("{pre}_ways"), Val::Int(fb_ways as u64), &from(&format!("{label} associativity")));
+                let size_key = if per_socket {
+                    format!("{pre}_kib_per_socket")
+                } else {
+                    format!("{pre}_kib")
+                };
+                w.kv(
+                    &size_key,
+                    Val::Int(fb_kib as u64),
+                    &from(&format!("{label} size (sysfs has none)")),
+                );
+                w.kv(
+                    &format!("{pre}_ways"),
+                    Val::Int(fb_ways as u64),
+                    &from(&format!("{label} associativity")),
+                );
             }
         }
     };
     let lat = |w: &mut Writer, key: &str, ns: Option<f64>, fb_cycles: u32, what: &str| match ns {
-        Some(ns) => w.kv(key, Val::Int(cycles(ns, ghz)), &format!("measured: random pointer chase within {what}, {ns:.2} ns at {ghz:.2} GHz")),
-        None => w.kv(key, Val::Int(fb_cycles as u64), &from(&format!("{what} latency (not measured)"))),
+        Some(ns) => w.kv(
+            key,
+            Val::Int(cycles(ns, ghz)),
+            &format!("measured: random pointer chase within {what}, {ns:.2} ns at {ghz:.2} GHz"),
+        ),
+        None => w.kv(
+            key,
+            Val::Int(fb_cycles as u64),
+            &from(&format!("{what} latency (not measured)")),
+        ),
     };
-    cache(&mut w, "l1d", &f.l1d, fm.l1d_kib, fm.l1d_ways, false, "L1 data cache");
-    lat(&mut w, "l1d_hit_cycles", m.l1_ns, fm.l1d_hit_cycles, "half the L1D");
-    cache(&mut w, "l2", &f.l2, fm.l2_kib, fm.l2_ways, false, "L2 cache");
-    lat(&mut w, "l2_hit_cycles", m.l2_ns, fm.l2_hit_cycles, "a buffer between the L1D and L2 sizes");
-    let llc_is_l2 = f.llc.is_some() && f.llc.as_ref().map(|c| c.kib) == f.l2.as_ref().map(|c| c.kib) && f.llc.as_ref().map(|c| c.instances_in_package) == f.l2.as_ref().map(|c| c.instances_in_package);
-    cache(&mut w, "llc", &f.llc, fm.llc_kib_per_socket, fm.llc_ways, true, if llc_is_l2 { "last-level (L2) cache" } else { "last-level cache" });
+    cache(
+        &mut w,
+        "l1d",
+        &f.l1d,
+        fm.l1d_kib,
+        fm.l1d_ways,
+        false,
+        "L1 data cache",
+    );
+    lat(
+        &mut w,
+        "l1d_hit_cycles",
+        m.l1_ns,
+        fm.l1d_hit_cycles,
+        "half the L1D",
+    );
+    cache(
+        &mut w, "l2", &f.l2, fm.l2_kib, fm.l2_ways, false, "L2 cache",
+    );
+    lat(
+        &mut w,
+        "l2_hit_cycles",
+        m.l2_ns,
+        fm.l2_hit_cycles,
+        "a buffer between the L1D and L2 sizes",
+    );
+    let llc_is_l2 = f.llc.is_some()
+        && f.llc.as_ref().map(|c| c.kib) == f.l2.as_ref().map(|c| c.kib)
+        && f.llc.as_ref().map(|c| c.instances_in_package)
+            == f.l2.as_ref().map(|c| c.instances_in_package);
+    cache(
+        &mut w,
+        "llc",
+        &f.llc,
+        fm.llc_kib_per_socket,
+        fm.llc_ways,
+        true,
+        if llc_is_l2 {
+            "last-level (L2) cache"
+        } else {
+            "last-level cache"
+        },
+    );
     let llc_ns = if llc_is_l2 { m.l2_ns } else { m.llc_ns };
     match (llc_ns, m.dram_local_ns) {
         (Some(l), Some(d)) if l > 0.6 * d => w.kv(
@@ -1635,18 +2246,37 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
             ns
         }
         None => {
-            w.kv("dram_local_ns", Val::Float(fm.dram_local_ns), &from("DRAM latency (not measured)"));
+            w.kv(
+                "dram_local_ns",
+                Val::Float(fm.dram_local_ns),
+                &from("DRAM latency (not measured)"),
+            );
             fm.dram_local_ns
         }
     };
     let numa = f.sockets.value * f.nodes_per_socket.value > 1;
     match (numa, m.dram_remote_ns) {
-        (true, Some(ns)) if ns >= local => w.kv("dram_remote_ns", Val::Float(ns), "measured: same chase with the buffer bound (mbind) to another node"),
+        (true, Some(ns)) if ns >= local => w.kv(
+            "dram_remote_ns",
+            Val::Float(ns),
+            "measured: same chase with the buffer bound (mbind) to another node",
+        ),
         (true, _) => {
             let ratio = fm.dram_remote_ns / fm.dram_local_ns;
-            w.kv("dram_remote_ns", Val::Float(local * ratio), &format!("remote/local ratio {ratio:.2} {}", from("NUMA factor (remote node not measured)")));
+            w.kv(
+                "dram_remote_ns",
+                Val::Float(local * ratio),
+                &format!(
+                    "remote/local ratio {ratio:.2} {}",
+                    from("NUMA factor (remote node not measured)")
+                ),
+            );
         }
-        (false, _) => w.kv("dram_remote_ns", Val::Float(local), "one NUMA node: equal to local"),
+        (false, _) => w.kv(
+            "dram_remote_ns",
+            Val::Float(local),
+            "one NUMA node: equal to local",
+        ),
     }
 
     w.header("[costs]");
@@ -1659,26 +2289,79 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
         ),
         None => w.kv("syscall_roundtrip_cycles", Val::Int(c.syscall_roundtrip_cycles as u64), &from("syscall round trip (not measured)")),
     }
-    let cr3 = if is_x86 { "MOV to CR3" } else { "TTBR0_EL1 write + ISB" };
-    w.kv("cr3_write_noflush_cycles", Val::Int(c.cr3_write_noflush_cycles as u64), &from(&format!("{cr3} (no flush) cost (privileged)")));
-    w.kv("cr3_write_flush_cycles", Val::Int(c.cr3_write_flush_cycles as u64), &from(&format!("{cr3} (flushing) cost (privileged)")));
-    w.kv("invlpg_cycles", Val::Int(c.invlpg_cycles as u64), &from(if is_x86 { "INVLPG cost (privileged)" } else { "TLBI VAE1 cost (privileged)" }));
+    let cr3 = if is_x86 {
+        "MOV to CR3"
+    } else {
+        "TTBR0_EL1 write + ISB"
+    };
+    w.kv(
+        "cr3_write_noflush_cycles",
+        Val::Int(c.cr3_write_noflush_cycles as u64),
+        &from(&format!("{cr3} (no flush) cost (privileged)")),
+    );
+    w.kv(
+        "cr3_write_flush_cycles",
+        Val::Int(c.cr3_write_flush_cycles as u64),
+        &from(&format!("{cr3} (flushing) cost (privileged)")),
+    );
+    w.kv(
+        "invlpg_cycles",
+        Val::Int(c.invlpg_cycles as u64),
+        &from(if is_x86 {
+            "INVLPG cost (privileged)"
+        } else {
+            "TLBI VAE1 cost (privileged)"
+        }),
+    );
     if invpcid {
-        let fill = |w: &mut Writer, key: &str, v: Option<u32>, default: u32, default_how: &str| match v {
+        let fill = |w: &mut Writer, key: &str, v: Option<u32>, default: u32, default_how: &str| {
+            match v {
             Some(v) => w.kv(key, Val::Int(v as u64), &from("INVPCID cost (privileged)")),
             None => w.kv(key, Val::Int(default as u64), &format!("INVPCID cost not detectable from user space, and {why} has no INVPCID; conservative default: {default_how}")),
+        }
         };
-        fill(&mut w, "invpcid_individual_cycles", c.invpcid_individual_cycles, c.invlpg_cycles, "its INVLPG cost");
+        fill(
+            &mut w,
+            "invpcid_individual_cycles",
+            c.invpcid_individual_cycles,
+            c.invlpg_cycles,
+            "its INVLPG cost",
+        );
         let full = c.cr3_write_flush_cycles.max(c.invlpg_cycles);
-        fill(&mut w, "invpcid_single_context_cycles", c.invpcid_single_context_cycles, full, "the larger of its flushing CR3 write and INVLPG costs");
-        fill(&mut w, "invpcid_all_incl_global_cycles", c.invpcid_all_incl_global_cycles, full, "the larger of its flushing CR3 write and INVLPG costs");
-        fill(&mut w, "invpcid_all_non_global_cycles", c.invpcid_all_non_global_cycles, full, "the larger of its flushing CR3 write and INVLPG costs");
+        fill(
+            &mut w,
+            "invpcid_single_context_cycles",
+            c.invpcid_single_context_cycles,
+            full,
+            "the larger of its flushing CR3 write and INVLPG costs",
+        );
+        fill(
+            &mut w,
+            "invpcid_all_incl_global_cycles",
+            c.invpcid_all_incl_global_cycles,
+            full,
+            "the larger of its flushing CR3 write and INVLPG costs",
+        );
+        fill(
+            &mut w,
+            "invpcid_all_non_global_cycles",
+            c.invpcid_all_non_global_cycles,
+            full,
+            "the larger of its flushing CR3 write and INVLPG costs",
+        );
     }
     if invlpgb {
         match c.invlpgb_ns {
-            Some(v) => w.kv("invlpgb_ns", Val::Float(v), &from("INVLPGB+TLBSYNC cost (privileged)")),
+            Some(v) => w.kv(
+                "invlpgb_ns",
+                Val::Float(v),
+                &from("INVLPGB+TLBSYNC cost (privileged)"),
+            ),
             None => {
-                let lib = super::names().into_iter().filter_map(|n| super::load(n).ok()).find(|p| p.costs.invlpgb_ns.is_some());
+                let lib = super::names()
+                    .into_iter()
+                    .filter_map(|n| super::load(n).ok())
+                    .find(|p| p.costs.invlpgb_ns.is_some());
                 match lib {
                     Some(p) => w.kv("invlpgb_ns", Val::Float(p.costs.invlpgb_ns.unwrap_or(1000.0)), &format!("INVLPGB cost not detectable from user space; taken from machines/{}.toml (the library's INVLPGB machine)", p.name)),
                     None => w.kv("invlpgb_ns", Val::Float(c.ipi_latency_ns.same_socket_ns), &format!("INVLPGB cost not detectable; conservative default: the same-socket IPI latency of {why}")),
@@ -1687,26 +2370,67 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
         }
     }
     if !is_x86 {
-        let v = c.tlbi_broadcast_ns.unwrap_or(c.ipi_latency_ns.same_socket_ns);
-        w.kv("tlbi_broadcast_ns", Val::Float(v), &from("TLBI ...IS + DSB ISH cost (privileged)"));
+        let v = c
+            .tlbi_broadcast_ns
+            .unwrap_or(c.ipi_latency_ns.same_socket_ns);
+        w.kv(
+            "tlbi_broadcast_ns",
+            Val::Float(v),
+            &from("TLBI ...IS + DSB ISH cost (privileged)"),
+        );
     }
-    w.kv("interrupt_entry_cycles", Val::Int(c.interrupt_entry_cycles as u64), &from("interrupt entry + return cost"));
-    w.kv("ipi_send_cycles", Val::Int(c.ipi_send_cycles as u64), &from("IPI send cost (APIC/GIC register write is privileged)"));
+    w.kv(
+        "interrupt_entry_cycles",
+        Val::Int(c.interrupt_entry_cycles as u64),
+        &from("interrupt entry + return cost"),
+    );
+    w.kv(
+        "ipi_send_cycles",
+        Val::Int(c.ipi_send_cycles as u64),
+        &from("IPI send cost (APIC/GIC register write is privileged)"),
+    );
 
     w.header("[costs.ipi_latency_ns]");
-    let shoot = m.shootdown_ns.map(|v| format!("; compare [measured].tlb_shootdown_ns = {v:.0} ns")).unwrap_or_default();
+    let shoot = m
+        .shootdown_ns
+        .map(|v| format!("; compare [measured].tlb_shootdown_ns = {v:.0} ns"))
+        .unwrap_or_default();
     let l = &c.ipi_latency_ns;
-    w.kv("same_core_ns", Val::Float(l.same_core_ns), &format!("{}{shoot}", from("IPI delivery latency")));
-    w.kv("same_socket_ns", Val::Float(l.same_socket_ns), &from("IPI delivery latency"));
+    w.kv(
+        "same_core_ns",
+        Val::Float(l.same_core_ns),
+        &format!("{}{shoot}", from("IPI delivery latency")),
+    );
+    w.kv(
+        "same_socket_ns",
+        Val::Float(l.same_socket_ns),
+        &from("IPI delivery latency"),
+    );
     if f.sockets.value > 1 {
-        w.kv("remote_socket_ns", Val::Float(l.remote_socket_ns), &from("IPI delivery latency"));
+        w.kv(
+            "remote_socket_ns",
+            Val::Float(l.remote_socket_ns),
+            &from("IPI delivery latency"),
+        );
     } else {
-        w.kv("remote_socket_ns", Val::Float(l.same_socket_ns), "one socket: unused, set to the same-socket value");
+        w.kv(
+            "remote_socket_ns",
+            Val::Float(l.same_socket_ns),
+            "one socket: unused, set to the same-socket value",
+        );
     }
 
     // Only distances this host has; a missing one falls back to the cache-hit proxies.
-    let library = [c.line_transfer_ns.same_core_ns, c.line_transfer_ns.same_socket_ns, c.line_transfer_ns.remote_socket_ns];
-    let has = [f.threads_per_core.value > 1, f.cores_per_socket.value > 1, f.sockets.value > 1];
+    let library = [
+        c.line_transfer_ns.same_core_ns,
+        c.line_transfer_ns.same_socket_ns,
+        c.line_transfer_ns.remote_socket_ns,
+    ];
+    let has = [
+        f.threads_per_core.value > 1,
+        f.cores_per_socket.value > 1,
+        f.sockets.value > 1,
+    ];
     let lines: Vec<(&str, f64, String)> = LINE_DISTANCES
         .iter()
         .zip(m.line_transfer.iter().zip(library.iter().zip(has)))
@@ -1723,28 +2447,54 @@ fn emit(f: &HostFacts, fb: &MachineProfile, why: &str, m: &Measurements, opts: &
         }
     }
 
-    let any = m.syscall_ns.is_some() || m.minor_fault_ns.is_some() || m.shootdown_ns.is_some() || m.atomic_ns.is_some() || m.stlb_hit_ns.is_some();
+    let any = m.syscall_ns.is_some()
+        || m.minor_fault_ns.is_some()
+        || m.shootdown_ns.is_some()
+        || m.atomic_ns.is_some()
+        || m.stlb_hit_ns.is_some();
     if any || !m.skipped.is_empty() || m.shootdown_note.is_some() {
         w.header("[measured]");
         if !m.skipped.is_empty() {
-            w.comment(&format!("skipped for the time budget: {}", m.skipped.join(", ")));
+            w.comment(&format!(
+                "skipped for the time budget: {}",
+                m.skipped.join(", ")
+            ));
         }
         if let Some(v) = m.syscall_ns {
-            w.kv("syscall_getppid_ns", Val::Float(v), "median of 9 batches of 400 syscall(SYS_getppid)");
+            w.kv(
+                "syscall_getppid_ns",
+                Val::Float(v),
+                "median of 9 batches of 400 syscall(SYS_getppid)",
+            );
         }
         if let Some(v) = m.minor_fault_ns {
             w.kv("minor_fault_ns", Val::Float(v), "median of 3 runs: first write to each of 128 fresh anonymous 4 KiB pages (THP off)");
         }
         match (m.shootdown_ns, &m.shootdown_note) {
-            (Some(v), note) => w.kv("tlb_shootdown_ns", Val::Float(v), &format!("mprotect of one page, median of 3x200 changes: {} minus the single-CPU cost", note.as_deref().unwrap_or(""))),
+            (Some(v), note) => w.kv(
+                "tlb_shootdown_ns",
+                Val::Float(v),
+                &format!(
+                    "mprotect of one page, median of 3x200 changes: {} minus the single-CPU cost",
+                    note.as_deref().unwrap_or("")
+                ),
+            ),
             (None, Some(note)) => w.comment(&format!("tlb_shootdown_ns not measured: {note}")),
             (None, None) => {}
         }
         if let Some(v) = m.atomic_ns {
-            w.kv("atomic_increment_ns", Val::Float(v), "median of 7 batches of 5000 dependent SeqCst fetch_add on one word");
+            w.kv(
+                "atomic_increment_ns",
+                Val::Float(v),
+                "median of 7 batches of 5000 dependent SeqCst fetch_add on one word",
+            );
         }
         if let Some(v) = m.stlb_hit_ns {
-            w.kv("stlb_hit_ns", Val::Float(v), "median of 3: pointer chase over one line per 4 KiB page, many pages minus 8 pages");
+            w.kv(
+                "stlb_hit_ns",
+                Val::Float(v),
+                "median of 3: pointer chase over one line per 4 KiB page, many pages minus 8 pages",
+            );
         }
     }
     w.out
@@ -1780,8 +2530,14 @@ mod tests {
         assert!(d.profile.threads() >= 1);
         // a host with two cores on a package measures the line transfer between them
         let lt = &d.profile.costs.line_transfer_ns;
-        if d.profile.topology.cores_per_socket > 1 && d.text.contains("measured: one cache line bounced") {
-            assert!(lt.same_socket_ns.is_some_and(|ns| ns > 0.5 && ns < 10_000.0), "{lt:?}");
+        if d.profile.topology.cores_per_socket > 1
+            && d.text.contains("measured: one cache line bounced")
+        {
+            assert!(
+                lt.same_socket_ns
+                    .is_some_and(|ns| ns > 0.5 && ns < 10_000.0),
+                "{lt:?}"
+            );
         }
         // every value line says how it was obtained
         for line in d.text.lines() {
@@ -1794,15 +2550,25 @@ mod tests {
 
     #[test]
     fn detection_without_measurements_fills_from_the_library() {
-        let d = detect(&DetectOptions { name: Some("probe".into()), measure: false, budget: Duration::ZERO }).unwrap();
+        let d = detect(&DetectOptions {
+            name: Some("probe".into()),
+            measure: false,
+            budget: Duration::ZERO,
+        })
+        .unwrap();
         assert_eq!(d.profile.name, "probe");
-        assert!(d.text.contains("not detectable from user space; taken from machines/"));
+        assert!(d
+            .text
+            .contains("not detectable from user space; taken from machines/"));
         assert!(d.profile.measured.is_none());
     }
 
     #[test]
     fn cpu_lists_parse() {
-        assert_eq!(parse_cpu_list("0-3,8,10-11"), Some(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpu_list("0"), Some(vec![0]));
         assert_eq!(parse_cpu_list(""), None);
         assert_eq!(parse_cpu_list("3-1"), None);
@@ -1815,7 +2581,10 @@ mod tests {
         assert_eq!(parse_size_kib("32768K"), Some(32768));
         assert_eq!(parse_size_kib("2M"), Some(2048));
         assert_eq!(parse_size_kib("x"), None);
-        assert_eq!(brand_ghz("Intel(R) Xeon(R) Platinum 8160 CPU @ 2.10GHz"), Some(2.1));
+        assert_eq!(
+            brand_ghz("Intel(R) Xeon(R) Platinum 8160 CPU @ 2.10GHz"),
+            Some(2.1)
+        );
         assert_eq!(brand_ghz("AMD EPYC"), None);
     }
 
@@ -1828,19 +2597,35 @@ mod tests {
         assert!(leaf2_descriptor(0x2c).is_empty()); // a cache descriptor
         for b in 0..=255u8 {
             for (level, _, sizes, entries, ways) in leaf2_descriptor(b) {
-                assert!((1..=2).contains(&level) && !sizes.is_empty() && entries % ways == 0, "{b:#x}");
+                assert!(
+                    (1..=2).contains(&level) && !sizes.is_empty() && entries % ways == 0,
+                    "{b:#x}"
+                );
             }
         }
     }
 
     #[test]
     fn geometry_is_fitted_to_power_of_two_sets() {
-        let mut a = TlbArray { name: "stlb".into(), level: 2, serves: TlbServes::Unified, page_sizes: vec![PageSizeName::Size4K], entries: 3072, ways: 16, hit_cycles: 7, per_thread: false };
+        let mut a = TlbArray {
+            name: "stlb".into(),
+            level: 2,
+            serves: TlbServes::Unified,
+            page_sizes: vec![PageSizeName::Size4K],
+            entries: 3072,
+            ways: 16,
+            hit_cycles: 7,
+            per_thread: false,
+        };
         let note = fit_tlb_geometry(&mut a).unwrap();
         assert!(note.contains("3072"));
         assert_eq!(a.entries % a.ways, 0);
         assert!((a.entries / a.ways).is_power_of_two());
-        let mut b = TlbArray { ways: 4, entries: 64, ..a.clone() };
+        let mut b = TlbArray {
+            ways: 4,
+            entries: 64,
+            ..a.clone()
+        };
         assert!(fit_tlb_geometry(&mut b).is_none());
         assert_eq!(amd_l2_ways(0x6, 2048), Some(8));
         assert_eq!(amd_l2_ways(0xf, 64), Some(64));
@@ -1850,7 +2635,10 @@ mod tests {
     #[test]
     fn toml_strings_are_escaped_and_names_slugged() {
         assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
-        assert_eq!(slug("Intel(R) Xeon(R) Platinum 8160 CPU @ 2.10GHz"), "intel-xeon-platinum-8160");
+        assert_eq!(
+            slug("Intel(R) Xeon(R) Platinum 8160 CPU @ 2.10GHz"),
+            "intel-xeon-platinum-8160"
+        );
         assert_eq!(slug("!!!"), "host");
         assert_eq!(measure_diff(110.0, 100.0), Some(10.0));
         assert_eq!(measure_diff(100.5, 100.0), None);
@@ -1865,9 +2653,18 @@ mod tests {
 
     #[test]
     fn arm_parts_name_library_microarchitectures() {
-        assert_eq!(arm_core(Some(0x41), Some(0xd07)).0.as_deref(), Some("Cortex-A57"));
-        assert_eq!(arm_core(Some(0x41), Some(0xd0c)).0.as_deref(), Some("Neoverse N1"));
-        assert_eq!(arm_core(Some(0x43), Some(0x0af)).0.as_deref(), Some("Vulcan"));
+        assert_eq!(
+            arm_core(Some(0x41), Some(0xd07)).0.as_deref(),
+            Some("Cortex-A57")
+        );
+        assert_eq!(
+            arm_core(Some(0x41), Some(0xd0c)).0.as_deref(),
+            Some("Neoverse N1")
+        );
+        assert_eq!(
+            arm_core(Some(0x43), Some(0x0af)).0.as_deref(),
+            Some("Vulcan")
+        );
         assert_eq!(arm_core(None, None).0, None);
     }
 }
@@ -1880,12 +2677,41 @@ mod library_tests {
     /// and the per-vendor defaults must exist.
     #[test]
     fn detect_names_match_the_library() {
-        let lib: Vec<MachineProfile> = crate::machine::names().into_iter().map(|n| crate::machine::load(n).unwrap()).collect();
-        for u in ["Nehalem", "Sandy Bridge", "Sandy Bridge-EP", "Ivy Bridge", "Haswell", "Haswell-EP", "Skylake", "Skylake-SP", "Silvermont", "Zen 3", "Cortex-A57", "Vulcan", "Neoverse N1"] {
-            assert!(lib.iter().any(|m| m.cpu.microarchitecture == u), "no library profile of {u}");
+        let lib: Vec<MachineProfile> = crate::machine::names()
+            .into_iter()
+            .map(|n| crate::machine::load(n).unwrap())
+            .collect();
+        for u in [
+            "Nehalem",
+            "Sandy Bridge",
+            "Sandy Bridge-EP",
+            "Ivy Bridge",
+            "Haswell",
+            "Haswell-EP",
+            "Skylake",
+            "Skylake-SP",
+            "Silvermont",
+            "Zen 3",
+            "Cortex-A57",
+            "Vulcan",
+            "Neoverse N1",
+        ] {
+            assert!(
+                lib.iter().any(|m| m.cpu.microarchitecture == u),
+                "no library profile of {u}"
+            );
         }
-        for n in ["altra-neoverse-n1", "cortex-a57-opteron-a1100", "epyc-7763-2s", "skylake-i7-6700k", "haswell-i7-4770"] {
-            assert!(lib.iter().any(|m| m.name == n), "default profile {n} missing");
+        for n in [
+            "altra-neoverse-n1",
+            "cortex-a57-opteron-a1100",
+            "epyc-7763-2s",
+            "skylake-i7-6700k",
+            "haswell-i7-4770",
+        ] {
+            assert!(
+                lib.iter().any(|m| m.name == n),
+                "default profile {n} missing"
+            );
         }
     }
 }

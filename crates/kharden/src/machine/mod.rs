@@ -15,12 +15,18 @@ mod embedded {
 
 /// Names of the machines in the library, sorted.
 pub fn names() -> Vec<&'static str> {
-    embedded::MACHINE_FILES.iter().map(|(name, _)| *name).collect()
+    embedded::MACHINE_FILES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect()
 }
 
 /// The library's TOML text of a machine, for `machines show`.
 pub fn source_text(name: &str) -> Option<&'static str> {
-    embedded::MACHINE_FILES.iter().find(|(n, _)| *n == name).map(|(_, text)| *text)
+    embedded::MACHINE_FILES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
 }
 
 /// A machine by library name, or by path to a TOML file (anything containing '/' or ending in .toml).
@@ -49,7 +55,9 @@ pub fn parse(place: &str, text: &str) -> Result<MachineProfile> {
 
 /// toml's messages span several lines; keep the line number and the reason.
 pub(crate) fn toml_message(e: &toml::de::Error, text: &str) -> String {
-    let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
     let msg = e.message().trim().to_string();
     match line {
         Some(l) => format!("line {l}: {msg}"),
@@ -83,10 +91,16 @@ impl MachineProfile {
             }
         }
         if self.threads() > 4096 {
-            return Err(format!("topology: {} hardware threads, expected at most 4096", self.threads()));
+            return Err(format!(
+                "topology: {} hardware threads, expected at most 4096",
+                self.threads()
+            ));
         }
         if !(self.cpu.frequency_ghz > 0.05 && self.cpu.frequency_ghz < 10.0) {
-            return Err(format!("cpu.frequency_ghz: expected 0.05..10, got {}", self.cpu.frequency_ghz));
+            return Err(format!(
+                "cpu.frequency_ghz: expected 0.05..10, got {}",
+                self.cpu.frequency_ghz
+            ));
         }
         if self.tlb.is_empty() {
             return Err("tlb: expected at least one [[tlb]] array".into());
@@ -97,13 +111,18 @@ impl MachineProfile {
                 return Err(format!("{place}: expected entries a positive multiple of ways, got {} entries, {} ways", a.entries, a.ways));
             }
             if !(a.entries / a.ways).is_power_of_two() {
-                return Err(format!("{place}: expected a power-of-two number of sets, got {}", a.entries / a.ways));
+                return Err(format!(
+                    "{place}: expected a power-of-two number of sets, got {}",
+                    a.entries / a.ways
+                ));
             }
             if !(1..=2).contains(&a.level) {
                 return Err(format!("{place}: level: expected 1 or 2, got {}", a.level));
             }
             if a.page_sizes.is_empty() {
-                return Err(format!("{place}: page_sizes: expected at least one of \"4k\", \"2m\", \"1g\""));
+                return Err(format!(
+                    "{place}: page_sizes: expected at least one of \"4k\", \"2m\", \"1g\""
+                ));
             }
         }
         let f = &self.cpu.features;
@@ -124,7 +143,9 @@ impl MachineProfile {
             return Err("cpu.features: invpcid requires pcid".into());
         }
         if f.invlpgb != c.invlpgb_ns.is_some() {
-            return Err("costs.invlpgb_ns: expected exactly when cpu.features.invlpgb is true".into());
+            return Err(
+                "costs.invlpgb_ns: expected exactly when cpu.features.invlpgb is true".into(),
+            );
         }
         if f.tlbi_broadcast != c.tlbi_broadcast_ns.is_some() {
             return Err("costs.tlbi_broadcast_ns: expected exactly when cpu.features.tlbi_broadcast is true".into());
@@ -132,7 +153,10 @@ impl MachineProfile {
         // Bounds that keep a simulation's arithmetic and memory sane (no real part is near them).
         for a in &self.tlb {
             if a.entries > 65_536 || a.hit_cycles > 10_000 {
-                return Err(format!("tlb ({}): expected at most 65536 entries and 10000 hit_cycles", a.name));
+                return Err(format!(
+                    "tlb ({}): expected at most 65536 entries and 10000 hit_cycles",
+                    a.name
+                ));
             }
         }
         let p = &self.paging_structure_cache;
@@ -140,13 +164,28 @@ impl MachineProfile {
             return Err("paging_structure_cache: expected at most 4096 entries per level".into());
         }
         let cycles = [
-            ("costs.syscall_roundtrip_cycles", Some(c.syscall_roundtrip_cycles)),
-            ("costs.cr3_write_noflush_cycles", Some(c.cr3_write_noflush_cycles)),
-            ("costs.cr3_write_flush_cycles", Some(c.cr3_write_flush_cycles)),
+            (
+                "costs.syscall_roundtrip_cycles",
+                Some(c.syscall_roundtrip_cycles),
+            ),
+            (
+                "costs.cr3_write_noflush_cycles",
+                Some(c.cr3_write_noflush_cycles),
+            ),
+            (
+                "costs.cr3_write_flush_cycles",
+                Some(c.cr3_write_flush_cycles),
+            ),
             ("costs.invlpg_cycles", Some(c.invlpg_cycles)),
-            ("costs.interrupt_entry_cycles", Some(c.interrupt_entry_cycles)),
+            (
+                "costs.interrupt_entry_cycles",
+                Some(c.interrupt_entry_cycles),
+            ),
             ("costs.ipi_send_cycles", Some(c.ipi_send_cycles)),
-            ("costs.invpcid_*_cycles", invpcid_costs.iter().flatten().max().copied()),
+            (
+                "costs.invpcid_*_cycles",
+                invpcid_costs.iter().flatten().max().copied(),
+            ),
         ];
         for (field, v) in cycles {
             if v.is_some_and(|v| v > 1_000_000) {
@@ -169,20 +208,28 @@ impl MachineProfile {
         }
         let m = &self.memory;
         for (i, s) in self.cstates.iter().enumerate() {
-            if !(0.0..=100_000.0).contains(&s.exit_latency_us) || !(0.0..=1_000_000.0).contains(&s.target_residency_us) {
+            if !(0.0..=100_000.0).contains(&s.exit_latency_us)
+                || !(0.0..=1_000_000.0).contains(&s.target_residency_us)
+            {
                 return Err(format!("cstate[{i}] ({}): expected exit_latency_us in 0..100000 and target_residency_us in 0..1000000", s.name));
             }
             if i > 0 && s.target_residency_us < self.cstates[i - 1].target_residency_us {
                 return Err(format!("cstate[{i}] ({}): expected states shallowest first (non-decreasing target_residency_us)", s.name));
             }
         }
-        if m.l1d_kib.max(m.l2_kib).max(m.llc_kib_per_socket) > 1 << 20 || m.l1d_hit_cycles.max(m.l2_hit_cycles).max(m.llc_hit_cycles) > 10_000 {
+        if m.l1d_kib.max(m.l2_kib).max(m.llc_kib_per_socket) > 1 << 20
+            || m.l1d_hit_cycles.max(m.l2_hit_cycles).max(m.llc_hit_cycles) > 10_000
+        {
             return Err("memory: expected caches of at most 1 GiB and hit latencies of at most 10000 cycles".into());
         }
         if m.dram_local_ns <= 0.0 || m.dram_remote_ns < m.dram_local_ns {
             return Err("memory: expected 0 < dram_local_ns <= dram_remote_ns".into());
         }
-        for (field, kib, ways) in [("l1d", m.l1d_kib, m.l1d_ways), ("l2", m.l2_kib, m.l2_ways), ("llc", m.llc_kib_per_socket, m.llc_ways)] {
+        for (field, kib, ways) in [
+            ("l1d", m.l1d_kib, m.l1d_ways),
+            ("l2", m.l2_kib, m.l2_ways),
+            ("llc", m.llc_kib_per_socket, m.llc_ways),
+        ] {
             if kib == 0 || ways == 0 || (kib * 1024 / 64) % ways != 0 {
                 return Err(format!("memory.{field}: expected a positive size divisible into {ways} ways of 64-byte lines"));
             }
@@ -197,7 +244,9 @@ impl MachineProfile {
             ] {
                 if let Some(v) = v {
                     if !(v.is_finite() && v > 0.0) {
-                        return Err(format!("measured.{field}: expected a positive number of nanoseconds, got {v}"));
+                        return Err(format!(
+                            "measured.{field}: expected a positive number of nanoseconds, got {v}"
+                        ));
                     }
                 }
             }
@@ -215,7 +264,10 @@ mod tests {
         assert!(!names().is_empty());
         for name in names() {
             let m = load(name).unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(m.name, name, "machines/{name}.toml: name must equal the file stem");
+            assert_eq!(
+                m.name, name,
+                "machines/{name}.toml: name must equal the file stem"
+            );
         }
     }
 
@@ -234,16 +286,31 @@ mod tests {
                     tlb_block_sourced = false;
                 }
                 if code.starts_with("name") && line.contains('#') {
-                    tlb_block_sourced = lines[..i].iter().rev().find(|l| l.trim().starts_with('[')).is_some_and(|h| h.trim() == "[[tlb]]");
+                    tlb_block_sourced = lines[..i]
+                        .iter()
+                        .rev()
+                        .find(|l| l.trim().starts_with('['))
+                        .is_some_and(|h| h.trim() == "[[tlb]]");
                 }
-                let Some((_, value)) = code.split_once('=') else { continue };
+                let Some((_, value)) = code.split_once('=') else {
+                    continue;
+                };
                 let value = value.trim();
-                let numeric = value.starts_with(|c: char| c.is_ascii_digit()) || value == "true" || value == "false";
+                let numeric = value.starts_with(|c: char| c.is_ascii_digit())
+                    || value == "true"
+                    || value == "false";
                 if !numeric {
                     continue;
                 }
-                let commented = tlb_block_sourced || line.contains('#') || (i > 0 && lines[i - 1].trim_start().starts_with('#'));
-                assert!(commented, "machines/{name}.toml line {}: '{}' has no source comment", i + 1, line.trim());
+                let commented = tlb_block_sourced
+                    || line.contains('#')
+                    || (i > 0 && lines[i - 1].trim_start().starts_with('#'));
+                assert!(
+                    commented,
+                    "machines/{name}.toml line {}: '{}' has no source comment",
+                    i + 1,
+                    line.trim()
+                );
             }
         }
     }

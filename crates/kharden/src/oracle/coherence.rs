@@ -18,12 +18,17 @@ pub fn check(k: &Kernel, cpu: CpuId) -> Option<Violation> {
             None => true,
             Some(leaf) => {
                 let offset = va.0 & (leaf.size.bytes() - 1);
-                leaf.page.0 + offset != e.page.0 || (e.flags.writable && !leaf.flags.writable) || (e.flags.user && !leaf.flags.user)
+                leaf.page.0 + offset != e.page.0
+                    || (e.flags.writable && !leaf.flags.writable)
+                    || (e.flags.user && !leaf.flags.user)
             }
         };
         if stale {
             let defense = k.defense_names().join(",");
-            let what = format!("stale TLB entry for user {va} (PCID {}) survives a page-table change", e.pcid.0);
+            let what = format!(
+                "stale TLB entry for user {va} (PCID {}) survives a page-table change",
+                e.pcid.0
+            );
             return Some(Violation { defense, cpu, what });
         }
     }

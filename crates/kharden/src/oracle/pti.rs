@@ -9,18 +9,29 @@ use crate::arch::x86::{paging, VirtAddr};
 use crate::kernel::{CpuId, Kernel};
 
 fn inside(allowed: &[(u64, u64)], start: u64, bytes: u64) -> bool {
-    allowed.iter().any(|&(lo, hi)| start >= lo && start.saturating_add(bytes) <= hi)
+    allowed
+        .iter()
+        .any(|&(lo, hi)| start >= lo && start.saturating_add(bytes) <= hi)
 }
 
 pub fn check(k: &Kernel, cpu: CpuId, defense: &str, allowed: &[(u64, u64)]) -> Option<Violation> {
     let c = &k.cpus[cpu];
     debug_assert!(c.user_mode);
-    let violation = |what: String| Some(Violation { defense: defense.into(), cpu, what });
+    let violation = |what: String| {
+        Some(Violation {
+            defense: defense.into(),
+            cpu,
+            what,
+        })
+    };
     let root = c.mmu.root();
     let mut bad = None;
     paging::for_each_leaf(&k.mem, root, 256..512, &mut |va, leaf| {
         if bad.is_none() && !inside(allowed, va.0, leaf.size.bytes()) {
-            bad = Some(format!("user page tables map kernel {va} ({:?})", leaf.size));
+            bad = Some(format!(
+                "user page tables map kernel {va} ({:?})",
+                leaf.size
+            ));
         }
     });
     if let Some(what) = bad {
@@ -28,21 +39,42 @@ pub fn check(k: &Kernel, cpu: CpuId, defense: &str, allowed: &[(u64, u64)]) -> O
     }
     let pcid = c.mmu.current_pcid();
     for e in c.mmu.tlb_entries() {
-        if e.matches_context(pcid) && e.va().is_kernel() && !inside(allowed, e.va().0, e.size.bytes()) {
+        if e.matches_context(pcid)
+            && e.va().is_kernel()
+            && !inside(allowed, e.va().0, e.size.bytes())
+        {
             let kind = if e.global { "global " } else { "" };
-            return violation(format!("{kind}TLB entry for kernel {} ({:?}, PCID {}) usable in user mode", e.va(), e.size, e.pcid.0));
+            return violation(format!(
+                "{kind}TLB entry for kernel {} ({:?}, PCID {}) usable in user mode",
+                e.va(),
+                e.size,
+                e.pcid.0
+            ));
         }
     }
     for (e, va, bytes) in c.mmu.psc_entries() {
-        if e.pcid == pcid && va.is_kernel() && !inside(allowed, va.0, bytes) && !reachable(k, root, va, bytes, e.table) {
-            return violation(format!("paging-structure-cache entry for kernel {va} (PCID {}) usable in user mode", e.pcid.0));
+        if e.pcid == pcid
+            && va.is_kernel()
+            && !inside(allowed, va.0, bytes)
+            && !reachable(k, root, va, bytes, e.table)
+        {
+            return violation(format!(
+                "paging-structure-cache entry for kernel {va} (PCID {}) usable in user mode",
+                e.pcid.0
+            ));
         }
     }
     None
 }
 
 /// Does the current PGD itself lead to `table` for the region at `va`?
-fn reachable(k: &Kernel, root: crate::arch::x86::Pfn, va: VirtAddr, bytes: u64, table: crate::arch::x86::Pfn) -> bool {
+fn reachable(
+    k: &Kernel,
+    root: crate::arch::x86::Pfn,
+    va: VirtAddr,
+    bytes: u64,
+    table: crate::arch::x86::Pfn,
+) -> bool {
     let levels_below = match bytes.trailing_zeros() {
         39 => 3,
         30 => 2,

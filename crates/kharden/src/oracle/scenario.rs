@@ -39,7 +39,10 @@ pub const ALL: &[Scenario] = &[
 /// freed. T moves to CPU 0 and faults P in as a user page (XPFO takes it out of the direct
 /// map), then moves back to CPU 1, whose TLB still holds T's context. Whatever the flush
 /// policy, CPU 1 must have dropped the alias before T runs there.
-pub fn page_handoff(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Result<Vec<Violation>> {
+pub fn page_handoff(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+) -> Result<Vec<Violation>> {
     let mut k = boot(machine, defenses, "page-handoff")?;
     let t = k.spawn("victim", None);
     let other = k.spawn("other", None);
@@ -62,7 +65,10 @@ pub fn page_handoff(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>) -
 /// flush is switched in there (per-task mask) or at its next switch (global mask), but S
 /// just makes a system call and returns to user mode with the alias of its own process's
 /// page still usable. The property is about the process's pages, so S must not see it.
-pub fn sibling_thread(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Result<Vec<Violation>> {
+pub fn sibling_thread(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+) -> Result<Vec<Violation>> {
     let mut k = boot(machine, defenses, "sibling-thread")?;
     let t = k.spawn("victim", None);
     let s = k.spawn_thread(0, t, "sibling");
@@ -70,14 +76,18 @@ pub fn sibling_thread(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>)
     run_next(&mut k, 1, s);
     let p = stale_kernel_alias(&mut k, 1, 0)?;
     fault_in(&mut k, 0, t, p)?;
-    let getppid = syscall::lookup("getppid").ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
+    let getppid = syscall::lookup("getppid")
+        .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
     k.syscall(1, getppid)?;
     Ok(k.violations)
 }
 
 fn boot(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>, name: &str) -> Result<Kernel> {
     if machine.threads() < 2 {
-        return Err(Error::new(format!("{}: the {name} scenario needs two CPUs", machine.name)));
+        return Err(Error::new(format!(
+            "{}: the {name} scenario needs two CPUs",
+            machine.name
+        )));
     }
     let mut k = Kernel::boot(machine.clone(), defenses);
     k.config.oracle = OracleMode::Every;
@@ -95,7 +105,9 @@ fn stale_kernel_alias(k: &mut Kernel, on: CpuId, to: CpuId) -> Result<Pfn> {
     k.set_direct_map_entry(on, neighbour, true);
     k.flush_tlb_kernel_range(on, k.direct_map_addr(neighbour), tlbflush::FLUSH_ALL);
     k.in_kernel(on, 0.0, |k| {
-        k.touch(on, k.direct_map_addr(p), Access::Write).map(|_| ()).map_err(|f| Error::new(format!("kernel write to page {} faulted: {f:?}", p.0)))
+        k.touch(on, k.direct_map_addr(p), Access::Write)
+            .map(|_| ())
+            .map_err(|f| Error::new(format!("kernel write to page {} faulted: {f:?}", p.0)))
     })?;
     k.free_page(on, p);
     k.pcp[on].retain(|&f| f != p);

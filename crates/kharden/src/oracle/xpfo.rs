@@ -6,7 +6,12 @@ use crate::arch::x86::Pfn;
 use crate::kernel::layout::DIRECT_MAP;
 use crate::kernel::{CpuId, Kernel};
 
-pub fn check(k: &Kernel, cpu: CpuId, defense: &str, unmapped: impl Fn(Pfn) -> bool) -> Option<Violation> {
+pub fn check(
+    k: &Kernel,
+    cpu: CpuId,
+    defense: &str,
+    unmapped: impl Fn(Pfn) -> bool,
+) -> Option<Violation> {
     let c = &k.cpus[cpu];
     let task = c.current?;
     let mm = k.tasks[task].mm;
@@ -16,7 +21,9 @@ pub fn check(k: &Kernel, cpu: CpuId, defense: &str, unmapped: impl Fn(Pfn) -> bo
     let (pcid, kernel_pcid) = (c.mmu.current_pcid(), k.kernel_pcid(cpu));
     for e in c.mmu.tlb_entries() {
         let va = e.va().0;
-        if !(e.matches_context(pcid) || e.matches_context(kernel_pcid)) || !(DIRECT_MAP..DIRECT_MAP + (1 << 46)).contains(&va) {
+        if !(e.matches_context(pcid) || e.matches_context(kernel_pcid))
+            || !(DIRECT_MAP..DIRECT_MAP + (1 << 46)).contains(&va)
+        {
             continue;
         }
         let first = e.page.pfn().0;

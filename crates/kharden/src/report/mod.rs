@@ -23,7 +23,13 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn compared(label: &str, unit: &str, published: f64, simulated: f64, tolerance_pct: f64) -> Row {
+    pub fn compared(
+        label: &str,
+        unit: &str,
+        published: f64,
+        simulated: f64,
+        tolerance_pct: f64,
+    ) -> Row {
         Row {
             label: label.into(),
             unit: unit.into(),
@@ -35,7 +41,15 @@ impl Row {
         }
     }
     pub fn predicted(label: &str, unit: &str, simulated: f64) -> Row {
-        Row { label: label.into(), unit: unit.into(), published: None, simulated, error_pct: None, tolerance_pct: None, known_miss: None }
+        Row {
+            label: label.into(),
+            unit: unit.into(),
+            published: None,
+            simulated,
+            error_pct: None,
+            tolerance_pct: None,
+            known_miss: None,
+        }
     }
     /// True when the row has a target and misses it.
     pub fn misses(&self) -> bool {
@@ -70,14 +84,31 @@ impl Reproduction {
 }
 
 fn fmt_num(v: f64) -> String {
-    if v.abs() >= 1e6 { format!("{v:.4e}") } else if v.abs() >= 100.0 { format!("{v:.1}") } else { format!("{v:.3}") }
+    if v.abs() >= 1e6 {
+        format!("{v:.4e}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
 }
 
 impl std::fmt::Display for Reproduction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "== {} ==", self.experiment)?;
         writeln!(f, "source: {}", self.source)?;
-        let mut t = table::Table::new("", &["row", "unit", "published", "simulated", "error %", "tolerance %", "verdict"]);
+        let mut t = table::Table::new(
+            "",
+            &[
+                "row",
+                "unit",
+                "published",
+                "simulated",
+                "error %",
+                "tolerance %",
+                "verdict",
+            ],
+        );
         for r in &self.rows {
             t.push(vec![
                 r.label.clone(),
@@ -99,7 +130,10 @@ impl std::fmt::Display for Reproduction {
             writeln!(f, "  fitted: {p}")?;
         }
         if !self.predictions.is_empty() {
-            let mut p = table::Table::new("\npredictions (nobody published these):", &["row", "unit", "simulated"]);
+            let mut p = table::Table::new(
+                "\npredictions (nobody published these):",
+                &["row", "unit", "simulated"],
+            );
             for r in &self.predictions {
                 p.push(vec![r.label.clone(), r.unit.clone(), fmt_num(r.simulated)]);
             }

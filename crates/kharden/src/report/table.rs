@@ -12,7 +12,11 @@ pub struct Table {
 
 impl Table {
     pub fn new(title: impl Into<String>, header: &[&str]) -> Table {
-        Table { title: title.into(), header: header.iter().map(|s| s.to_string()).collect(), rows: vec![] }
+        Table {
+            title: title.into(),
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: vec![],
+        }
     }
     pub fn push(&mut self, row: Vec<String>) {
         debug_assert_eq!(row.len(), self.header.len());
@@ -20,7 +24,13 @@ impl Table {
     }
     /// Comma-separated values with a header line (fields containing commas are quoted).
     pub fn to_csv(&self) -> String {
-        let quote = |s: &String| if s.contains(',') { format!("\"{s}\"") } else { s.clone() };
+        let quote = |s: &String| {
+            if s.contains(',') {
+                format!("\"{s}\"")
+            } else {
+                s.clone()
+            }
+        };
         let mut out = String::new();
         for line in std::iter::once(&self.header).chain(&self.rows) {
             out += &line.iter().map(quote).collect::<Vec<_>>().join(",");
@@ -43,7 +53,12 @@ impl fmt::Display for Table {
         }
         // Numbers right-aligned, text left-aligned; a column's kind comes from its first row.
         let numeric: Vec<bool> = (0..widths.len())
-            .map(|i| self.rows.first().and_then(|r| r.get(i)).is_some_and(|c| looks_numeric(c)))
+            .map(|i| {
+                self.rows
+                    .first()
+                    .and_then(|r| r.get(i))
+                    .is_some_and(|c| looks_numeric(c))
+            })
             .collect();
         let line = |f: &mut fmt::Formatter<'_>, cells: &[String]| -> fmt::Result {
             let mut s = String::new();

@@ -35,13 +35,20 @@ pub struct EventQueue<E> {
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_seq: 0 }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+        }
     }
 }
 
 impl<E> EventQueue<E> {
     pub fn push(&mut self, at: Time, event: E) {
-        self.heap.push(Reverse(Entry { at, seq: self.next_seq, event }));
+        self.heap.push(Reverse(Entry {
+            at,
+            seq: self.next_seq,
+            event,
+        }));
         self.next_seq += 1;
     }
     pub fn pop(&mut self) -> Option<(Time, E)> {

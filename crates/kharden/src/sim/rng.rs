@@ -11,7 +11,10 @@ const MULTIPLIER: u64 = 6364136223846793005;
 impl Pcg32 {
     /// A generator for `seed`; `stream` selects one of 2^63 independent sequences.
     pub fn new(seed: u64, stream: u64) -> Pcg32 {
-        let mut rng = Pcg32 { state: 0, inc: (stream << 1) | 1 };
+        let mut rng = Pcg32 {
+            state: 0,
+            inc: (stream << 1) | 1,
+        };
         rng.next_u32();
         rng.state = rng.state.wrapping_add(seed);
         rng.next_u32();
@@ -42,9 +45,18 @@ mod tests {
     use super::*;
     #[test]
     fn same_seed_same_stream_different_seed_different_stream() {
-        let a: Vec<u32> = { let mut r = Pcg32::new(42, 54); (0..8).map(|_| r.next_u32()).collect() };
-        let b: Vec<u32> = { let mut r = Pcg32::new(42, 54); (0..8).map(|_| r.next_u32()).collect() };
-        let c: Vec<u32> = { let mut r = Pcg32::new(43, 54); (0..8).map(|_| r.next_u32()).collect() };
+        let a: Vec<u32> = {
+            let mut r = Pcg32::new(42, 54);
+            (0..8).map(|_| r.next_u32()).collect()
+        };
+        let b: Vec<u32> = {
+            let mut r = Pcg32::new(42, 54);
+            (0..8).map(|_| r.next_u32()).collect()
+        };
+        let c: Vec<u32> = {
+            let mut r = Pcg32::new(43, 54);
+            (0..8).map(|_| r.next_u32()).collect()
+        };
         assert_eq!(a, b);
         assert_ne!(a, c);
     }

@@ -136,7 +136,11 @@ pub struct Stats {
 
 impl Default for Stats {
     fn default() -> Self {
-        Stats { time: [Time::ZERO; TimeCategory::COUNT], counters: [0; Counter::COUNT], flushes: [0; FlushReason::COUNT] }
+        Stats {
+            time: [Time::ZERO; TimeCategory::COUNT],
+            counters: [0; Counter::COUNT],
+            flushes: [0; FlushReason::COUNT],
+        }
     }
 }
 
@@ -168,10 +172,16 @@ impl Stats {
         self.flushes[r as usize]
     }
     pub fn system_time(&self) -> Time {
-        TimeCategory::ALL.iter().filter(|c| !c.is_user()).fold(Time::ZERO, |a, &c| a + self.time(c))
+        TimeCategory::ALL
+            .iter()
+            .filter(|c| !c.is_user())
+            .fold(Time::ZERO, |a, &c| a + self.time(c))
     }
     pub fn user_time(&self) -> Time {
-        TimeCategory::ALL.iter().filter(|c| c.is_user()).fold(Time::ZERO, |a, &c| a + self.time(c))
+        TimeCategory::ALL
+            .iter()
+            .filter(|c| c.is_user())
+            .fold(Time::ZERO, |a, &c| a + self.time(c))
     }
     pub fn total_time(&self) -> Time {
         self.time.iter().fold(Time::ZERO, |a, &t| a + t)

@@ -54,7 +54,9 @@ pub struct Clock {
 
 impl Clock {
     pub fn new(frequency_ghz: f64) -> Clock {
-        Clock { ps_per_cycle: 1000.0 / frequency_ghz }
+        Clock {
+            ps_per_cycle: 1000.0 / frequency_ghz,
+        }
     }
     pub fn cycles(&self, cycles: f64) -> Time {
         Time((cycles * self.ps_per_cycle).round() as u64)

@@ -87,7 +87,14 @@ pub struct Make {
 impl Make {
     /// The program of a make -j`jobs` that starts `total` jobs of `spec`.
     pub fn program(spec: JobSpec, jobs: u32, total: u64) -> Program {
-        Program::Make(Make { spec: Arc::new(spec), limit: jobs.max(1), total, started: 0, running: 0, waited: false })
+        Program::Make(Make {
+            spec: Arc::new(spec),
+            limit: jobs.max(1),
+            total,
+            started: 0,
+            running: 0,
+            waited: false,
+        })
     }
 
     fn next(&mut self, rng: &mut Pcg32) -> Op {
@@ -97,7 +104,11 @@ impl Make {
         if self.running < self.limit && self.started < self.total {
             // The first N jobs start at random points of their lives, so a measured window
             // sees a steady state rather than N jobs all starting at once.
-            let phase = if self.started < self.limit as u64 { rng.unit() } else { 0.0 };
+            let phase = if self.started < self.limit as u64 {
+                rng.unit()
+            } else {
+                0.0
+            };
             self.started += 1;
             self.running += 1;
             return Op::Fork(Box::new(Program::Job(Job::new(self.spec.clone(), phase))));
@@ -141,8 +152,17 @@ impl Job {
             }
             acc += share;
         }
-        let step = if phase > 0.0 { JobStep::Fork } else { JobStep::Exec };
-        Job { spec, next_process, first_done, step }
+        let step = if phase > 0.0 {
+            JobStep::Fork
+        } else {
+            JobStep::Exec
+        };
+        Job {
+            spec,
+            next_process,
+            first_done,
+            step,
+        }
     }
 
     fn next(&mut self) -> Op {
@@ -154,7 +174,11 @@ impl Job {
             JobStep::Fork if self.next_process < self.spec.process_shares.len() => {
                 let done = std::mem::take(&mut self.first_done);
                 self.step = JobStep::Wait;
-                Op::Fork(Box::new(Program::Process(Process::new(self.spec.clone(), self.next_process, done))))
+                Op::Fork(Box::new(Program::Process(Process::new(
+                    self.spec.clone(),
+                    self.next_process,
+                    done,
+                ))))
             }
             JobStep::Fork => Op::Exit,
             JobStep::Wait => {
@@ -195,7 +219,16 @@ impl Process {
         let chunks = ((spec.user_cycles * share) / CHUNK_CYCLES).ceil().max(1.0) as u64;
         let chunk = ((done * chunks as f64).floor() as u64).min(chunks);
         let prefault = (spec.anon_faults * share * done).round() as u32;
-        Process { spec, share, chunks, chunk, execed: done > 0.0, prefault, carry: [0.0; 5], pending: VecDeque::new() }
+        Process {
+            spec,
+            share,
+            chunks,
+            chunk,
+            execed: done > 0.0,
+            prefault,
+            carry: [0.0; 5],
+            pending: VecDeque::new(),
+        }
     }
 
     fn next(&mut self) -> Op {
@@ -215,7 +248,13 @@ impl Process {
         self.chunk += 1;
         let per_chunk = self.share / self.chunks as f64;
         let s = &self.spec;
-        let rates = [s.anon_faults, s.read_pages, s.read_misses, s.write_pages, s.other_syscalls];
+        let rates = [
+            s.anon_faults,
+            s.read_pages,
+            s.read_misses,
+            s.write_pages,
+            s.other_syscalls,
+        ];
         let mut counts = [0u32; 5];
         for i in 0..5 {
             self.carry[i] += rates[i] * per_chunk;
@@ -227,15 +266,25 @@ impl Process {
             self.pending.push_back(Op::AnonFaults(faults));
         }
         if reads > 0 {
-            self.pending.push_back(Op::FileRead { pages: reads, misses: misses.min(reads) });
+            self.pending.push_back(Op::FileRead {
+                pages: reads,
+                misses: misses.min(reads),
+            });
         }
         if writes > 0 {
             self.pending.push_back(Op::FileWrite { pages: writes });
         }
         if syscalls > 0 {
-            self.pending.push_back(Op::Syscall { spec: other_syscall(), count: syscalls, extra_cycles: s.other_syscall_extra_cycles });
+            self.pending.push_back(Op::Syscall {
+                spec: other_syscall(),
+                count: syscalls,
+                extra_cycles: s.other_syscall_extra_cycles,
+            });
         }
-        Op::User { cycles: s.user_cycles * per_chunk, touches: s.touches_per_chunk }
+        Op::User {
+            cycles: s.user_cycles * per_chunk,
+            touches: s.touches_per_chunk,
+        }
     }
 }
 
@@ -273,10 +322,21 @@ mod tests {
         let forks = s.counter(Counter::Forks);
         assert!((12 + 8 * 3 + 4..=12 + 12 * 3).contains(&forks), "{forks}");
         let execs = s.counter(Counter::Execs);
-        assert!((forks - 8..=forks - 4).contains(&execs), "mid-life shells and processes do not exec again: {execs} of {forks}");
-        assert!(s.counter(Counter::PageFaults) >= 8 * 59, "{}", s.counter(Counter::PageFaults));
+        assert!(
+            (forks - 8..=forks - 4).contains(&execs),
+            "mid-life shells and processes do not exec again: {execs} of {forks}"
+        );
+        assert!(
+            s.counter(Counter::PageFaults) >= 8 * 59,
+            "{}",
+            s.counter(Counter::PageFaults)
+        );
         assert!(s.time(TimeCategory::User).secs() > 0.0 && s.system_time() > Time::ZERO);
-        assert!(r.k.tasks.iter().all(|t| t.state == crate::kernel::sched::TaskState::Dead));
+        assert!(r
+            .k
+            .tasks
+            .iter()
+            .all(|t| t.state == crate::kernel::sched::TaskState::Dead));
     }
 }
 
@@ -298,8 +358,20 @@ mod xpfo_smoke {
                 let jobs = if m.starts_with("xeon") { 60 } else { 4 };
                 let mut r = Runner::new(k, Make::program(small_spec(), jobs, 3 * jobs as u64), 7);
                 let w = r.run(Time::ZERO, Time(10_000_000_000_000)).unwrap();
-                eprintln!("{m} {d}: sys {:.6} s user {:.6} s flushes {} ipis {} splits {} violations {}", w.tasks.system_time().secs(), w.tasks.user_time().secs(), w.tasks.counter(Counter::XpfoFlushes), w.tasks.counter(Counter::NrTlbRemoteFlush), w.tasks.counter(Counter::DirectMapSplits), r.k.violations.len());
-                assert!(r.k.violations.is_empty(), "{m} {d}: {:?}", r.k.violations.first());
+                eprintln!(
+                    "{m} {d}: sys {:.6} s user {:.6} s flushes {} ipis {} splits {} violations {}",
+                    w.tasks.system_time().secs(),
+                    w.tasks.user_time().secs(),
+                    w.tasks.counter(Counter::XpfoFlushes),
+                    w.tasks.counter(Counter::NrTlbRemoteFlush),
+                    w.tasks.counter(Counter::DirectMapSplits),
+                    r.k.violations.len()
+                );
+                assert!(
+                    r.k.violations.is_empty(),
+                    "{m} {d}: {:?}",
+                    r.k.violations.first()
+                );
                 sys.push(w.tasks.system_time());
             }
             assert!(sys[0] < sys[2] && sys[2] < sys[1], "{m}: {sys:?}");

@@ -32,14 +32,28 @@ impl JobProfile {
     }
 
     pub fn parse(place: &str, text: &str) -> Result<JobProfile> {
-        let p: JobProfile = toml::from_str(text).map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
+        let p: JobProfile = toml::from_str(text)
+            .map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
         let sum: f64 = p.process_shares.iter().sum();
-        if p.process_shares.is_empty() || (sum - 1.0).abs() > 1e-6 || p.process_shares.iter().any(|&s| s <= 0.0) {
-            return Err(Error::at(place, format!("process_shares: expected positive shares summing to 1, got sum {sum}")));
+        if p.process_shares.is_empty()
+            || (sum - 1.0).abs() > 1e-6
+            || p.process_shares.iter().any(|&s| s <= 0.0)
+        {
+            return Err(Error::at(
+                place,
+                format!("process_shares: expected positive shares summing to 1, got sum {sum}"),
+            ));
         }
-        for (field, v) in [("user_seconds", p.user_seconds), ("system_seconds", p.system_seconds), ("host_ghz", p.host_ghz)] {
+        for (field, v) in [
+            ("user_seconds", p.user_seconds),
+            ("system_seconds", p.system_seconds),
+            ("host_ghz", p.host_ghz),
+        ] {
             if !(v > 0.0 && v < 1e6) {
-                return Err(Error::at(place, format!("{field}: expected a positive number, got {v}")));
+                return Err(Error::at(
+                    place,
+                    format!("{field}: expected a positive number, got {v}"),
+                ));
             }
         }
         Ok(p)

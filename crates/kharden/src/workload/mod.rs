@@ -13,8 +13,14 @@ use crate::error::{Error, Result};
 
 /// Names accepted by `--workload`.
 pub const NAMES: &[(&str, &str)] = &[
-    ("syscall-loop", "FreeBSD syscall_timing-style loop of one syscall (--syscall NAME)"),
-    ("kbuild", "make -jN of kernel compile jobs from the recorded profile (--jobs N)"),
+    (
+        "syscall-loop",
+        "FreeBSD syscall_timing-style loop of one syscall (--syscall NAME)",
+    ),
+    (
+        "kbuild",
+        "make -jN of kernel compile jobs from the recorded profile (--jobs N)",
+    ),
 ];
 
 pub fn check_name(name: &str) -> Result<()> {
@@ -22,6 +28,9 @@ pub fn check_name(name: &str) -> Result<()> {
         Ok(())
     } else {
         let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
-        Err(Error::new(format!("--workload: unknown workload '{name}': expected one of {}", known.join(", "))))
+        Err(Error::new(format!(
+            "--workload: unknown workload '{name}': expected one of {}",
+            known.join(", ")
+        )))
     }
 }

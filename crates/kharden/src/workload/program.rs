@@ -7,19 +7,31 @@ use crate::kernel::syscall::SyscallSpec;
 pub enum Op {
     /// User-mode computation of `cycles`, touching `touches` pages of the heap at random
     /// (plus its text and stack).
-    User { cycles: f64, touches: u32 },
+    User {
+        cycles: f64,
+        touches: u32,
+    },
     /// First touches of `n` new heap pages: anonymous page faults.
     AnonFaults(u32),
     /// The same faults, fast-forwarded: they happened before the simulation began (a task
     /// that starts mid-life), so they change state but take no simulated time.
     Prefault(u32),
     /// read() of file data: `pages` copied out, `misses` of them first allocated in the page cache.
-    FileRead { pages: u32, misses: u32 },
+    FileRead {
+        pages: u32,
+        misses: u32,
+    },
     /// write() of `pages` pages (object files, pipes, temporaries).
-    FileWrite { pages: u32 },
+    FileWrite {
+        pages: u32,
+    },
     /// Any other system call from the table, `count` times, each with `extra_cycles` of
     /// kernel work beyond the table's path (a replayed syscall carries its measured work here).
-    Syscall { spec: &'static SyscallSpec, count: u32, extra_cycles: f64 },
+    Syscall {
+        spec: &'static SyscallSpec,
+        count: u32,
+        extra_cycles: f64,
+    },
     /// fork() a child that runs `program`.
     Fork(Box<super::kbuild::Program>),
     /// execve() a new image.

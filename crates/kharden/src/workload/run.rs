@@ -37,7 +37,16 @@ impl Runner {
     pub fn new(mut k: Kernel, init: Program, seed: u64) -> Runner {
         let task = k.spawn("init", None);
         k.tasks[task].last_cpu = Some(0);
-        let mut r = Runner { k, programs: vec![], queue: EventQueue::default(), alive_children: vec![], exited_children: vec![], waiting: vec![], rng: Pcg32::new(seed, 0x7275), ops: 0 };
+        let mut r = Runner {
+            k,
+            programs: vec![],
+            queue: EventQueue::default(),
+            alive_children: vec![],
+            exited_children: vec![],
+            waiting: vec![],
+            rng: Pcg32::new(seed, 0x7275),
+            ops: 0,
+        };
         r.adopt(task, init);
         if let Some(cpu) = r.k.wake_up(task, Time::ZERO) {
             r.queue.push(r.k.cpus[cpu].now, cpu);
@@ -76,8 +85,19 @@ impl Runner {
         let (mut tasks, mut idle) = self.totals();
         tasks.subtract(&t0);
         idle.subtract(&i0);
-        let end = self.k.cpus.iter().map(|c| c.now).max().unwrap_or(start).min(warmup + window);
-        Ok(Window { elapsed: end - start, tasks, idle })
+        let end = self
+            .k
+            .cpus
+            .iter()
+            .map(|c| c.now)
+            .max()
+            .unwrap_or(start)
+            .min(warmup + window);
+        Ok(Window {
+            elapsed: end - start,
+            tasks,
+            idle,
+        })
     }
 
     fn run_until(&mut self, end: Time) -> Result<()> {
@@ -99,14 +119,20 @@ impl Runner {
 
     /// Runs one operation on `cpu` and schedules the CPU's next turn.
     fn step(&mut self, cpu: CpuId) -> Result<()> {
-        let task = match self.k.cpus[cpu].current.filter(|&t| self.k.tasks[t].state == TaskState::Running(cpu)) {
+        let task = match self.k.cpus[cpu]
+            .current
+            .filter(|&t| self.k.tasks[t].state == TaskState::Running(cpu))
+        {
             Some(t) => t,
             None => match self.switch(cpu) {
                 Some(t) => t,
                 None => return Ok(()), // idle until a wake-up
             },
         };
-        let op = self.programs[task].as_mut().expect("running task has a program").next(&mut self.rng);
+        let op = self.programs[task]
+            .as_mut()
+            .expect("running task has a program")
+            .next(&mut self.rng);
         self.ops += 1;
         let keep_running = self.execute(cpu, task, op)?;
         if !keep_running || self.k.should_preempt(cpu) {
@@ -145,11 +171,18 @@ impl Runner {
                 let mm = k.tasks[task].mm;
                 let heap = k.mms[mm].heap;
                 let resident = k.mms[mm].heap_pages;
-                let mut list = vec![(VirtAddr(USER_TEXT + 0x40), Access::Exec), (VirtAddr(USER_STACK_TOP - 0x80), Access::Write)];
+                let mut list = vec![
+                    (VirtAddr(USER_TEXT + 0x40), Access::Exec),
+                    (VirtAddr(USER_STACK_TOP - 0x80), Access::Write),
+                ];
                 if resident > 0 {
                     for i in 0..touches {
                         let page = self.rng.below(resident.min(u32::MAX as u64) as u32) as u64;
-                        let access = if i % 3 == 0 { Access::Write } else { Access::Read };
+                        let access = if i % 3 == 0 {
+                            Access::Write
+                        } else {
+                            Access::Read
+                        };
                         list.push((heap.offset(page * 4096 + 64 * (i as u64 % 64)), access));
                     }
                 }
@@ -166,9 +199,15 @@ impl Runner {
                 k.fast_forward = false;
                 r?;
             }
-            Op::FileRead { pages, misses } => k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?,
+            Op::FileRead { pages, misses } => {
+                k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?
+            }
             Op::FileWrite { pages } => k.file_write(cpu, pages, VirtAddr(USER_DATA))?,
-            Op::Syscall { spec, count, extra_cycles } => {
+            Op::Syscall {
+                spec,
+                count,
+                extra_cycles,
+            } => {
                 let mut spec = *spec;
                 spec.work_cycles += extra_cycles;
                 for _ in 0..count {

@@ -3,7 +3,7 @@
 
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
-use crate::kernel::layout::{USER_DATA, USER_LIBC, USER_STACK_TOP, USER_TEXT, USER_MMAP};
+use crate::kernel::layout::{USER_DATA, USER_LIBC, USER_MMAP, USER_STACK_TOP, USER_TEXT};
 use crate::kernel::syscall::{self, Effect, SyscallSpec};
 use crate::kernel::Kernel;
 use crate::sim::{Stats, Time};
@@ -38,12 +38,19 @@ impl LoopResult {
 impl SyscallLoop {
     pub fn new(name: &str, iterations: u64) -> Result<SyscallLoop> {
         let spec = syscall::lookup(name).ok_or_else(|| {
-            Error::new(format!("--syscall: unknown syscall '{name}': expected one of {}", syscall::names().join(", ")))
+            Error::new(format!(
+                "--syscall: unknown syscall '{name}': expected one of {}",
+                syscall::names().join(", ")
+            ))
         })?;
         if iterations == 0 {
             return Err(Error::new("--iterations: expected a positive number"));
         }
-        Ok(SyscallLoop { syscall: *spec, warmup: 200, iterations })
+        Ok(SyscallLoop {
+            syscall: *spec,
+            warmup: 200,
+            iterations,
+        })
     }
 
     /// Sets up the benchmark process on CPU 0 and returns it in user mode.
@@ -96,7 +103,11 @@ impl SyscallLoop {
         }
         let mut stats = k.cpus[0].stats.clone();
         stats.subtract(&s0);
-        Ok(LoopResult { iterations: n, elapsed: k.cpus[0].now - t0, stats })
+        Ok(LoopResult {
+            iterations: n,
+            elapsed: k.cpus[0].now - t0,
+            stats,
+        })
     }
 }
 
@@ -119,13 +130,22 @@ mod tests {
         let (nopcid, v2) = ns("pti:freebsd,nopcid", "getppid");
         eprintln!("off {off:.1} pcid {pcid:.1} nopcid {nopcid:.1}");
         assert!(off < pcid && pcid < nopcid);
-        assert!(v0.is_empty() && v1.is_empty() && v2.is_empty(), "{v1:?} {v2:?}");
+        assert!(
+            v0.is_empty() && v1.is_empty() && v2.is_empty(),
+            "{v1:?} {v2:?}"
+        );
     }
 
     #[test]
     fn every_syscall_runs_under_every_correct_pti_variant() {
         for name in syscall::names() {
-            for d in ["none", "pti:freebsd", "pti:linux", "pti:linux,nopcid", "pti:freebsd,nopcid"] {
+            for d in [
+                "none",
+                "pti:freebsd",
+                "pti:linux",
+                "pti:linux,nopcid",
+                "pti:freebsd,nopcid",
+            ] {
                 let (t, v) = ns(d, name);
                 assert!(t > 0.0);
                 assert!(v.is_empty(), "{name} under {d}: {v:?}");

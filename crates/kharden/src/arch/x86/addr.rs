@@ -85,7 +85,11 @@ impl VirtAddr {
     /// The canonical address whose PML4 index is `i` and whose other bits are zero.
     pub fn from_pml4_index(i: usize) -> VirtAddr {
         let raw = (i as u64) << 39;
-        VirtAddr(if i >= 256 { raw | 0xffff_0000_0000_0000 } else { raw })
+        VirtAddr(if i >= 256 {
+            raw | 0xffff_0000_0000_0000
+        } else {
+            raw
+        })
     }
 }
 

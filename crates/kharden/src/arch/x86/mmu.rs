@@ -4,7 +4,7 @@
 
 use super::psc::{PagingStructureCache, PscEntry};
 use super::tlb::{TlbArray, TlbEntry};
-use super::{PageSize, Pcid, PhysAddr, PhysMem, Pfn, PteFlags, VirtAddr};
+use super::{PageSize, Pcid, Pfn, PhysAddr, PhysMem, PteFlags, VirtAddr};
 use crate::arch::caches::{CacheHierarchy, HitLevel};
 use crate::machine::{MachineProfile, TlbServes};
 use crate::sim::{Counter, Stats};
@@ -77,7 +77,11 @@ impl Mmu {
         let mut l1d = vec![];
         let mut l2 = vec![];
         for a in &m.tlb {
-            let sizes = a.page_sizes.iter().map(|&s| PageSize::from_name(s)).collect();
+            let sizes = a
+                .page_sizes
+                .iter()
+                .map(|&s| PageSize::from_name(s))
+                .collect();
             let arr = TlbArray::new(&a.name, sizes, a.entries as usize, a.ways as usize);
             match (a.level, a.serves) {
                 (1, TlbServes::Instruction) => l1i.push(arr),
@@ -122,7 +126,11 @@ impl Mmu {
     /// Sets CR4.PCIDE (only with PCID 0 current, as the architecture requires). Clearing it
     /// flushes all non-global entries of all PCIDs.
     pub fn set_pcide(&mut self, on: bool) {
-        assert_eq!(self.pcid, Pcid(0), "CR4.PCIDE changes require CR3[11:0] = 0");
+        assert_eq!(
+            self.pcid,
+            Pcid(0),
+            "CR4.PCIDE changes require CR3[11:0] = 0"
+        );
         if self.pcide && !on {
             self.invalidate_tlbs(|e| !e.global);
             self.psc.invalidate_where(|_| true);
@@ -143,7 +151,10 @@ impl Mmu {
     /// PCIDE, a write with bit 63 clear flushes the non-global entries of the new PCID, and
     /// with bit 63 set flushes nothing. Returns whether anything was flushed.
     pub fn write_cr3(&mut self, root: Pfn, pcid: Pcid, noflush: bool) -> bool {
-        assert!(self.pcide || (pcid == Pcid(0) && !noflush), "CR3 PCID/no-flush bits need CR4.PCIDE");
+        assert!(
+            self.pcide || (pcid == Pcid(0) && !noflush),
+            "CR3 PCID/no-flush bits need CR4.PCIDE"
+        );
         self.root = root;
         self.pcid = pcid;
         if noflush {
@@ -191,7 +202,10 @@ impl Mmu {
     }
 
     fn arrays_mut(&mut self) -> impl Iterator<Item = &mut TlbArray> {
-        self.l1i.iter_mut().chain(self.l1d.iter_mut()).chain(self.l2.iter_mut().map(|(_, a, _)| a))
+        self.l1i
+            .iter_mut()
+            .chain(self.l1d.iter_mut())
+            .chain(self.l2.iter_mut().map(|(_, a, _)| a))
     }
 
     fn invalidate_tlbs(&mut self, kill: impl Fn(&TlbEntry) -> bool) {
@@ -209,7 +223,11 @@ impl Mmu {
 
     /// Every TLB entry currently held (all arrays; an entry can be in L1 and L2 at once).
     pub fn tlb_entries(&self) -> impl Iterator<Item = &TlbEntry> {
-        self.l1i.iter().chain(&self.l1d).chain(self.l2.iter().map(|(_, a, _)| a)).flat_map(|a| a.entries())
+        self.l1i
+            .iter()
+            .chain(&self.l1d)
+            .chain(self.l2.iter().map(|(_, a, _)| a))
+            .flat_map(|a| a.entries())
     }
 
     /// Every paging-structure-cache entry with the region it covers.
@@ -218,15 +236,37 @@ impl Mmu {
     }
 
     /// Translates `va` for an access in user or supervisor mode: L1 TLB, then STLB, then a walk.
-    pub fn translate(&mut self, env: &mut WalkEnv, va: VirtAddr, access: Access, user_mode: bool) -> Result<Translated, Fault> {
+    pub fn translate(
+        &mut self,
+        env: &mut WalkEnv,
+        va: VirtAddr,
+        access: Access,
+        user_mode: bool,
+    ) -> Result<Translated, Fault> {
         let pcid = self.pcid;
-        let l1 = if access == Access::Exec { &mut self.l1i } else { &mut self.l1d };
+        let l1 = if access == Access::Exec {
+            &mut self.l1i
+        } else {
+            &mut self.l1d
+        };
         if let Some(e) = l1.iter_mut().find_map(|a| a.lookup(va, pcid)) {
-            env.stats.count(if access == Access::Exec { Counter::ItlbL1Hit } else { Counter::DtlbL1Hit });
+            env.stats.count(if access == Access::Exec {
+                Counter::ItlbL1Hit
+            } else {
+                Counter::DtlbL1Hit
+            });
             check(va, e.flags, access, user_mode)?;
-            return Ok(Translated { page: e.page, size: e.size, flags: e.flags, cycles: 0.0, walked: false });
+            return Ok(Translated {
+                page: e.page,
+                size: e.size,
+                flags: e.flags,
+                cycles: 0.0,
+                walked: false,
+            });
         }
-        let serves = |s: TlbServes| s == TlbServes::Unified || (s == TlbServes::Instruction) == (access == Access::Exec);
+        let serves = |s: TlbServes| {
+            s == TlbServes::Unified || (s == TlbServes::Instruction) == (access == Access::Exec)
+        };
         let mut stlb_cycles = 0.0;
         for (s, arr, hit) in self.l2.iter_mut() {
             if !serves(*s) {
@@ -236,33 +276,70 @@ impl Mmu {
             if let Some(e) = arr.lookup(va, pcid) {
                 env.stats.count(Counter::StlbHit);
                 check(va, e.flags, access, user_mode)?;
-                let l1 = if access == Access::Exec { &mut self.l1i } else { &mut self.l1d };
+                let l1 = if access == Access::Exec {
+                    &mut self.l1i
+                } else {
+                    &mut self.l1d
+                };
                 insert_fractured(l1, e, va);
-                return Ok(Translated { page: e.page, size: e.size, flags: e.flags, cycles: *hit, walked: false });
+                return Ok(Translated {
+                    page: e.page,
+                    size: e.size,
+                    flags: e.flags,
+                    cycles: *hit,
+                    walked: false,
+                });
             }
         }
         let (leaf_page, size, flags, walk_cycles) = self.walk(env, va)?;
         check(va, flags, access, user_mode)?;
-        let entry = TlbEntry { vpn: va.page_number(size), size, pcid, global: flags.global && self.pge, page: leaf_page, flags };
+        let entry = TlbEntry {
+            vpn: va.page_number(size),
+            size,
+            pcid,
+            global: flags.global && self.pge,
+            page: leaf_page,
+            flags,
+        };
         for (s, arr, _) in self.l2.iter_mut() {
             if serves(*s) && arr.holds(size) {
                 arr.insert(entry);
             }
         }
-        let l1 = if access == Access::Exec { &mut self.l1i } else { &mut self.l1d };
+        let l1 = if access == Access::Exec {
+            &mut self.l1i
+        } else {
+            &mut self.l1d
+        };
         insert_fractured(l1, entry, va);
-        Ok(Translated { page: leaf_page, size, flags, cycles: stlb_cycles + walk_cycles, walked: true })
+        Ok(Translated {
+            page: leaf_page,
+            size,
+            flags,
+            cycles: stlb_cycles + walk_cycles,
+            walked: true,
+        })
     }
 
     /// The hardware walk: start from the deepest paging-structure-cache hit, load each
     /// remaining entry through the data caches.
-    fn walk(&mut self, env: &mut WalkEnv, va: VirtAddr) -> Result<(PhysAddr, PageSize, PteFlags, f64), Fault> {
+    fn walk(
+        &mut self,
+        env: &mut WalkEnv,
+        va: VirtAddr,
+    ) -> Result<(PhysAddr, PageSize, PteFlags, f64), Fault> {
         env.stats.count(Counter::PageWalks);
         let pcid = self.pcid;
         let (mut table, mut level, mut w, mut u, mut nx) = match self.psc.lookup(va, pcid) {
             Some(hit) => {
                 env.stats.count(Counter::PscHits);
-                (hit.entry.table, hit.next_level, hit.entry.writable, hit.entry.user, hit.entry.no_exec)
+                (
+                    hit.entry.table,
+                    hit.next_level,
+                    hit.entry.writable,
+                    hit.entry.user,
+                    hit.entry.no_exec,
+                )
             }
             None => (self.root, 4, true, true, false),
         };
@@ -288,11 +365,27 @@ impl Mmu {
             nx |= e.no_exec();
             let size = e.leaf_size(level);
             if let Some(size) = size {
-                let flags = PteFlags { writable: w, user: u, no_exec: nx, global: e.global() };
+                let flags = PteFlags {
+                    writable: w,
+                    user: u,
+                    no_exec: nx,
+                    global: e.global(),
+                };
                 return Ok((e.addr(), size, flags, cycles));
             }
             let next = e.addr().pfn();
-            self.psc.fill(level, va, PscEntry { pcid, prefix: 0, table: next, writable: w, user: u, no_exec: nx });
+            self.psc.fill(
+                level,
+                va,
+                PscEntry {
+                    pcid,
+                    prefix: 0,
+                    table: next,
+                    writable: w,
+                    user: u,
+                    no_exec: nx,
+                },
+            );
             table = next;
             level -= 1;
         }
@@ -307,16 +400,31 @@ fn insert_fractured(arrays: &mut [TlbArray], e: TlbEntry, va: VirtAddr) {
         a.insert(e);
         return;
     }
-    let smaller = PageSize::ALL.iter().rev().copied().filter(|&s| s < e.size).find(|&s| arrays.iter().any(|a| a.holds(s)));
+    let smaller = PageSize::ALL
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&s| s < e.size)
+        .find(|&s| arrays.iter().any(|a| a.holds(s)));
     if let Some(s) = smaller {
         let offset = va.align_down(s).0 - va.align_down(e.size).0;
-        let part = TlbEntry { vpn: va.page_number(s), size: s, page: PhysAddr(e.page.0 + offset), ..e };
+        let part = TlbEntry {
+            vpn: va.page_number(s),
+            size: s,
+            page: PhysAddr(e.page.0 + offset),
+            ..e
+        };
         arrays.iter_mut().find(|a| a.holds(s)).unwrap().insert(part);
     }
 }
 
 fn check(va: VirtAddr, f: PteFlags, access: Access, user_mode: bool) -> Result<(), Fault> {
-    let denied = (user_mode && !f.user) || (access == Access::Write && !f.writable) || (access == Access::Exec && f.no_exec);
-    if denied { Err(Fault::Protection(va)) } else { Ok(()) }
+    let denied = (user_mode && !f.user)
+        || (access == Access::Write && !f.writable)
+        || (access == Access::Exec && f.no_exec);
+    if denied {
+        Err(Fault::Protection(va))
+    } else {
+        Ok(())
+    }
 }
-

@@ -10,7 +10,7 @@ pub mod psc;
 pub mod pte;
 pub mod tlb;
 
-pub use addr::{PageSize, Pcid, PhysAddr, Pfn, VirtAddr};
+pub use addr::{PageSize, Pcid, Pfn, PhysAddr, VirtAddr};
 pub use mmu::{Access, Fault, InvpcidType, Mmu, WalkEnv};
 pub use physmem::PhysMem;
 pub use pte::{Pte, PteFlags};

@@ -1,7 +1,7 @@
 //! Building and reading 4-level page tables held in `PhysMem` (software view; the hardware
 //! walker with its caches is in `mmu.rs`).
 
-use super::{PageSize, PhysAddr, PhysMem, Pfn, Pte, PteFlags, VirtAddr};
+use super::{PageSize, Pfn, PhysAddr, PhysMem, Pte, PteFlags, VirtAddr};
 
 /// A leaf translation found by a software walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,14 +22,29 @@ impl Leaf {
 /// Maps `va` (aligned to `size`) to `pa`, creating intermediate tables on `table_node`.
 /// Replaces whatever leaf was there; panics (a model bug, not user input) if a large page
 /// is in the way of a smaller mapping.
-pub fn map(mem: &mut PhysMem, root: Pfn, va: VirtAddr, pa: PhysAddr, size: PageSize, flags: PteFlags, table_node: u32) {
-    debug_assert_eq!(va.0 & (size.bytes() - 1), 0, "unaligned {va:?} for {size:?}");
+pub fn map(
+    mem: &mut PhysMem,
+    root: Pfn,
+    va: VirtAddr,
+    pa: PhysAddr,
+    size: PageSize,
+    flags: PteFlags,
+    table_node: u32,
+) {
+    debug_assert_eq!(
+        va.0 & (size.bytes() - 1),
+        0,
+        "unaligned {va:?} for {size:?}"
+    );
     let mut table = root;
     for level in (size.leaf_level() + 1..=4).rev() {
         let idx = va.index(level);
         let e = mem.read(table, idx);
         table = if e.present() {
-            assert!(!e.large(), "map {va:?} {size:?}: a large page is in the way at level {level}");
+            assert!(
+                !e.large(),
+                "map {va:?} {size:?}: a large page is in the way at level {level}"
+            );
             e.addr().pfn()
         } else {
             let t = mem.alloc_table(table_node);
@@ -37,7 +52,11 @@ pub fn map(mem: &mut PhysMem, root: Pfn, va: VirtAddr, pa: PhysAddr, size: PageS
             t
         };
     }
-    mem.write(table, va.index(size.leaf_level()), Pte::leaf(pa, size, flags));
+    mem.write(
+        table,
+        va.index(size.leaf_level()),
+        Pte::leaf(pa, size, flags),
+    );
 }
 
 /// Points `root`'s PML4 slot `index` at the same next-level table as `from`'s: the way every
@@ -80,8 +99,21 @@ fn find_leaf(mem: &PhysMem, root: Pfn, va: VirtAddr) -> Option<(Pfn, usize, Leaf
         no_exec |= e.no_exec();
         let size = e.leaf_size(level);
         if let Some(size) = size {
-            let flags = PteFlags { writable, user, no_exec, global: e.global() };
-            return Some((table, idx, Leaf { page: e.addr(), size, flags }));
+            let flags = PteFlags {
+                writable,
+                user,
+                no_exec,
+                global: e.global(),
+            };
+            return Some((
+                table,
+                idx,
+                Leaf {
+                    page: e.addr(),
+                    size,
+                    flags,
+                },
+            ));
         }
         table = e.addr().pfn();
     }
@@ -89,27 +121,62 @@ fn find_leaf(mem: &PhysMem, root: Pfn, va: VirtAddr) -> Option<(Pfn, usize, Leaf
 }
 
 /// Calls `f(va, leaf)` for every leaf reachable from `root` through PML4 slots `pml4_slots`.
-pub fn for_each_leaf(mem: &PhysMem, root: Pfn, pml4_slots: std::ops::Range<usize>, f: &mut dyn FnMut(VirtAddr, Leaf)) {
+pub fn for_each_leaf(
+    mem: &PhysMem,
+    root: Pfn,
+    pml4_slots: std::ops::Range<usize>,
+    f: &mut dyn FnMut(VirtAddr, Leaf),
+) {
     for i in pml4_slots {
         let e = mem.read(root, i);
         if e.present() {
             let perms = (e.writable(), e.user(), e.no_exec());
-            visit(mem, e.addr().pfn(), 3, VirtAddr::from_pml4_index(i), perms, f);
+            visit(
+                mem,
+                e.addr().pfn(),
+                3,
+                VirtAddr::from_pml4_index(i),
+                perms,
+                f,
+            );
         }
     }
 }
 
-fn visit(mem: &PhysMem, table: Pfn, level: u8, base: VirtAddr, perms: (bool, bool, bool), f: &mut dyn FnMut(VirtAddr, Leaf)) {
+fn visit(
+    mem: &PhysMem,
+    table: Pfn,
+    level: u8,
+    base: VirtAddr,
+    perms: (bool, bool, bool),
+    f: &mut dyn FnMut(VirtAddr, Leaf),
+) {
     let span = 1u64 << (12 + 9 * (level as u32 - 1));
     for (i, e) in mem.table(table).iter().enumerate() {
         if !e.present() {
             continue;
         }
         let va = base.offset(i as u64 * span);
-        let p = (perms.0 & e.writable(), perms.1 & e.user(), perms.2 | e.no_exec());
+        let p = (
+            perms.0 & e.writable(),
+            perms.1 & e.user(),
+            perms.2 | e.no_exec(),
+        );
         let size = e.leaf_size(level);
         match size {
-            Some(size) => f(va, Leaf { page: e.addr(), size, flags: PteFlags { writable: p.0, user: p.1, no_exec: p.2, global: e.global() } }),
+            Some(size) => f(
+                va,
+                Leaf {
+                    page: e.addr(),
+                    size,
+                    flags: PteFlags {
+                        writable: p.0,
+                        user: p.1,
+                        no_exec: p.2,
+                        global: e.global(),
+                    },
+                },
+            ),
             None => visit(mem, e.addr().pfn(), level - 1, va, p, f),
         }
     }
@@ -124,7 +191,15 @@ mod tests {
         let mut mem = PhysMem::new(1);
         let root = mem.alloc_table(0);
         let va = VirtAddr(0x7fff_0000_1000);
-        map(&mut mem, root, va, PhysAddr(0x5000), PageSize::Size4K, PteFlags::USER_DATA, 0);
+        map(
+            &mut mem,
+            root,
+            va,
+            PhysAddr(0x5000),
+            PageSize::Size4K,
+            PteFlags::USER_DATA,
+            0,
+        );
         let leaf = translate(&mem, root, va.offset(0x123)).unwrap();
         assert_eq!(leaf.translate(va.offset(0x123)), PhysAddr(0x5123));
         assert!(leaf.flags.user && leaf.flags.writable && leaf.flags.no_exec);
@@ -137,7 +212,15 @@ mod tests {
         let mut mem = PhysMem::new(1);
         let root = mem.alloc_table(0);
         let text = VirtAddr(0xffff_ffff_8100_0000);
-        map(&mut mem, root, text, PhysAddr(0x100_0000), PageSize::Size2M, PteFlags::KERNEL_TEXT.with_global(true), 0);
+        map(
+            &mut mem,
+            root,
+            text,
+            PhysAddr(0x100_0000),
+            PageSize::Size2M,
+            PteFlags::KERNEL_TEXT.with_global(true),
+            0,
+        );
         let leaf = translate(&mem, root, text.offset(0x1234)).unwrap();
         assert_eq!(leaf.size, PageSize::Size2M);
         assert!(leaf.flags.global && !leaf.flags.user);

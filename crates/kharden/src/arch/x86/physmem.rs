@@ -22,7 +22,11 @@ pub struct PhysMem {
 impl PhysMem {
     pub fn new(nodes: u32) -> PhysMem {
         let n = nodes.max(1) as usize;
-        PhysMem { tables: vec![Vec::new(); n], next_data: vec![0; n], free_data: vec![Vec::new(); n] }
+        PhysMem {
+            tables: vec![Vec::new(); n],
+            next_data: vec![0; n],
+            free_data: vec![Vec::new(); n],
+        }
     }
 
     pub fn nodes(&self) -> u32 {
@@ -72,7 +76,12 @@ impl PhysMem {
 
     /// Highest data frame handed out on any node, plus one (bounds the direct map).
     pub fn data_frames_end(&self) -> u64 {
-        self.next_data.iter().enumerate().map(|(n, &next)| n as u64 * NODE_FRAMES + next).max().unwrap_or(0)
+        self.next_data
+            .iter()
+            .enumerate()
+            .map(|(n, &next)| n as u64 * NODE_FRAMES + next)
+            .max()
+            .unwrap_or(0)
     }
 
     fn table_slot(&self, table: Pfn) -> (usize, usize) {
@@ -84,7 +93,9 @@ impl PhysMem {
     pub fn is_table(&self, pfn: Pfn) -> bool {
         let node = (pfn.0 / NODE_FRAMES) as usize;
         let off = pfn.0 % NODE_FRAMES;
-        node < self.tables.len() && off >= TABLE_OFFSET && ((off - TABLE_OFFSET) as usize) < self.tables[node].len()
+        node < self.tables.len()
+            && off >= TABLE_OFFSET
+            && ((off - TABLE_OFFSET) as usize) < self.tables[node].len()
     }
 
     pub fn table(&self, table: Pfn) -> &Table {

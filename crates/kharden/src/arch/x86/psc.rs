@@ -41,18 +41,32 @@ pub struct PscHit {
 
 impl PagingStructureCache {
     pub fn new(pml4e: u32, pdpte: u32, pde: u32) -> Self {
-        let level = |shift, n: u32| Level { shift, slots: vec![None; n as usize], stamps: vec![0; n as usize] };
-        PagingStructureCache { levels: [level(21, pde), level(30, pdpte), level(39, pml4e)], clock: 0 }
+        let level = |shift, n: u32| Level {
+            shift,
+            slots: vec![None; n as usize],
+            stamps: vec![0; n as usize],
+        };
+        PagingStructureCache {
+            levels: [level(21, pde), level(30, pdpte), level(39, pml4e)],
+            clock: 0,
+        }
     }
 
     /// The deepest cached entry for `va` under `pcid`.
     pub fn lookup(&mut self, va: VirtAddr, pcid: Pcid) -> Option<PscHit> {
         for (i, level) in self.levels.iter_mut().enumerate() {
             let prefix = va.0 >> level.shift;
-            if let Some(slot) = level.slots.iter().position(|s| s.is_some_and(|e| e.pcid == pcid && e.prefix == prefix)) {
+            if let Some(slot) = level
+                .slots
+                .iter()
+                .position(|s| s.is_some_and(|e| e.pcid == pcid && e.prefix == prefix))
+            {
                 self.clock += 1;
                 level.stamps[slot] = self.clock;
-                return Some(PscHit { entry: level.slots[slot].unwrap(), next_level: i as u8 + 1 });
+                return Some(PscHit {
+                    entry: level.slots[slot].unwrap(),
+                    next_level: i as u8 + 1,
+                });
             }
         }
         None
@@ -64,7 +78,10 @@ impl PagingStructureCache {
         if l.slots.is_empty() {
             return;
         }
-        let e = PscEntry { prefix: va.0 >> l.shift, ..entry_without_prefix };
+        let e = PscEntry {
+            prefix: va.0 >> l.shift,
+            ..entry_without_prefix
+        };
         let slot = l
             .slots
             .iter()
@@ -92,7 +109,11 @@ impl PagingStructureCache {
         self.levels.iter().flat_map(|l| {
             l.slots.iter().flatten().map(move |e| {
                 let raw = e.prefix << l.shift;
-                let va = if raw & (1 << 47) != 0 { raw | 0xffff_0000_0000_0000 } else { raw };
+                let va = if raw & (1 << 47) != 0 {
+                    raw | 0xffff_0000_0000_0000
+                } else {
+                    raw
+                };
                 (*e, VirtAddr(va), 1u64 << l.shift)
             })
         })

@@ -24,21 +24,54 @@ pub struct PteFlags {
 }
 
 impl PteFlags {
-    pub const KERNEL_TEXT: PteFlags = PteFlags { writable: false, user: false, no_exec: false, global: false };
-    pub const KERNEL_RODATA: PteFlags = PteFlags { writable: false, user: false, no_exec: true, global: false };
-    pub const KERNEL_DATA: PteFlags = PteFlags { writable: true, user: false, no_exec: true, global: false };
-    pub const USER_TEXT: PteFlags = PteFlags { writable: false, user: true, no_exec: false, global: false };
-    pub const USER_DATA: PteFlags = PteFlags { writable: true, user: true, no_exec: true, global: false };
+    pub const KERNEL_TEXT: PteFlags = PteFlags {
+        writable: false,
+        user: false,
+        no_exec: false,
+        global: false,
+    };
+    pub const KERNEL_RODATA: PteFlags = PteFlags {
+        writable: false,
+        user: false,
+        no_exec: true,
+        global: false,
+    };
+    pub const KERNEL_DATA: PteFlags = PteFlags {
+        writable: true,
+        user: false,
+        no_exec: true,
+        global: false,
+    };
+    pub const USER_TEXT: PteFlags = PteFlags {
+        writable: false,
+        user: true,
+        no_exec: false,
+        global: false,
+    };
+    pub const USER_DATA: PteFlags = PteFlags {
+        writable: true,
+        user: true,
+        no_exec: true,
+        global: false,
+    };
 
     pub fn with_global(self, global: bool) -> PteFlags {
         PteFlags { global, ..self }
     }
     pub fn bits(self) -> u64 {
         let mut b = P | A | D;
-        if self.writable { b |= RW; }
-        if self.user { b |= US; }
-        if self.no_exec { b |= NX; }
-        if self.global { b |= G; }
+        if self.writable {
+            b |= RW;
+        }
+        if self.user {
+            b |= US;
+        }
+        if self.no_exec {
+            b |= NX;
+        }
+        if self.global {
+            b |= G;
+        }
         b
     }
 }
@@ -57,13 +90,27 @@ impl Pte {
     pub fn table(table: Pfn, user: bool) -> Pte {
         Pte((table.addr().0 & ADDR_MASK) | P | RW | A | if user { US } else { 0 })
     }
-    pub fn present(self) -> bool { self.0 & P != 0 }
-    pub fn large(self) -> bool { self.0 & PS != 0 }
-    pub fn writable(self) -> bool { self.0 & RW != 0 }
-    pub fn user(self) -> bool { self.0 & US != 0 }
-    pub fn global(self) -> bool { self.0 & G != 0 }
-    pub fn no_exec(self) -> bool { self.0 & NX != 0 }
-    pub fn addr(self) -> PhysAddr { PhysAddr(self.0 & ADDR_MASK) }
+    pub fn present(self) -> bool {
+        self.0 & P != 0
+    }
+    pub fn large(self) -> bool {
+        self.0 & PS != 0
+    }
+    pub fn writable(self) -> bool {
+        self.0 & RW != 0
+    }
+    pub fn user(self) -> bool {
+        self.0 & US != 0
+    }
+    pub fn global(self) -> bool {
+        self.0 & G != 0
+    }
+    pub fn no_exec(self) -> bool {
+        self.0 & NX != 0
+    }
+    pub fn addr(self) -> PhysAddr {
+        PhysAddr(self.0 & ADDR_MASK)
+    }
     /// The page this entry maps when read at `level` (1 = PTE), or None for a table pointer:
     /// PTEs always map 4 KiB, PDEs and PDPTEs map 2 MiB / 1 GiB when PS is set.
     pub fn leaf_size(self, level: u8) -> Option<PageSize> {
@@ -75,7 +122,12 @@ impl Pte {
         }
     }
     pub fn flags(self) -> PteFlags {
-        PteFlags { writable: self.writable(), user: self.user(), no_exec: self.no_exec(), global: self.global() }
+        PteFlags {
+            writable: self.writable(),
+            user: self.user(),
+            no_exec: self.no_exec(),
+            global: self.global(),
+        }
     }
 }
 
@@ -84,8 +136,19 @@ mod tests {
     use super::*;
     #[test]
     fn bits_round_trip() {
-        let pte = Pte::leaf(PhysAddr(0x20_0000), PageSize::Size2M, PteFlags::KERNEL_TEXT.with_global(true));
-        assert!(pte.present() && pte.large() && pte.global() && !pte.user() && !pte.writable() && !pte.no_exec());
+        let pte = Pte::leaf(
+            PhysAddr(0x20_0000),
+            PageSize::Size2M,
+            PteFlags::KERNEL_TEXT.with_global(true),
+        );
+        assert!(
+            pte.present()
+                && pte.large()
+                && pte.global()
+                && !pte.user()
+                && !pte.writable()
+                && !pte.no_exec()
+        );
         assert_eq!(pte.addr(), PhysAddr(0x20_0000));
         assert_eq!(pte.0 & (1 << 8), 1 << 8, "G is bit 8");
         let t = Pte::table(Pfn(7), true);

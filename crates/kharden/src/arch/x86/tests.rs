@@ -22,14 +22,32 @@ impl Rig {
         let caches = CacheHierarchy::new(&m);
         let mut mmu = Mmu::new(&m, 0, 0, 0);
         mmu.set_pcide(true);
-        Rig { mem: PhysMem::new(1), caches, stats: Stats::default(), mmu, m }
+        Rig {
+            mem: PhysMem::new(1),
+            caches,
+            stats: Stats::default(),
+            mmu,
+            m,
+        }
     }
     fn tr(&mut self, va: u64, access: Access, user: bool) -> Result<Translated, Fault> {
-        let mut env = WalkEnv { mem: &self.mem, caches: &mut self.caches, stats: &mut self.stats };
+        let mut env = WalkEnv {
+            mem: &self.mem,
+            caches: &mut self.caches,
+            stats: &mut self.stats,
+        };
         self.mmu.translate(&mut env, VirtAddr(va), access, user)
     }
     fn map(&mut self, root: Pfn, va: u64, pa: u64, flags: PteFlags) {
-        paging::map(&mut self.mem, root, VirtAddr(va), PhysAddr(pa), PageSize::Size4K, flags, 0);
+        paging::map(
+            &mut self.mem,
+            root,
+            VirtAddr(va),
+            PhysAddr(pa),
+            PageSize::Size4K,
+            flags,
+            0,
+        );
     }
 }
 
@@ -57,11 +75,25 @@ fn permissions_are_enforced_from_tlb_and_walk() {
     r.map(root, KVA, 0x9000, PteFlags::KERNEL_DATA);
     r.map(root, UVA, 0xa000, PteFlags::USER_TEXT);
     r.mmu.write_cr3(root, Pcid(1), false);
-    assert_eq!(r.tr(KVA, Access::Read, true), Err(Fault::Protection(VirtAddr(KVA))));
+    assert_eq!(
+        r.tr(KVA, Access::Read, true),
+        Err(Fault::Protection(VirtAddr(KVA)))
+    );
     assert!(r.tr(KVA, Access::Read, false).is_ok());
-    assert_eq!(r.tr(KVA, Access::Read, true), Err(Fault::Protection(VirtAddr(KVA))), "from the TLB too");
-    assert_eq!(r.tr(UVA, Access::Write, true), Err(Fault::Protection(VirtAddr(UVA))));
-    assert_eq!(r.tr(KVA, Access::Exec, false), Err(Fault::Protection(VirtAddr(KVA))), "kernel data is NX");
+    assert_eq!(
+        r.tr(KVA, Access::Read, true),
+        Err(Fault::Protection(VirtAddr(KVA))),
+        "from the TLB too"
+    );
+    assert_eq!(
+        r.tr(UVA, Access::Write, true),
+        Err(Fault::Protection(VirtAddr(UVA)))
+    );
+    assert_eq!(
+        r.tr(KVA, Access::Exec, false),
+        Err(Fault::Protection(VirtAddr(KVA))),
+        "kernel data is NX"
+    );
 }
 
 #[test]
@@ -72,7 +104,10 @@ fn entry_of_one_pcid_is_never_hit_under_another() {
     r.map(a, UVA, 0x9000, PteFlags::USER_DATA);
     r.map(b, UVA, 0xb000, PteFlags::USER_DATA);
     r.mmu.write_cr3(a, Pcid(1), false);
-    assert_eq!(r.tr(UVA, Access::Read, true).unwrap().page, PhysAddr(0x9000));
+    assert_eq!(
+        r.tr(UVA, Access::Read, true).unwrap().page,
+        PhysAddr(0x9000)
+    );
     r.mmu.write_cr3(b, Pcid(2), true);
     let t = r.tr(UVA, Access::Read, true).unwrap();
     assert!(t.walked, "PCID 2 must not hit PCID 1's entry");
@@ -93,18 +128,40 @@ fn global_entry_survives_non_global_flushes_but_not_type_2() {
     r.tr(KVA, Access::Exec, false).unwrap();
     r.tr(UVA, Access::Read, true).unwrap();
     r.mmu.write_cr3(root, Pcid(1), false); // flushing CR3 write of PCID 1
-    assert!(!r.tr(KVA, Access::Exec, false).unwrap().walked, "global survives a flushing CR3 write");
-    assert!(r.tr(UVA, Access::Read, true).unwrap().walked, "non-global does not");
+    assert!(
+        !r.tr(KVA, Access::Exec, false).unwrap().walked,
+        "global survives a flushing CR3 write"
+    );
+    assert!(
+        r.tr(UVA, Access::Read, true).unwrap().walked,
+        "non-global does not"
+    );
     r.mmu.invpcid(InvpcidType::AllNonGlobal);
-    assert!(!r.tr(KVA, Access::Exec, false).unwrap().walked, "global survives INVPCID type 3");
+    assert!(
+        !r.tr(KVA, Access::Exec, false).unwrap().walked,
+        "global survives INVPCID type 3"
+    );
     r.mmu.invpcid(InvpcidType::SingleContext(Pcid(1)));
-    assert!(!r.tr(KVA, Access::Exec, false).unwrap().walked, "global survives INVPCID type 1");
-    r.mmu.invpcid(InvpcidType::Individual(Pcid(1), VirtAddr(KVA)));
-    assert!(!r.tr(KVA, Access::Exec, false).unwrap().walked, "global survives INVPCID type 0");
+    assert!(
+        !r.tr(KVA, Access::Exec, false).unwrap().walked,
+        "global survives INVPCID type 1"
+    );
+    r.mmu
+        .invpcid(InvpcidType::Individual(Pcid(1), VirtAddr(KVA)));
+    assert!(
+        !r.tr(KVA, Access::Exec, false).unwrap().walked,
+        "global survives INVPCID type 0"
+    );
     r.mmu.invpcid(InvpcidType::AllInclGlobal);
-    assert!(r.tr(KVA, Access::Exec, false).unwrap().walked, "type 2 flushes globals");
+    assert!(
+        r.tr(KVA, Access::Exec, false).unwrap().walked,
+        "type 2 flushes globals"
+    );
     r.mmu.invlpg(VirtAddr(KVA));
-    assert!(r.tr(KVA, Access::Exec, false).unwrap().walked, "INVLPG flushes a global entry of its page");
+    assert!(
+        r.tr(KVA, Access::Exec, false).unwrap().walked,
+        "INVLPG flushes a global entry of its page"
+    );
 }
 
 #[test]
@@ -137,39 +194,89 @@ fn invlpg_hits_current_pcid_only_for_non_global() {
     r.mmu.invlpg(VirtAddr(UVA)); // in PCID 2
     assert!(r.tr(UVA, Access::Read, true).unwrap().walked);
     r.mmu.write_cr3(a, Pcid(1), true);
-    assert!(!r.tr(UVA, Access::Read, true).unwrap().walked, "PCID 1's entry survives INVLPG run under PCID 2");
+    assert!(
+        !r.tr(UVA, Access::Read, true).unwrap().walked,
+        "PCID 1's entry survives INVLPG run under PCID 2"
+    );
 }
 
 #[test]
 fn large_pages_fill_large_entries_and_fracture_where_needed() {
     let mut r = Rig::new();
     let root = r.mem.alloc_table(0);
-    paging::map(&mut r.mem, root, VirtAddr(KVA), PhysAddr(0x4000_0000), PageSize::Size2M, PteFlags::KERNEL_TEXT, 0);
+    paging::map(
+        &mut r.mem,
+        root,
+        VirtAddr(KVA),
+        PhysAddr(0x4000_0000),
+        PageSize::Size2M,
+        PteFlags::KERNEL_TEXT,
+        0,
+    );
     let dmap = 0xffff_8880_0000_0000;
-    paging::map(&mut r.mem, root, VirtAddr(dmap), PhysAddr(0), PageSize::Size1G, PteFlags::KERNEL_DATA, 0);
+    paging::map(
+        &mut r.mem,
+        root,
+        VirtAddr(dmap),
+        PhysAddr(0),
+        PageSize::Size1G,
+        PteFlags::KERNEL_DATA,
+        0,
+    );
     r.mmu.write_cr3(root, Pcid(1), false);
     let t = r.tr(KVA + 0x1f_f000, Access::Exec, false).unwrap();
     assert_eq!(t.size, PageSize::Size2M);
-    assert!(!r.tr(KVA + 0x1000, Access::Exec, false).unwrap().walked, "one 2M entry covers the page");
+    assert!(
+        !r.tr(KVA + 0x1000, Access::Exec, false).unwrap().walked,
+        "one 2M entry covers the page"
+    );
     r.tr(dmap + 0x3000_0000, Access::Read, false).unwrap();
-    assert!(!r.tr(dmap + 0x100, Access::Read, false).unwrap().walked, "1G entry in the 1G DTLB");
+    assert!(
+        !r.tr(dmap + 0x100, Access::Read, false).unwrap().walked,
+        "1G entry in the 1G DTLB"
+    );
     // Haswell's ITLB has no 1G entries: executing from the 1G page fractures into 2M entries.
     paging::protect(&mut r.mem, root, VirtAddr(dmap), PteFlags::KERNEL_TEXT);
     r.mmu.invlpg(VirtAddr(dmap));
     r.tr(dmap, Access::Exec, false).unwrap();
     assert!(!r.tr(dmap + 0x1000, Access::Exec, false).unwrap().walked);
-    assert!(r.tr(dmap + 0x20_0000, Access::Exec, false).unwrap().walked, "the next 2M part of the 1G page is a separate entry");
-    let itlb_2m = r.mmu.tlb_entries().filter(|e| e.size == PageSize::Size2M && e.va() == VirtAddr(dmap)).count();
+    assert!(
+        r.tr(dmap + 0x20_0000, Access::Exec, false).unwrap().walked,
+        "the next 2M part of the 1G page is a separate entry"
+    );
+    let itlb_2m = r
+        .mmu
+        .tlb_entries()
+        .filter(|e| e.size == PageSize::Size2M && e.va() == VirtAddr(dmap))
+        .count();
     assert!(itlb_2m >= 1, "fractured 2M entry present");
 }
 
 #[derive(Debug, Clone)]
 enum Op {
-    Map { space: usize, page: u64, frame: u64, writable: bool },
-    Unmap { space: usize, page: u64 },
-    Protect { space: usize, page: u64, writable: bool },
-    Switch { space: usize, noflush: bool },
-    Access { page: u64, write: bool },
+    Map {
+        space: usize,
+        page: u64,
+        frame: u64,
+        writable: bool,
+    },
+    Unmap {
+        space: usize,
+        page: u64,
+    },
+    Protect {
+        space: usize,
+        page: u64,
+        writable: bool,
+    },
+    Switch {
+        space: usize,
+        noflush: bool,
+    },
+    Access {
+        page: u64,
+        write: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {

@@ -19,7 +19,11 @@ impl TlbEntry {
     pub fn va(&self) -> VirtAddr {
         let raw = self.vpn << self.size.shift();
         // Re-canonicalise the upper half.
-        VirtAddr(if raw & (1 << 47) != 0 { raw | 0xffff_0000_0000_0000 } else { raw })
+        VirtAddr(if raw & (1 << 47) != 0 {
+            raw | 0xffff_0000_0000_0000
+        } else {
+            raw
+        })
     }
     /// Usable under `pcid`: tagged with it, or global.
     pub fn matches_context(&self, pcid: Pcid) -> bool {
@@ -44,7 +48,10 @@ pub struct TlbArray {
 impl TlbArray {
     pub fn new(name: &str, sizes: Vec<PageSize>, entries: usize, ways: usize) -> TlbArray {
         let sets = entries / ways;
-        assert!(sets.is_power_of_two(), "{name}: sets must be a power of two");
+        assert!(
+            sets.is_power_of_two(),
+            "{name}: sets must be a power of two"
+        );
         TlbArray {
             name: name.into(),
             sizes,
@@ -122,7 +129,11 @@ impl TlbArray {
     }
 
     /// Invalidates entries that cover `va` and satisfy `kill` (only the sets `va` maps to).
-    pub fn invalidate_page_where(&mut self, va: VirtAddr, kill: impl Fn(&TlbEntry) -> bool) -> usize {
+    pub fn invalidate_page_where(
+        &mut self,
+        va: VirtAddr,
+        kill: impl Fn(&TlbEntry) -> bool,
+    ) -> usize {
         let mut n = 0;
         for i in 0..self.sizes.len() {
             let size = self.sizes[i];
@@ -151,7 +162,14 @@ mod tests {
     use super::*;
 
     fn entry(va: u64, pcid: u16, global: bool) -> TlbEntry {
-        TlbEntry { vpn: va >> 12, size: PageSize::Size4K, pcid: Pcid(pcid), global, page: PhysAddr(0x1000), flags: PteFlags::USER_DATA }
+        TlbEntry {
+            vpn: va >> 12,
+            size: PageSize::Size4K,
+            pcid: Pcid(pcid),
+            global,
+            page: PhysAddr(0x1000),
+            flags: PteFlags::USER_DATA,
+        }
     }
 
     #[test]
@@ -161,7 +179,10 @@ mod tests {
         t.insert(entry(0x2000, 1, true));
         assert!(t.lookup(VirtAddr(0x1000), Pcid(1)).is_some());
         assert!(t.lookup(VirtAddr(0x1000), Pcid(2)).is_none());
-        assert!(t.lookup(VirtAddr(0x2000), Pcid(2)).is_some(), "global matches any PCID");
+        assert!(
+            t.lookup(VirtAddr(0x2000), Pcid(2)).is_some(),
+            "global matches any PCID"
+        );
     }
 
     #[test]
@@ -177,7 +198,11 @@ mod tests {
 
     #[test]
     fn kernel_va_round_trips() {
-        let e = TlbEntry { vpn: VirtAddr(0xffff_ffff_8120_0000).page_number(PageSize::Size2M), size: PageSize::Size2M, ..entry(0, 0, false) };
+        let e = TlbEntry {
+            vpn: VirtAddr(0xffff_ffff_8120_0000).page_number(PageSize::Size2M),
+            size: PageSize::Size2M,
+            ..entry(0, 0, false)
+        };
         assert_eq!(e.va(), VirtAddr(0xffff_ffff_8120_0000));
     }
 }

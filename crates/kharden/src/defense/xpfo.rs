@@ -20,6 +20,7 @@ use super::Defense;
 use crate::arch::x86::{PageSize, Pfn, VirtAddr};
 use crate::kernel::cpuset::CpuSet;
 use crate::kernel::page_alloc::Gfp;
+use crate::kernel::shared_line::{LineAccess, SharedLine};
 use crate::kernel::{layout, CpuId, Kernel, TaskId};
 use crate::oracle::Violation;
 use crate::sim::{Counter, FlushReason};
@@ -63,6 +64,9 @@ pub struct Xpfo {
     pending: HashMap<TaskId, CpuSet>,
     /// DeferredGlobal/Batched: CPUs that owe a full flush at their next user-task switch.
     global_pending: CpuSet,
+    /// The cache line holding that mask: every XPFO flush anywhere writes it (cpumask_or
+    /// stores even when no bit changes), every context switch reads it.
+    global_pending_line: SharedLine,
 }
 
 impl Xpfo {
@@ -72,6 +76,7 @@ impl Xpfo {
             pages: HashMap::new(),
             pending: HashMap::new(),
             global_pending: CpuSet::default(),
+            global_pending_line: SharedLine::default(),
         }
     }
 
@@ -107,6 +112,7 @@ impl Xpfo {
         others.remove(cpu);
         if self.global_mask() {
             // OR into the global mask (all but this CPU).
+            k.touch_shared_line(&mut self.global_pending_line, cpu, LineAccess::Write);
             if self.global_pending.is_empty() {
                 self.global_pending = CpuSet::new(k.cpus.len());
             }
@@ -260,7 +266,9 @@ impl Defense for Xpfo {
             return;
         }
         if self.global_mask() {
+            k.touch_shared_line(&mut self.global_pending_line, cpu, LineAccess::Read);
             if self.global_pending.contains(cpu) {
+                k.touch_shared_line(&mut self.global_pending_line, cpu, LineAccess::Write); // cpumask_clear_cpu
                 self.global_pending.remove(cpu);
                 k.flush_tlb_all_local(cpu);
                 k.cpus[cpu].stats.count(Counter::XpfoPendingExecuted);

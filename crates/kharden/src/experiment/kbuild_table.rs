@@ -381,7 +381,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     let build_user_cycles = base_published / measured[base_index].system_per_user_cycle();
     let jobs_in_build = build_user_cycles / rows.profile.user_cycles();
     fitted.insert(0, format!("build_user_cycles = {build_user_cycles:.4e} (the build's total user work, {jobs_in_build:.0} compile jobs of the recorded kind), fitted to \"{base_label}\" = {base_published} s"));
-    let compared = e
+    let compared: Vec<Row> = e
         .row
         .iter()
         .zip(&measured)
@@ -397,6 +397,13 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
             row
         })
         .collect();
+    let mut breakdowns = vec![ratios(&e.title, &e.row, &compared)];
+    breakdowns.extend(breakdown(
+        &e.title,
+        &measured,
+        build_user_cycles,
+        rows.profile.user_cycles(),
+    ));
     let mut predictions = vec![];
     for sens in &e.sensitivity {
         let r = e.row.iter().find(|r| r.label == sens.row).unwrap();
@@ -430,17 +437,35 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
-        breakdowns: breakdown(
-            &e.title,
-            &measured,
-            build_user_cycles,
-            rows.profile.user_cycles(),
-        ),
+        breakdowns,
         notes,
     })
 }
 
 const EVENT_COLUMNS: &str = "events: local one/all = nr_tlb_local_flush_one/all, remote received = nr_tlb_remote_flush_received, pending run = XPFO's deferred full flushes executed at a context switch, walks = page walks (refills included), splits = direct-map splits in the whole window";
+
+/// Each row's system time as a multiple of its machine's baseline (the machine's first row),
+/// published and simulated: the form in which the patch postings quote their results.
+fn ratios(title: &str, specs: &[RowSpec], rows: &[Row]) -> Table {
+    let mut t = Table::new(
+        format!("{title}: system time over the machine's baseline (its first row)"),
+        &["row", "published x", "simulated x"],
+    );
+    for (spec, row) in specs.iter().zip(rows) {
+        let base = specs
+            .iter()
+            .position(|s| s.machine == spec.machine)
+            .expect("the row itself matches");
+        let published =
+            row.published.unwrap_or(f64::NAN) / rows[base].published.unwrap_or(f64::NAN);
+        t.push(vec![
+            row.label.clone(),
+            format!("{published:.3}"),
+            format!("{:.3}", row.simulated / rows[base].simulated),
+        ]);
+    }
+    t
+}
 
 /// Where each row's system time goes, scaled to the whole build, and the events behind it
 /// per compile job (named like Linux's vmstat counters where Linux has one).
@@ -459,6 +484,7 @@ pub fn breakdown(
         TimeCategory::IpiSend,
         TimeCategory::IpiWait,
         TimeCategory::IpiHandler,
+        TimeCategory::SharedLine,
     ];
     let events = [
         ("switches", Counter::ContextSwitches),

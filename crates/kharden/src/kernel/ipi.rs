@@ -53,7 +53,7 @@ impl Kernel {
     /// Latency of one cache-line transfer between two CPUs (call queueing, acknowledgement):
     /// the profile's core-to-core latency, else an L2 hit between SMT siblings, an LLC hit on
     /// one socket, a remote-memory access across sockets.
-    fn line_transfer(&self, a: CpuId, b: CpuId) -> Time {
+    pub(super) fn line_transfer(&self, a: CpuId, b: CpuId) -> Time {
         let (m, l) = (&self.machine.memory, &self.machine.costs.line_transfer_ns);
         if self.same_core(a, b) {
             l.same_core_ns
@@ -191,7 +191,7 @@ impl Kernel {
     }
 
     /// `cpu` waits `d` for cache lines.
-    fn stall(&mut self, cpu: CpuId, d: Time, category: TimeCategory) {
+    pub(super) fn stall(&mut self, cpu: CpuId, d: Time, category: TimeCategory) {
         let c = &mut self.cpus[cpu];
         c.now += d;
         c.stats.add_time(category, d);

@@ -12,6 +12,7 @@ pub mod layout;
 pub mod page_alloc;
 pub mod process;
 pub mod sched;
+pub mod shared_line;
 pub mod syscall;
 pub mod tlbflush;
 

@@ -51,6 +51,9 @@ named_enum! {
         DirectMap = "direct-map",
         /// Refcount operations (checked or not).
         Refcount = "refcount",
+        /// Waiting for a kernel cache line another CPU holds (global masks, shared counters),
+        /// outside the IPI path, which charges its own lines to ipi-*.
+        SharedLine = "shared-line",
     }
 }
 
@@ -112,6 +115,8 @@ named_enum! {
         DeferredUserFlushes = "deferred_user_flushes",
         PageFaults = "page_faults",
         RefcountOps = "refcount_ops",
+        /// Misses on kernel lines shared between CPUs outside the IPI path (kernel/shared_line.rs).
+        SharedLineTransfers = "shared_line_transfers",
     }
 }
 

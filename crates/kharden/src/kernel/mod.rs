@@ -3,6 +3,7 @@
 //! Policy lives in `defense/`: the kernel only calls hooks at named events.
 
 pub mod asid;
+pub mod balance;
 pub mod cpuset;
 pub mod direct_map;
 pub mod entry;
@@ -119,6 +120,8 @@ pub struct Task {
     pub parent: Option<TaskId>,
     pub state: sched::TaskState,
     pub last_cpu: Option<CpuId>,
+    /// When it last stopped running (the load balancer leaves cache-hot tasks in place).
+    pub last_ran: Option<Time>,
     /// task_struct, in the direct map.
     pub task_struct: VirtAddr,
     pub stack: VirtAddr,
@@ -150,6 +153,8 @@ pub struct Kernel {
     pub(crate) rq: Vec<std::collections::VecDeque<TaskId>>,
     pub(crate) starting: Vec<bool>,
     pub(crate) slice_start: Vec<Time>,
+    /// Per CPU: the load balancer's tick and per-domain state.
+    pub(crate) balance: Vec<balance::BalanceState>,
     /// Per CPU: when it is busy in interrupt handlers.
     pub(crate) irq_calendar: Vec<irq_calendar::IrqCalendar>,
     /// The earliest clock of any CPU with work (set by the engine loop at each step).
@@ -195,6 +200,7 @@ impl Kernel {
             rq: vec![],
             starting: vec![],
             slice_start: vec![],
+            balance: vec![],
             fast_forward: false,
             irq_calendar: vec![],
             global_now: Time::ZERO,
@@ -232,6 +238,7 @@ impl Kernel {
         k.rq = vec![Default::default(); n];
         k.starting = vec![false; n];
         k.slice_start = vec![Time::ZERO; n];
+        k.balance = vec![Default::default(); n];
         k.irq_calendar = vec![Default::default(); n];
         k.spin_until = vec![Time::ZERO; n];
         k.defenses = defenses;
@@ -420,6 +427,7 @@ impl Kernel {
             parent,
             state,
             last_cpu: None,
+            last_ran: None,
             task_struct: direct_map(ts.addr().0),
             stack,
         });

@@ -1,6 +1,7 @@
 //! The scheduler: per-CPU run queues, wake-up placement that prefers an idle CPU near the
 //! task's last one (Linux select_idle_sibling), new-idle balancing that pulls a waiting task
-//! from the busiest queue, time slices, and context switches through switch_mm.
+//! from the busiest queue, time slices, and context switches through switch_mm. Periodic and
+//! nohz idle balancing from the tick are in balance.rs.
 
 use super::{CpuId, Kernel, TaskId};
 use crate::sim::{Counter, Time, TimeCategory};
@@ -101,9 +102,7 @@ impl Kernel {
                     std::cmp::Reverse(c),
                 )
             })?;
-        let t = self.rq[busiest].pop_back()?;
-        self.cpus[cpu].stats.count(Counter::Migrations);
-        Some(t)
+        self.rq[busiest].pop_back() // counted as a migration when it runs here
     }
 
     fn context_switch(&mut self, cpu: CpuId, next: TaskId) {
@@ -111,6 +110,7 @@ impl Kernel {
             if self.tasks[prev].state == TaskState::Running(cpu) {
                 self.tasks[prev].state = TaskState::Runnable;
             }
+            self.tasks[prev].last_ran = Some(self.cpus[cpu].now);
         }
         self.cpus[cpu].stats.count(Counter::ContextSwitches);
         self.cpus[cpu].user_mode = false;

@@ -102,6 +102,10 @@ named_enum! {
         IpisToIdle = "ipis_to_idle",
         ContextSwitches = "context_switches",
         Migrations = "cpu_migrations",
+        /// Tasks the periodic load balancer pulled (schedstat lb_gained).
+        LoadBalancePulls = "lb_gained",
+        /// Idle CPUs woken to pull waiting tasks (nohz idle-balance kicks).
+        NohzBalanceKicks = "nohz_balance_kicks",
         Forks = "forks",
         Execs = "execs",
         PagesAllocated = "pages_allocated",

@@ -135,6 +135,11 @@ impl Runner {
             .next(&mut self.rng);
         self.ops += 1;
         let keep_running = self.execute(cpu, task, op)?;
+        if keep_running {
+            for idle in self.k.scheduler_tick(cpu) {
+                self.queue.push(self.k.cpus[idle].now, idle);
+            }
+        }
         if !keep_running || self.k.should_preempt(cpu) {
             if keep_running {
                 self.k.preempt(cpu);

@@ -8,12 +8,17 @@
 //! What a task did becomes: user computation (its on-CPU time outside syscalls, in cycles of
 //! the recording host), system calls (their measured on-CPU kernel time), anonymous page
 //! faults (user-anon allocations outside syscalls), fork (at the child's creation, in the
-//! parent's stream), exec, wait (wait4/waitid block until a child exits) and exit. Threads
-//! are replayed as processes. Page-fault kernel time is not delimited in the trace, so it
+//! parent's stream), thread creation (a new task whose thread-group id is not its own tid:
+//! it shares its creator's address space), exec, wait (wait4/waitid block until a child
+//! exits) and exit. A syscall during which the task's CPU flushed part of its address space
+//! (`tlb:tlb_flush`, local shootdown: munmap, mprotect, madvise) replays that flush through
+//! the simulated machine's flush_tlb_mm_range, so a threaded program's shootdowns reach as
+//! many CPUs as run its threads there. Flushes in page faults (COW of a threaded process's
+//! page) are not replayed: the fault is not delimited in the trace. Page-fault kernel time
 //! stays inside the user time around it (and the model adds its own fault path on top).
 
 use crate::format::{self, GfpClass, Op as TraceOp};
-use kharden::kernel::syscall;
+use kharden::kernel::syscall::{self, Effect};
 use kharden::workload::kbuild::Program;
 use kharden::workload::program::{Op, OpSource};
 use kharden::{Error, Result};
@@ -31,6 +36,9 @@ pub struct Recorded {
     pub syscalls: u64,
     pub anon_faults: u64,
     pub forks: u64,
+    pub threads: u64,
+    /// Syscalls during which the task flushed part of its address space.
+    pub flushing_syscalls: u64,
 }
 
 /// The split trace: one op file per task, and the root task.
@@ -46,6 +54,8 @@ struct TaskState {
     in_syscall: Option<u32>,
     /// On-CPU ns accumulated in the current mode since the last emitted op.
     acc_ns: u64,
+    /// Pages this task flushed from its address space during the current syscall.
+    flushed_pages: u64,
     writer: Option<BufWriter<File>>,
 }
 
@@ -57,6 +67,8 @@ const FORK: u8 = 4; // u32 child tid, u8 child is make
 const EXEC: u8 = 5;
 const WAIT: u8 = 6;
 const EXIT: u8 = 7;
+const THREAD: u8 = 8; // u32 thread tid
+const FLUSH: u8 = 9; // follows a SYSCALL: u64 pages flushed during it
 
 fn file_of(dir: &Path, tid: u32) -> PathBuf {
     dir.join(format!("{tid}.ops"))
@@ -106,7 +118,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
         let (t, tid) = (ev.time_ns, ev.tid);
         let path = file_of(dir, tid);
         match &ev.op {
-            TraceOp::TaskNew { parent, comm, .. } => {
+            TraceOp::TaskNew { pid, parent, comm } => {
                 let f = File::create(&path).map_err(|e| io(&path, e))?;
                 tasks.insert(
                     tid,
@@ -123,11 +135,19 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                         let ppath = file_of(dir, p);
                         ps.account(t);
                         ps.flush_user(&ppath)?;
-                        let mut b = vec![FORK];
-                        b.extend_from_slice(&tid.to_le_bytes());
-                        b.push(0);
+                        let b = if *pid != tid {
+                            rec.threads += 1;
+                            let mut b = vec![THREAD];
+                            b.extend_from_slice(&tid.to_le_bytes());
+                            b
+                        } else {
+                            rec.forks += 1;
+                            let mut b = vec![FORK];
+                            b.extend_from_slice(&tid.to_le_bytes());
+                            b.push(0);
+                            b
+                        };
                         ps.write(&b, &ppath)?;
-                        rec.forks += 1;
                     }
                     None => root = root.or(Some(tid)),
                 }
@@ -166,7 +186,22 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 if name == "wait4" || name == "waitid" {
                     b.push(WAIT);
                 }
+                let flushed = std::mem::take(&mut st.flushed_pages);
+                if flushed > 0 {
+                    rec.flushing_syscalls += 1;
+                    b.push(FLUSH);
+                    b.extend_from_slice(&flushed.to_le_bytes());
+                }
                 st.write(&b, &path)?;
+            }
+            // The flushing CPU's own event (local shootdown, or the whole-mm variant) while
+            // the task is in a syscall: it started a flush of its address space.
+            TraceOp::TlbFlush {
+                reason: 2 | 3,
+                pages,
+                ..
+            } if st.in_syscall.is_some() => {
+                st.flushed_pages = st.flushed_pages.saturating_add(*pages);
             }
             TraceOp::Exec { filename } => {
                 st.account(t);
@@ -244,9 +279,11 @@ fn total_user_ns(dir: &Path) -> Result<u64> {
 
 enum Record {
     User(f64),
-    Syscall(f64, bool),
+    /// On-CPU ns, whether it was a wait, pages it flushed from the address space.
+    Syscall(f64, bool, u64),
     Fault,
     Fork(u32),
+    Thread(u32),
     Exec,
     Exit,
 }
@@ -300,19 +337,18 @@ impl FileSource {
             USER => Record::User(f64_of(&mut self.input).map_err(|e| io(&self.path, e))?),
             SYSCALL => {
                 let ns = f64_of(&mut self.input).map_err(|e| io(&self.path, e))?;
-                // A wait marker may follow.
-                let mut peek = [0u8; 1];
-                let wait = {
-                    let buf = std::io::BufRead::fill_buf(&mut self.input)
-                        .map_err(|e| io(&self.path, e))?;
-                    buf.first() == Some(&WAIT)
-                };
-                if wait {
+                // Markers may follow: a wait, then the pages it flushed.
+                let wait = self.take_marker(WAIT)?;
+                let flushed = if self.take_marker(FLUSH)? {
+                    let mut b = [0u8; 8];
                     self.input
-                        .read_exact(&mut peek)
+                        .read_exact(&mut b)
                         .map_err(|e| io(&self.path, e))?;
-                }
-                Record::Syscall(ns, wait)
+                    u64::from_le_bytes(b)
+                } else {
+                    0
+                };
+                Record::Syscall(ns, wait, flushed)
             }
             FAULT => Record::Fault,
             FORK => {
@@ -321,6 +357,13 @@ impl FileSource {
                     .read_exact(&mut b)
                     .map_err(|e| io(&self.path, e))?;
                 Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            }
+            THREAD => {
+                let mut b = [0u8; 4];
+                self.input
+                    .read_exact(&mut b)
+                    .map_err(|e| io(&self.path, e))?;
+                Record::Thread(u32::from_le_bytes(b))
             }
             EXEC => Record::Exec,
             EXIT => Record::Exit,
@@ -332,6 +375,16 @@ impl FileSource {
             }
         };
         Ok(Some(rec))
+    }
+
+    /// Consumes the next byte if it is the marker `tag`.
+    fn take_marker(&mut self, tag: u8) -> Result<bool> {
+        let buf = std::io::BufRead::fill_buf(&mut self.input).map_err(|e| io(&self.path, e))?;
+        let found = buf.first() == Some(&tag);
+        if found {
+            std::io::BufRead::consume(&mut self.input, 1);
+        }
+        Ok(found)
     }
 
     fn child(&self, tid: u32) -> Result<FileSource> {
@@ -359,11 +412,13 @@ impl FileSource {
                 cycles: ns * self.host_ghz,
                 touches: 8,
             },
-            Record::Syscall(ns, wait) => {
+            Record::Syscall(ns, wait, flushed) => {
                 let op = Op::Syscall {
                     spec: generic,
                     count: 1,
                     extra_cycles: (ns * self.host_ghz - generic.work_cycles).max(0.0),
+                    // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
+                    effect: (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed }),
                 };
                 if wait {
                     // A make waits for each copy of its jobs.
@@ -388,6 +443,9 @@ impl FileSource {
                         )))));
                 }
                 Op::Fork(Box::new(Program::Stream(Box::new(self.child(tid)?))))
+            }
+            Record::Thread(tid) => {
+                Op::SpawnThread(Box::new(Program::Stream(Box::new(self.child(tid)?))))
             }
             Record::Exec => Op::Exec,
             Record::Exit => Op::Exit,
@@ -429,4 +487,115 @@ pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Result<Pro
     src.is_make = makes.contains(&split.root);
     src.makes = std::rc::Rc::new(makes);
     Ok(Program::Stream(Box::new(src)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Event, Meta, Op as T, TraceWriter};
+    use kharden::kernel::Kernel;
+    use kharden::machine;
+    use kharden::sim::{Counter, Time};
+    use kharden::workload::run::Runner;
+    use std::sync::Arc;
+
+    /// Task 10 starts three more tasks that run on other CPUs for 2 ms, then munmaps 4 pages
+    /// twenty times (the recording shows each flush); `threads` makes them its threads
+    /// (thread-group id 10) rather than child processes.
+    fn write_trace(path: &Path, threads: bool) {
+        let f = std::io::BufWriter::new(File::create(path).unwrap());
+        let mut w = TraceWriter::new(f, &Meta::default()).unwrap();
+        w.set_syscall_name(11, "munmap");
+        let comm: Arc<str> = Arc::from("app");
+        let mut put = |time_ns, tid, op| w.write(&Event { time_ns, tid, op }).unwrap();
+        put(
+            0,
+            10,
+            T::TaskNew {
+                pid: 10,
+                parent: None,
+                comm: comm.clone(),
+            },
+        );
+        put(0, 10, T::SwitchIn { cpu: 0 });
+        for (i, tid) in (11..14).enumerate() {
+            let pid = if threads { 10 } else { tid };
+            put(
+                1000,
+                tid,
+                T::TaskNew {
+                    pid,
+                    parent: Some(10),
+                    comm: comm.clone(),
+                },
+            );
+            put(1000, tid, T::SwitchIn { cpu: i as u32 + 1 });
+        }
+        let mut t = 1000;
+        for _ in 0..20 {
+            t += 50_000;
+            put(t, 10, T::SysEnter { nr: 11 });
+            put(
+                t + 100,
+                10,
+                T::TlbFlush {
+                    cpu: 0,
+                    reason: 2,
+                    pages: 4,
+                },
+            );
+            put(t + 1000, 10, T::SysExit { nr: 11, ret: 0 });
+        }
+        for tid in 11..14 {
+            put(2_000_000, tid, T::SwitchOut { state: 0x10 });
+            put(2_000_000, tid, T::Exit);
+        }
+        put(2_100_000, 10, T::Exit);
+        w.finish().unwrap();
+    }
+
+    fn replay(threads: bool) -> (Recorded, kharden::sim::Stats) {
+        let dir = std::env::temp_dir().join(format!(
+            "kharden-replay-unit-{}-{threads}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let trace = dir.join("t.trace");
+        write_trace(&trace, threads);
+        let split = split(&trace, &dir.join("ops")).unwrap();
+        let program = root_program(&split, 3.0, 1).unwrap();
+        let k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), vec![]);
+        let mut r = Runner::new(k, program, 1);
+        let w = r.run(Time::ZERO, Time(u64::MAX / 4)).unwrap();
+        assert!(
+            r.k.tasks
+                .iter()
+                .all(|t| t.state == kharden::kernel::sched::TaskState::Dead),
+            "every task ran to its end"
+        );
+        let mms: std::collections::HashSet<_> = r.k.tasks.iter().map(|t| t.mm).collect();
+        assert_eq!(
+            mms.len(),
+            if threads { 1 } else { 4 },
+            "threads share the leader's mm"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+        (split.recorded, w.tasks)
+    }
+
+    #[test]
+    fn threads_share_the_mm_and_their_flushes_reach_the_other_cpus() {
+        let (rec, threaded) = replay(true);
+        assert_eq!((rec.threads, rec.forks, rec.flushing_syscalls), (3, 0, 20));
+        // Each munmap flushes CPU 0 and interrupts the three CPUs running the other threads.
+        assert_eq!(threaded.counter(Counter::NrTlbRemoteFlush), 20);
+        assert_eq!(threaded.counter(Counter::IpisSent), 60);
+        let (rec, processes) = replay(false);
+        assert_eq!((rec.threads, rec.forks), (0, 3));
+        assert_eq!(
+            processes.counter(Counter::IpisSent),
+            0,
+            "separate processes: nobody else runs the mm"
+        );
+    }
 }

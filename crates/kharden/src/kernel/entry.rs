@@ -135,6 +135,10 @@ impl Kernel {
                     self.flush_tlb_mm_range(cpu, mm, start, pages);
                 }
             }
+            Effect::FlushUserRange { pages } => {
+                let start = self.mms[mm].heap;
+                self.flush_tlb_mm_range(cpu, mm, start, pages);
+            }
             Effect::MprotectLast => {
                 let Some(&(start, pages)) = self.mms[mm].vmas.last() else {
                     return;

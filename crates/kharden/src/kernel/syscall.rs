@@ -54,6 +54,11 @@ pub enum Effect {
     MunmapLast,
     /// mprotect of the newest VMA, alternating read-only and read-write; flushes the range.
     MprotectLast,
+    /// A TLB flush of `pages` pages of the address space, whatever changed them (a replayed
+    /// syscall whose recording shows one): flush_tlb_mm_range() over the heap's first pages.
+    FlushUserRange {
+        pages: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]

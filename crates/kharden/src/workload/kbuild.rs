@@ -279,6 +279,7 @@ impl Process {
                 spec: other_syscall(),
                 count: syscalls,
                 extra_cycles: s.other_syscall_extra_cycles,
+                effect: None,
             });
         }
         Op::User {

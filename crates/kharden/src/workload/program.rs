@@ -1,7 +1,7 @@
 //! What tasks do: a closed set of operations, produced one at a time by each task's program.
 //! Every workload (generators, trace replay) speaks this language to the runner.
 
-use crate::kernel::syscall::SyscallSpec;
+use crate::kernel::syscall::{Effect, SyscallSpec};
 
 #[derive(Debug)]
 pub enum Op {
@@ -31,9 +31,16 @@ pub enum Op {
         spec: &'static SyscallSpec,
         count: u32,
         extra_cycles: f64,
+        /// What each call does instead of the table's effect, when the workload knows better
+        /// (a replayed munmap's recorded TLB flush).
+        effect: Option<Effect>,
     },
     /// fork() a child that runs `program`.
     Fork(Box<super::kbuild::Program>),
+    /// clone(CLONE_VM | CLONE_THREAD): a thread of this task's process that runs `program`.
+    /// Nobody waits for it; the process's memory goes when its last thread exits.
+    SpawnThread(Box<super::kbuild::Program>),
+
     /// execve() a new image.
     Exec,
     /// wait() for one child to exit (blocks while none has).

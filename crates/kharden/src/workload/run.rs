@@ -28,6 +28,8 @@ pub struct Runner {
     alive_children: Vec<u32>,
     exited_children: Vec<u32>,
     waiting: Vec<bool>,
+    /// Threads (clone(CLONE_THREAD)): not waited for by the parent.
+    is_thread: Vec<bool>,
     rng: Pcg32,
     pub ops: u64,
 }
@@ -44,6 +46,7 @@ impl Runner {
             alive_children: vec![],
             exited_children: vec![],
             waiting: vec![],
+            is_thread: vec![],
             rng: Pcg32::new(seed, 0x7275),
             ops: 0,
         };
@@ -61,6 +64,7 @@ impl Runner {
             self.alive_children.resize(n, 0);
             self.exited_children.resize(n, 0);
             self.waiting.resize(n, false);
+            self.is_thread.resize(n, false);
         }
         self.programs[task] = Some(program);
     }
@@ -212,9 +216,11 @@ impl Runner {
                 spec,
                 count,
                 extra_cycles,
+                effect,
             } => {
                 let mut spec = *spec;
                 spec.work_cycles += extra_cycles;
+                spec.effect = effect.unwrap_or(spec.effect);
                 for _ in 0..count {
                     k.syscall(cpu, &spec)?;
                 }
@@ -226,6 +232,14 @@ impl Runner {
                 self.adopt(child, *program);
                 self.alive_children[task] += 1;
                 self.wake(child, now);
+            }
+            Op::SpawnThread(program) => {
+                let name = program.name().to_string();
+                let thread = k.spawn_thread(cpu, task, &name);
+                let now = k.cpus[cpu].now;
+                self.adopt(thread, *program);
+                self.is_thread[thread] = true;
+                self.wake(thread, now);
             }
             Op::Exec => k.exec(cpu, task)?,
             Op::WaitChild => {
@@ -240,6 +254,9 @@ impl Runner {
             Op::Exit => {
                 k.exit(cpu, task)?;
                 self.programs[task] = None;
+                if self.is_thread[task] {
+                    return Ok(false);
+                }
                 if let Some(p) = k.tasks[task].parent {
                     self.alive_children[p] -= 1;
                     if self.waiting[p] {

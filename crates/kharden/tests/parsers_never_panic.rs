@@ -21,7 +21,11 @@ fn mutated(valid: &'static str) -> impl Strategy<Value = String> {
                 b[at] = byte;
                 String::from_utf8_lossy(&b).into_owned()
             }
-            1 => valid[..valid.floor_char_boundary(at)].to_string(),
+            1 => {
+                // Truncate at the last char boundary at or before `at`.
+                let end = (0..=at).rev().find(|&i| valid.is_char_boundary(i)).unwrap_or(0);
+                valid[..end].to_string()
+            }
             _ => valid
                 .lines()
                 .enumerate()

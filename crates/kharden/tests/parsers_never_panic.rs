@@ -23,7 +23,10 @@ fn mutated(valid: &'static str) -> impl Strategy<Value = String> {
             }
             1 => {
                 // Truncate at the last char boundary at or before `at`.
-                let end = (0..=at).rev().find(|&i| valid.is_char_boundary(i)).unwrap_or(0);
+                let end = (0..=at)
+                    .rev()
+                    .find(|&i| valid.is_char_boundary(i))
+                    .unwrap_or(0);
                 valid[..end].to_string()
             }
             _ => valid

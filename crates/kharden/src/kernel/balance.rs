@@ -96,10 +96,6 @@ impl Kernel {
         self.rq[cpu].len() + self.cpus[cpu].current.is_some() as usize
     }
 
-    fn is_idle(&self, cpu: CpuId) -> bool {
-        self.cpus[cpu].current.is_none() && self.rq[cpu].is_empty() && !self.starting[cpu]
-    }
-
     /// The tick on a CPU that runs a task; returns idle CPUs it woke to pull work, which the
     /// engine must start.
     pub fn scheduler_tick(&mut self, cpu: CpuId) -> Vec<CpuId> {
@@ -108,8 +104,10 @@ impl Kernel {
             return vec![];
         }
         self.balance[cpu].next_tick = Time((now.0 / TICK.0 + 1) * TICK.0);
-        for level in self.levels() {
-            self.rebalance_domain(cpu, level, now);
+        let levels = self.levels();
+        for (i, &level) in levels.iter().enumerate() {
+            let child = i.checked_sub(1).map(|c| levels[c]);
+            self.rebalance_domain(cpu, level, child, now);
         }
         self.nohz_kick(cpu, now)
     }
@@ -135,7 +133,7 @@ impl Kernel {
 
     /// load_balance() of one domain, run when its interval (sd_weight ms, times
     /// BUSY_FACTOR on a busy CPU, at most num_online_cpus / 10 s) has passed.
-    fn rebalance_domain(&mut self, cpu: CpuId, level: Level, now: Time) {
+    fn rebalance_domain(&mut self, cpu: CpuId, level: Level, child: Option<Level>, now: Time) {
         let span = self.span(cpu, level);
         let interval_ms =
             (span.len() as u64 * BUSY_FACTOR).min((self.cpus.len() as u64 * 100).max(1));
@@ -146,7 +144,6 @@ impl Kernel {
         self.balance[cpu].last[i] = now;
         // The domain's groups are its child's spans; one CPU per group balances for it
         // (should_we_balance: the group's first CPU when none is idle).
-        let child = self.levels().into_iter().take_while(|&l| l != level).last();
         let group_of = |k: &Kernel, c: CpuId| child.map_or(c..c + 1, |l| k.span(c, l));
         let local = group_of(self, cpu);
         if local.start != cpu && local.clone().all(|c| !self.is_idle(c)) {
@@ -237,8 +234,8 @@ mod tests {
         k.cpus[cpu].current = Some(t);
     }
 
-    #[test]
-    fn a_busy_cpu_pulls_from_a_longer_queue_once_its_interval_passes() {
+    /// The i5 model with a task running on each of its 4 CPUs.
+    fn i5_all_busy() -> Kernel {
         let mut k = Kernel::boot(
             machine::load("ivybridge-i5-3550").unwrap(),
             defense::parse_list("none").unwrap(),
@@ -246,6 +243,12 @@ mod tests {
         for c in 0..4 {
             running(&mut k, c);
         }
+        k
+    }
+
+    #[test]
+    fn a_busy_cpu_pulls_from_a_longer_queue_once_its_interval_passes() {
+        let mut k = i5_all_busy();
         queued(&mut k, 0, 3);
         // At the first tick CPU 1 balances the socket (4 CPUs: 4 ms x 32 apart on a busy CPU).
         k.cpus[1].now = Time(200_000_000_000);
@@ -275,13 +278,7 @@ mod tests {
 
     #[test]
     fn cache_hot_tasks_stay_until_balancing_keeps_failing() {
-        let mut k = Kernel::boot(
-            machine::load("ivybridge-i5-3550").unwrap(),
-            defense::parse_list("none").unwrap(),
-        );
-        for c in 0..4 {
-            running(&mut k, c);
-        }
+        let mut k = i5_all_busy();
         queued(&mut k, 0, 2);
         let now = Time(1_000_000_000_000);
         for &t in &k.rq[0].clone() {

@@ -41,7 +41,7 @@ const TRANSFERS_PER_REQUEST: u32 = 3;
 
 impl Kernel {
     /// Which socket a CPU sits on, and whether two CPUs are SMT siblings.
-    fn socket_of(&self, cpu: CpuId) -> usize {
+    pub(super) fn socket_of(&self, cpu: CpuId) -> usize {
         let t = &self.machine.topology;
         cpu / (t.cores_per_socket * t.threads_per_core) as usize
     }

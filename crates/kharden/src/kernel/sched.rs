@@ -24,9 +24,9 @@ pub enum TaskState {
 }
 
 impl Kernel {
-    fn socket(&self, cpu: CpuId) -> usize {
-        let t = &self.machine.topology;
-        cpu / (t.cores_per_socket * t.threads_per_core) as usize
+    /// Nothing running, nothing waiting, and no wake-up on its way.
+    pub(super) fn is_idle(&self, cpu: CpuId) -> bool {
+        self.cpus[cpu].current.is_none() && self.rq[cpu].is_empty() && !self.starting[cpu]
     }
 
     /// Makes `task` runnable at time `at`; returns the CPU it was placed on when that CPU
@@ -35,16 +35,13 @@ impl Kernel {
     pub fn wake_up(&mut self, task: TaskId, at: Time) -> Option<CpuId> {
         self.tasks[task].state = TaskState::Runnable;
         let prev = self.tasks[task].last_cpu.unwrap_or(0);
-        let idle = |k: &Kernel, c: CpuId| {
-            k.cpus[c].current.is_none() && k.rq[c].is_empty() && !k.starting[c]
-        };
         let n = self.cpus.len();
-        let target = if idle(self, prev) {
+        let target = if self.is_idle(prev) {
             Some(prev)
         } else {
             let same_socket =
-                (0..n).find(|&c| self.socket(c) == self.socket(prev) && idle(self, c));
-            same_socket.or_else(|| (0..n).find(|&c| idle(self, c)))
+                (0..n).find(|&c| self.socket_of(c) == self.socket_of(prev) && self.is_idle(c));
+            same_socket.or_else(|| (0..n).find(|&c| self.is_idle(c)))
         };
         match target {
             Some(cpu) => {
@@ -58,7 +55,7 @@ impl Kernel {
             None => {
                 // Everyone is busy: queue on the shortest run queue of the task's socket.
                 let cpu = (0..n)
-                    .filter(|&c| self.socket(c) == self.socket(prev))
+                    .filter(|&c| self.socket_of(c) == self.socket_of(prev))
                     .min_by_key(|&c| self.rq[c].len())
                     .unwrap_or(prev);
                 self.rq[cpu].push_back(task);
@@ -98,7 +95,7 @@ impl Kernel {
             .max_by_key(|&c| {
                 (
                     self.rq[c].len(),
-                    self.socket(c) == self.socket(cpu),
+                    self.socket_of(c) == self.socket_of(cpu),
                     std::cmp::Reverse(c),
                 )
             })?;

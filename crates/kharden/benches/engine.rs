@@ -41,6 +41,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
         warmup_ms: 1.0,
         window_ms: 4.0,
         seed: 1,
+        samples: 1,
         irq_path_cycles: kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE,
     };
     let probe = simulate(

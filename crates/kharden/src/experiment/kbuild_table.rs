@@ -37,6 +37,10 @@ pub struct Experiment {
     /// CPU time of the build to measure per row; the window is this divided by the jobs, so
     /// small and large machines see samples of the same size.
     pub window_cpu_ms: f64,
+    /// Independent windows (seeds) pooled per simulation; their spread is reported as each
+    /// row's sampling error.
+    #[serde(default = "single")]
+    pub samples: u32,
     /// `build_user_cycles` first; optionally `irq_path_cycles`.
     pub fit: Vec<Fit>,
     pub row: Vec<RowSpec>,
@@ -55,6 +59,10 @@ pub struct Sensitivity {
     pub interrupt_entry_scale: f64,
     #[serde(default = "one")]
     pub ipi_latency_scale: f64,
+}
+
+fn single() -> u32 {
+    1
 }
 
 fn one() -> f64 {
@@ -115,6 +123,12 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     {
         return Err(Error::at(place, "warmup_ms, window_cpu_ms: expected 0 <= warmup_ms <= 1000 and 0 < window_cpu_ms <= 100000"));
     }
+    if !(1..=16).contains(&e.samples) {
+        return Err(Error::at(
+            place,
+            format!("samples: expected 1 to 16, got {}", e.samples),
+        ));
+    }
     for s in &e.sensitivity {
         if !e.row.iter().any(|r| r.label == s.row) {
             return Err(Error::at(
@@ -147,19 +161,38 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     Ok(e)
 }
 
-/// One simulated row.
+/// One simulated row: its samples' windows pooled.
 pub struct Measured {
     pub label: String,
     pub machine: MachineProfile,
     pub window: Window,
     /// User work cycles done in the window.
     pub user_work_cycles: f64,
+    /// System seconds per cycle of user work in each sample on its own.
+    pub per_sample: Vec<f64>,
 }
 
 impl Measured {
     /// System seconds per cycle of user work.
     pub fn system_per_user_cycle(&self) -> f64 {
         self.window.tasks.system_time().secs() / self.user_work_cycles
+    }
+
+    /// Standard error of system_per_user_cycle() from the spread of the samples, as a
+    /// fraction of it; `None` with a single sample.
+    pub fn sampling_error(&self) -> Option<f64> {
+        let n = self.per_sample.len() as f64;
+        if n < 2.0 {
+            return None;
+        }
+        let mean = self.per_sample.iter().sum::<f64>() / n;
+        let var = self
+            .per_sample
+            .iter()
+            .map(|x| (x - mean).powi(2))
+            .sum::<f64>()
+            / (n - 1.0);
+        Some((var / n).sqrt() / self.system_per_user_cycle())
     }
 }
 
@@ -173,7 +206,10 @@ fn ms(v: f64) -> Time {
 pub struct Sampling {
     pub warmup_ms: f64,
     pub window_ms: f64,
+    /// The first sample's seed; sample i runs with seed + i.
     pub seed: u64,
+    /// Independent windows to simulate (in parallel) and pool.
+    pub samples: u32,
     pub irq_path_cycles: f64,
 }
 
@@ -189,7 +225,8 @@ pub fn simulate(
     simulate_with(m, defenses, &[], jobs, profile, extra, sampling)
 }
 
-/// simulate() with defenses from other crates available.
+/// simulate() with defenses from other crates available. The samples run on threads of
+/// their own and are pooled in seed order, so the result does not depend on the host.
 pub fn simulate_with(
     m: &MachineProfile,
     defenses: &str,
@@ -199,37 +236,57 @@ pub fn simulate_with(
     extra: f64,
     sampling: Sampling,
 ) -> Result<Measured> {
-    let mut k = Kernel::boot(
-        m.clone(),
-        defense::parse_list_with(defenses, Some(m), extensions)?,
-    );
-    k.config.irq_path_cycles = sampling.irq_path_cycles;
-    // Enough jobs that make never runs dry in the window.
-    let mut r = Runner::new(
-        k,
-        Make::program(profile.spec(extra), jobs, u64::MAX),
-        sampling.seed,
-    );
-    let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
-    if let Some(v) = r.k.violations.first() {
-        return Err(Error::new(format!(
-            "{defenses} on {}: security oracle violation: {}",
-            m.name, v.what
-        )));
-    }
-    let user_work_cycles = window.tasks.time(TimeCategory::User).secs() * m.cpu.frequency_ghz * 1e9;
-    if user_work_cycles <= 0.0 {
-        return Err(Error::new(format!(
-            "{defenses} on {}: no user work in the window; lengthen window_ms",
-            m.name
-        )));
-    }
-    Ok(Measured {
+    // One window of the build: its stats and the user work cycles done in it.
+    let one_sample = |seed: u64| -> Result<(Window, f64)> {
+        let mut k = Kernel::boot(
+            m.clone(),
+            defense::parse_list_with(defenses, Some(m), extensions)?,
+        );
+        k.config.irq_path_cycles = sampling.irq_path_cycles;
+        // Enough jobs that make never runs dry in the window.
+        let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), seed);
+        let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
+        if let Some(v) = r.k.violations.first() {
+            return Err(Error::new(format!(
+                "{defenses} on {}: security oracle violation: {}",
+                m.name, v.what
+            )));
+        }
+        let user_work_cycles =
+            window.tasks.time(TimeCategory::User).secs() * m.cpu.frequency_ghz * 1e9;
+        if user_work_cycles <= 0.0 {
+            return Err(Error::new(format!(
+                "{defenses} on {}: no user work in the window; lengthen window_ms",
+                m.name
+            )));
+        }
+        Ok((window, user_work_cycles))
+    };
+    let one_sample = &one_sample;
+    let samples: Vec<Result<(Window, f64)>> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..sampling.samples.max(1) as u64)
+            .map(|i| s.spawn(move || one_sample(sampling.seed + i)))
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut pooled = Measured {
         label: String::new(),
         machine: m.clone(),
-        window,
-        user_work_cycles,
-    })
+        window: Window::default(),
+        user_work_cycles: 0.0,
+        per_sample: vec![],
+    };
+    for sample in samples {
+        let (window, user_work_cycles) = sample?;
+        pooled
+            .per_sample
+            .push(window.tasks.system_time().secs() / user_work_cycles);
+        pooled.window.merge(&window);
+        pooled.user_work_cycles += user_work_cycles;
+    }
+    Ok(pooled)
 }
 
 /// Extra kernel cycles per "other" syscall that make the unhardened build's kernel work
@@ -269,6 +326,7 @@ impl Rows<'_> {
             warmup_ms: self.e.warmup_ms,
             window_ms: self.e.window_cpu_ms / r.jobs as f64,
             seed: 1,
+            samples: self.e.samples,
             irq_path_cycles,
         }
     }
@@ -394,6 +452,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
                 e.tolerance_pct,
             );
             row.known_miss = r.known_miss.clone();
+            row.sampling_pct = m.sampling_error().map(|e| 100.0 * e);
             row
         })
         .collect();
@@ -428,7 +487,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         .map(|(_, (_, note))| note.clone())
         .collect();
     notes.push(EVENT_COLUMNS.to_string());
-    notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work", e.warmup_ms, e.window_cpu_ms));
+    notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work; {} independent windows (seeds) are pooled per row, and sampling ± is the standard error of their mean", e.warmup_ms, e.window_cpu_ms, e.samples));
     notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());
     Ok(Reproduction {
         experiment: e.name.clone(),
@@ -547,7 +606,7 @@ pub fn breakdown(
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::*;
 
     const ROWS: &str = r#"
 name = "t"
@@ -610,5 +669,52 @@ published = 1600.0
                 "{bad:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn samples_pool_the_windows_of_consecutive_seeds() {
+        let m = machine::load("ivybridge-i5-3550").unwrap();
+        let profile = JobProfile::builtin();
+        let sampling = |seed, samples| Sampling {
+            warmup_ms: 1.0,
+            window_ms: 20.0,
+            seed,
+            samples,
+            irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
+        };
+        let run = |seed, samples| {
+            simulate(&m, "pti:linux", 4, &profile, 0.0, sampling(seed, samples)).unwrap()
+        };
+        let (a, b, both) = (run(7, 1), run(8, 1), run(7, 2));
+        assert_eq!(a.sampling_error(), None);
+        assert_eq!(both.per_sample, [a.per_sample[0], b.per_sample[0]]);
+        assert_eq!(
+            both.window.tasks.system_time(),
+            a.window.tasks.system_time() + b.window.tasks.system_time()
+        );
+        assert_eq!(
+            both.user_work_cycles,
+            a.user_work_cycles + b.user_work_cycles
+        );
+        // Two different windows differ, and the standard error of two values is half their
+        // distance.
+        let (x, y) = (a.per_sample[0], b.per_sample[0]);
+        assert_ne!(x, y);
+        let se = both.sampling_error().unwrap() * both.system_per_user_cycle();
+        assert!(
+            (se - (x - y).abs() / 2.0).abs() < 1e-9 * se,
+            "{se} vs {x} {y}"
+        );
+        let bad = parse(
+            "t.toml",
+            &format!(
+                "samples = 0\n{}",
+                with_fits(&[("build_user_cycles", "base")])
+            ),
+        );
+        assert!(bad
+            .unwrap_err()
+            .to_string()
+            .contains("samples: expected 1 to 16"));
     }
 }

@@ -75,6 +75,7 @@ pub fn run(
                 warmup_ms: 4.0,
                 window_ms: window_cpu_ms / jobs as f64,
                 seed: 1,
+                samples: 1,
                 irq_path_cycles,
             };
             let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;

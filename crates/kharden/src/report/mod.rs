@@ -16,6 +16,10 @@ pub struct Row {
     /// (simulated - published) / published * 100; `None` for predictions.
     pub error_pct: Option<f64>,
     pub tolerance_pct: Option<f64>,
+    /// Standard error of the simulated figure over independent samples (seeds), in percent
+    /// of it; `None` when the row was simulated once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampling_pct: Option<f64>,
     /// Set when the experiment file records that this row misses, and why; the reproduction
     /// tests then require it to miss (a fixed model must update the file).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -37,6 +41,7 @@ impl Row {
             simulated,
             error_pct: Some((simulated - published) / published * 100.0),
             tolerance_pct: Some(tolerance_pct),
+            sampling_pct: None,
             known_miss: None,
         }
     }
@@ -48,6 +53,7 @@ impl Row {
             simulated,
             error_pct: None,
             tolerance_pct: None,
+            sampling_pct: None,
             known_miss: None,
         }
     }
@@ -104,6 +110,7 @@ impl std::fmt::Display for Reproduction {
                 "unit",
                 "published",
                 "simulated",
+                "sampling ± %",
                 "error %",
                 "tolerance %",
                 "verdict",
@@ -115,6 +122,7 @@ impl std::fmt::Display for Reproduction {
                 r.unit.clone(),
                 r.published.map_or("-".into(), fmt_num),
                 fmt_num(r.simulated),
+                r.sampling_pct.map_or("-".into(), |e| format!("{e:.1}")),
                 r.error_pct.map_or("-".into(), |e| format!("{e:+.1}")),
                 r.tolerance_pct.map_or("-".into(), |t| format!("{t:.0}")),
                 match (r.misses(), &r.known_miss) {

@@ -1,8 +1,10 @@
-//! The kbuild workload: `make -jN` running compile jobs. A job is a shell that runs its
-//! processes one after another (gcc driver, cc1, as, ...), each of which execs, computes,
-//! faults in its heap, reads headers and sources through the page cache, writes its output
-//! and exits. Per-job totals come from a recorded profile (workloads/kbuild.toml); this file
-//! only spreads them over each process's life at constant rates.
+//! The kbuild workload: `make -jN` running compile jobs. A job is a tree of processes as
+//! kbuild runs them: make's `sh -c` runs gcc, fixdep and objtool in turn, and gcc's driver
+//! runs cc1 and as. Each process execs, does its own share of the job's work (user work,
+//! heap faults, headers and sources read through the page cache, output written), then runs
+//! its children one after another (fork, wait), then exits. Per-job totals come from a
+//! recorded profile (workloads/kbuild-job.toml); this file only spreads them over each
+//! process's life at constant rates.
 
 use super::program::Op;
 use crate::kernel::syscall::{self, SyscallSpec};
@@ -14,11 +16,23 @@ use std::sync::Arc;
 /// interrupts landing "inside" an operation are placed accurately.
 pub const CHUNK_CYCLES: f64 = 60_000.0;
 
+/// One process of a compile job.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    pub name: String,
+    /// Share of the job's work this process does itself.
+    pub share: f64,
+    /// The process that runs it (an index into the job's processes); `None` for the job's
+    /// shell, which make forks.
+    pub parent: Option<usize>,
+}
+
 /// What one compile job does, in totals per job.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
-    /// Share of the job's work done by each of its processes, in order.
-    pub process_shares: Vec<f64>,
+    /// The job's processes in the order they run (a parent before its children, siblings in
+    /// turn); the first is the shell.
+    pub processes: Vec<ProcessSpec>,
     pub user_cycles: f64,
     pub anon_faults: f64,
     /// Pages copied out by read() and how many of them were page-cache misses.
@@ -33,10 +47,30 @@ pub struct JobSpec {
     pub touches_per_chunk: u32,
 }
 
+impl JobSpec {
+    fn children(&self, parent: usize) -> VecDeque<usize> {
+        (0..self.processes.len())
+            .filter(|&i| self.processes[i].parent == Some(parent))
+            .collect()
+    }
+
+    /// Whether `process` is `ancestor` or runs below it.
+    fn runs_under(&self, mut process: usize, ancestor: usize) -> bool {
+        loop {
+            if process == ancestor {
+                return true;
+            }
+            match self.processes[process].parent {
+                Some(p) => process = p,
+                None => return false,
+            }
+        }
+    }
+}
+
 /// A task's program.
 pub enum Program {
     Make(Make),
-    Job(Job),
     Process(Process),
     /// Operations streamed from a source (trace replay).
     Stream(Box<dyn super::program::OpSource>),
@@ -47,7 +81,6 @@ impl std::fmt::Debug for Program {
         match self {
             Program::Stream(s) => write!(f, "Stream({})", s.name()),
             Program::Make(m) => m.fmt(f),
-            Program::Job(j) => j.fmt(f),
             Program::Process(p) => p.fmt(f),
         }
     }
@@ -57,8 +90,7 @@ impl Program {
     pub fn name(&self) -> &str {
         match self {
             Program::Make(_) => "make",
-            Program::Job(_) => "sh",
-            Program::Process(_) => "cc",
+            Program::Process(p) => &p.spec.processes[p.index].name,
             Program::Stream(s) => s.name(),
         }
     }
@@ -66,7 +98,6 @@ impl Program {
     pub fn next(&mut self, rng: &mut Pcg32) -> Op {
         match self {
             Program::Make(m) => m.next(rng),
-            Program::Job(j) => j.next(),
             Program::Process(p) => p.next(),
             Program::Stream(s) => s.next(),
         }
@@ -111,7 +142,10 @@ impl Make {
             };
             self.started += 1;
             self.running += 1;
-            return Op::Fork(Box::new(Program::Job(Job::new(self.spec.clone(), phase))));
+            return Op::Fork(Box::new(Program::Process(Process::job(
+                self.spec.clone(),
+                phase,
+            ))));
         }
         if self.running > 0 {
             self.waited = true;
@@ -121,80 +155,12 @@ impl Make {
     }
 }
 
-/// The shell of one job: runs the job's processes in turn.
-#[derive(Debug)]
-pub struct Job {
-    spec: Arc<JobSpec>,
-    next_process: usize,
-    /// Fraction of the first process already done (non-zero for jobs started mid-life).
-    first_done: f64,
-    step: JobStep,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobStep {
-    Exec,
-    Fork,
-    Wait,
-}
-
-impl Job {
-    fn new(spec: Arc<JobSpec>, phase: f64) -> Job {
-        // Find the process the phase falls in, and how far into it.
-        let shares = &spec.process_shares;
-        let mut acc = 0.0;
-        let (mut next_process, mut first_done) = (shares.len() - 1, 0.0);
-        for (i, &share) in shares.iter().enumerate() {
-            if phase < acc + share {
-                next_process = i;
-                first_done = ((phase - acc) / share).clamp(0.0, 1.0);
-                break;
-            }
-            acc += share;
-        }
-        let step = if phase > 0.0 {
-            JobStep::Fork
-        } else {
-            JobStep::Exec
-        };
-        Job {
-            spec,
-            next_process,
-            first_done,
-            step,
-        }
-    }
-
-    fn next(&mut self) -> Op {
-        match self.step {
-            JobStep::Exec => {
-                self.step = JobStep::Fork;
-                Op::Exec
-            }
-            JobStep::Fork if self.next_process < self.spec.process_shares.len() => {
-                let done = std::mem::take(&mut self.first_done);
-                self.step = JobStep::Wait;
-                Op::Fork(Box::new(Program::Process(Process::new(
-                    self.spec.clone(),
-                    self.next_process,
-                    done,
-                ))))
-            }
-            JobStep::Fork => Op::Exit,
-            JobStep::Wait => {
-                self.next_process += 1;
-                self.step = JobStep::Fork;
-                Op::WaitChild
-            }
-        }
-    }
-}
-
 /// One process of a job: exec, then chunks of user work with its share of the job's
-/// kernel events spread evenly between them, then exit.
+/// kernel events spread evenly between them, then its children in turn, then exit.
 #[derive(Debug)]
 pub struct Process {
     spec: Arc<JobSpec>,
+    index: usize,
     share: f64,
     chunks: u64,
     chunk: u64,
@@ -205,6 +171,11 @@ pub struct Process {
     /// written pages, other syscalls.
     carry: [f64; 5],
     pending: VecDeque<Op>,
+    /// Children still to run, in order, and whether the last one forked is still owed a wait.
+    children: VecDeque<usize>,
+    wait_owed: bool,
+    /// For a job started mid-life: the process its life had reached and how far into it.
+    resume: Option<(usize, f64)>,
 }
 
 /// The syscall that stands for the "other" syscalls of a build (stat/open/close-like
@@ -214,13 +185,43 @@ fn other_syscall() -> &'static SyscallSpec {
 }
 
 impl Process {
-    fn new(spec: Arc<JobSpec>, index: usize, done: f64) -> Process {
-        let share = spec.process_shares[index];
+    /// The job's shell, started at `phase` (0 to 1) of the job's life: the processes that
+    /// ran before that point are over, the ones running it are part-way through.
+    fn job(spec: Arc<JobSpec>, phase: f64) -> Process {
+        let shares = spec.processes.iter().map(|p| p.share);
+        let mut resume = (spec.processes.len() - 1, 1.0);
+        let mut acc = 0.0;
+        for (i, share) in shares.enumerate() {
+            if phase < acc + share {
+                resume = (i, ((phase - acc) / share).clamp(0.0, 1.0));
+                break;
+            }
+            acc += share;
+        }
+        Process::new(spec, 0, Some(resume))
+    }
+
+    fn new(spec: Arc<JobSpec>, index: usize, resume: Option<(usize, f64)>) -> Process {
+        let share = spec.processes[index].share;
+        let mut children = spec.children(index);
+        // Starting mid-life: this process's own work is done if the job had got below it,
+        // and so are the children before the one the job had reached.
+        let (done, resume) = match resume {
+            Some((at, done)) if at == index => (done, None),
+            Some((at, _)) => {
+                while children.front().is_some_and(|&c| !spec.runs_under(at, c)) {
+                    children.pop_front();
+                }
+                (1.0, resume)
+            }
+            None => (0.0, None),
+        };
         let chunks = ((spec.user_cycles * share) / CHUNK_CYCLES).ceil().max(1.0) as u64;
         let chunk = ((done * chunks as f64).floor() as u64).min(chunks);
         let prefault = (spec.anon_faults * share * done).round() as u32;
         Process {
             spec,
+            index,
             share,
             chunks,
             chunk,
@@ -228,6 +229,9 @@ impl Process {
             prefault,
             carry: [0.0; 5],
             pending: VecDeque::new(),
+            children,
+            wait_owed: false,
+            resume,
         }
     }
 
@@ -242,9 +246,28 @@ impl Process {
         if self.prefault > 0 {
             return Op::Prefault(std::mem::take(&mut self.prefault));
         }
-        if self.chunk >= self.chunks {
-            return Op::Exit;
+        if self.chunk < self.chunks {
+            return self.next_chunk();
         }
+        if std::mem::take(&mut self.wait_owed) {
+            return Op::WaitChild;
+        }
+        match self.children.pop_front() {
+            Some(child) => {
+                let resume = self.resume.take();
+                self.wait_owed = true;
+                Op::Fork(Box::new(Program::Process(Process::new(
+                    self.spec.clone(),
+                    child,
+                    resume,
+                ))))
+            }
+            None => Op::Exit,
+        }
+    }
+
+    /// The next chunk of user work, with the kernel events due by then queued behind it.
+    fn next_chunk(&mut self) -> Op {
         self.chunk += 1;
         let per_chunk = self.share / self.chunks as f64;
         let s = &self.spec;
@@ -298,8 +321,18 @@ mod tests {
     use crate::{defense, machine};
 
     pub(crate) fn small_spec() -> JobSpec {
+        let process = |name: &str, share: f64, parent: Option<usize>| ProcessSpec {
+            name: name.into(),
+            share,
+            parent,
+        };
         JobSpec {
-            process_shares: vec![0.05, 0.8, 0.15],
+            processes: vec![
+                process("sh", 0.05, None),
+                process("gcc", 0.05, Some(0)),
+                process("cc1", 0.75, Some(1)),
+                process("as", 0.15, Some(1)),
+            ],
             user_cycles: 3.0e6,
             anon_faults: 60.0,
             read_pages: 20.0,
@@ -318,14 +351,16 @@ mod tests {
         let mut r = Runner::new(k, Make::program(small_spec(), 4, 12), 7);
         let w = r.run(Time::ZERO, Time(10_000_000_000_000)).unwrap();
         let s = &w.tasks;
-        // make forks 12 shells; each shell forks its 3 processes, except that the first 4
-        // jobs start mid-life and skip the processes already done.
+        // make forks 12 shells; each shell's tree forks 3 more processes, except that the
+        // first 4 jobs start mid-life and skip the processes already over.
         let forks = s.counter(Counter::Forks);
-        assert!((12 + 8 * 3 + 4..=12 + 12 * 3).contains(&forks), "{forks}");
+        assert!((12 + 8 * 3..=12 + 12 * 3).contains(&forks), "{forks}");
+        // A job started mid-life has 1 to 3 processes (the shell, gcc, cc1 or as) already
+        // running that do not exec again.
         let execs = s.counter(Counter::Execs);
         assert!(
-            (forks - 8..=forks - 4).contains(&execs),
-            "mid-life shells and processes do not exec again: {execs} of {forks}"
+            (forks - 12..=forks - 4).contains(&execs),
+            "mid-life processes do not exec again: {execs} of {forks}"
         );
         assert!(
             s.counter(Counter::PageFaults) >= 8 * 59,
@@ -333,11 +368,71 @@ mod tests {
             s.counter(Counter::PageFaults)
         );
         assert!(s.time(TimeCategory::User).secs() > 0.0 && s.system_time() > Time::ZERO);
-        assert!(r
-            .k
-            .tasks
+        let tasks = &r.k.tasks;
+        assert!(tasks
             .iter()
             .all(|t| t.state == crate::kernel::sched::TaskState::Dead));
+        // The tree: make runs the shells, a shell runs gcc, gcc runs cc1 and as.
+        let parent_of = |name: &str| -> Vec<&str> {
+            let mut p: Vec<&str> = tasks
+                .iter()
+                .filter(|t| t.name == name)
+                .map(|t| tasks[t.parent.unwrap()].name.as_str())
+                .collect();
+            p.dedup();
+            p
+        };
+        assert_eq!(parent_of("sh"), ["make"]);
+        assert_eq!(parent_of("gcc"), ["sh"]);
+        assert_eq!(parent_of("cc1"), ["gcc"]);
+        assert_eq!(parent_of("as"), ["gcc"]);
+    }
+
+    #[test]
+    fn a_job_started_mid_life_resumes_inside_its_tree() {
+        let spec = Arc::new(small_spec());
+        // 0.05 + 0.05 + 0.75 + 0.075: half-way through as, which gcc runs after cc1.
+        let mut sh = Process::job(spec.clone(), 0.925);
+        let mut rng = Pcg32::new(1, 1);
+        let mut ops = vec![];
+        let mut op = Program::Process(std::mem::replace(
+            &mut sh,
+            Process::new(spec.clone(), 0, None),
+        ));
+        // The shell has lived its own part (prefault) and forks gcc at once; gcc, too,
+        // forks as at once (cc1 is over); as prefaults half its heap and computes.
+        for _ in 0..2 {
+            let first = op.next(&mut rng);
+            let first = match first {
+                Op::Prefault(n) => {
+                    ops.push(format!("prefault {n}"));
+                    op.next(&mut rng)
+                }
+                other => other,
+            };
+            match first {
+                Op::Fork(child) => {
+                    ops.push(format!("fork {}", child.name()));
+                    op = *child;
+                }
+                other => panic!("expected a fork, got {other:?}"),
+            }
+        }
+        match op.next(&mut rng) {
+            Op::Prefault(n) => ops.push(format!("prefault {n}")),
+            other => panic!("expected as's prefault, got {other:?}"),
+        }
+        assert!(matches!(op.next(&mut rng), Op::User { .. }));
+        assert_eq!(
+            ops,
+            [
+                "prefault 3",
+                "fork gcc",
+                "prefault 3",
+                "fork as",
+                "prefault 5"
+            ]
+        );
     }
 }
 

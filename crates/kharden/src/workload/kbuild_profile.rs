@@ -2,7 +2,7 @@
 //! into a JobSpec. Work is carried in cycles of the recording host, which a simulated
 //! machine executes at its own clock.
 
-use super::kbuild::JobSpec;
+use super::kbuild::{JobSpec, ProcessSpec};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 
@@ -20,8 +20,18 @@ pub struct JobProfile {
     pub user_seconds: f64,
     pub system_seconds: f64,
     pub host_ghz: f64,
-    pub process_shares: Vec<f64>,
     pub touches_per_chunk: u32,
+    pub process: Vec<ProcessEntry>,
+}
+
+/// One `[[process]]` table: a process of the job, in the order they run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessEntry {
+    pub name: String,
+    pub share: f64,
+    /// Index of the process that runs this one; absent for the job's shell.
+    pub parent: Option<usize>,
 }
 
 pub const BUILTIN: &str = include_str!("../../../../workloads/kbuild-job.toml");
@@ -34,16 +44,7 @@ impl JobProfile {
     pub fn parse(place: &str, text: &str) -> Result<JobProfile> {
         let p: JobProfile = toml::from_str(text)
             .map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
-        let sum: f64 = p.process_shares.iter().sum();
-        if p.process_shares.is_empty()
-            || (sum - 1.0).abs() > 1e-6
-            || p.process_shares.iter().any(|&s| s <= 0.0)
-        {
-            return Err(Error::at(
-                place,
-                format!("process_shares: expected positive shares summing to 1, got sum {sum}"),
-            ));
-        }
+        check_process_tree(&p.process).map_err(|e| Error::at(place, e))?;
         for (field, v) in [
             ("user_seconds", p.user_seconds),
             ("system_seconds", p.system_seconds),
@@ -72,7 +73,15 @@ impl JobProfile {
     pub fn spec(&self, extra_kernel_cycles_per_syscall: f64) -> JobSpec {
         let other = self.syscalls * (1.0 - self.read_syscall_share - self.write_syscall_share);
         JobSpec {
-            process_shares: self.process_shares.clone(),
+            processes: self
+                .process
+                .iter()
+                .map(|p| ProcessSpec {
+                    name: p.name.clone(),
+                    share: p.share,
+                    parent: p.parent,
+                })
+                .collect(),
             user_cycles: self.user_cycles(),
             anon_faults: self.user_anon_pages,
             read_pages: self.read_pages,
@@ -83,5 +92,100 @@ impl JobProfile {
             other_syscall_extra_cycles: extra_kernel_cycles_per_syscall,
             touches_per_chunk: self.touches_per_chunk,
         }
+    }
+}
+
+/// The job's processes must form one tree, rooted at the first (the shell), listed in the
+/// order they run: each parent before its children and each process right after its
+/// previous sibling's whole subtree. Their shares are positive and sum to 1.
+fn check_process_tree(processes: &[ProcessEntry]) -> std::result::Result<(), String> {
+    let Some(first) = processes.first() else {
+        return Err("process: expected at least one [[process]] table (the job's shell)".into());
+    };
+    if first.parent.is_some() {
+        return Err("process[0]: the job's shell has no parent; remove `parent`".into());
+    }
+    // The processes still running (with children to come) when process i starts.
+    let mut open: Vec<usize> = vec![0];
+    for (i, p) in processes.iter().enumerate().skip(1) {
+        let Some(parent) = p.parent else {
+            return Err(format!(
+                "process[{i}] ({}): expected a `parent` (only the first process, the shell, has none)",
+                p.name
+            ));
+        };
+        let Some(depth) = open.iter().position(|&o| o == parent) else {
+            return Err(format!(
+                "process[{i}] ({}): parent {parent} must be a process listed before it that is still running (one of {open:?})",
+                p.name
+            ));
+        };
+        open.truncate(depth + 1);
+        open.push(i);
+    }
+    let sum: f64 = processes.iter().map(|p| p.share).sum();
+    if processes
+        .iter()
+        .any(|p| !p.share.is_finite() || p.share <= 0.0)
+        || (sum - 1.0).abs() > 1e-6
+    {
+        return Err(format!(
+            "process: expected positive shares summing to 1, got sum {sum}"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobProfile;
+
+    const HEAD: &str = "processes = 3.0\nuser_anon_pages = 10.0\npage_cache_pages = 1.0\nsyscalls = 10.0\nread_syscall_share = 0.2\nwrite_syscall_share = 0.1\nread_pages = 4.0\nwrite_pages = 1.0\nuser_seconds = 0.5\nsystem_seconds = 0.1\nhost_ghz = 2.5\ntouches_per_chunk = 8\n";
+
+    fn parse(processes: &str) -> Result<JobProfile, String> {
+        JobProfile::parse("job.toml", &format!("{HEAD}{processes}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_shipped_profile_is_a_tree_of_seven() {
+        let spec = JobProfile::builtin().spec(0.0);
+        let names: Vec<&str> = spec.processes.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["sh", "gcc", "cc1", "as", "objtool", "fixdep", "rm"]);
+        assert_eq!(spec.processes[2].parent, Some(1), "gcc runs cc1");
+    }
+
+    #[test]
+    fn process_trees_out_of_running_order_are_rejected() {
+        let table = |name: &str, share: f64, parent: Option<usize>| {
+            let parent = parent.map_or(String::new(), |p| format!("parent = {p}\n"));
+            format!("[[process]]\nname = \"{name}\"\nshare = {share}\n{parent}")
+        };
+        let ok = [
+            table("sh", 0.2, None),
+            table("gcc", 0.2, Some(0)),
+            table("cc1", 0.4, Some(1)),
+            table("fixdep", 0.2, Some(0)),
+        ]
+        .concat();
+        assert!(parse(&ok).is_ok(), "{:?}", parse(&ok).err());
+        // cc1 under gcc after gcc's sibling fixdep has run: gcc has exited by then.
+        let late = [
+            table("sh", 0.2, None),
+            table("gcc", 0.2, Some(0)),
+            table("fixdep", 0.2, Some(0)),
+            table("cc1", 0.4, Some(1)),
+        ]
+        .concat();
+        let e = parse(&late).unwrap_err();
+        assert!(e.starts_with("job.toml: process[3] (cc1): parent 1"), "{e}");
+        let two_roots = [table("sh", 0.5, None), table("sh", 0.5, None)].concat();
+        assert!(parse(&two_roots)
+            .unwrap_err()
+            .contains("expected a `parent`"));
+        let rooted = [table("sh", 0.5, Some(0)), table("cc1", 0.5, Some(0))].concat();
+        assert!(parse(&rooted).unwrap_err().contains("has no parent"));
+        let shares = [table("sh", 0.5, None), table("cc1", 0.6, Some(0))].concat();
+        assert!(parse(&shares).unwrap_err().contains("summing to 1"));
+        assert!(parse("").unwrap_err().contains("process"));
     }
 }

@@ -12,13 +12,22 @@ use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{EventQueue, Pcg32, Stats, Time};
 
 /// Statistics of a measured window.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Window {
     pub elapsed: Time,
     /// Work of the workload's tasks (what `time` reports as user and system time).
     pub tasks: Stats,
     /// Work done on idle CPUs (IPI handlers), charged to the idle task.
     pub idle: Stats,
+}
+
+impl Window {
+    /// Adds another window's time and work to this one (pooling independent samples).
+    pub fn merge(&mut self, other: &Window) {
+        self.elapsed += other.elapsed;
+        self.tasks.merge(&other.tasks);
+        self.idle.merge(&other.idle);
+    }
 }
 
 pub struct Runner {
@@ -37,7 +46,7 @@ pub struct Runner {
 impl Runner {
     /// A runner whose first task (on CPU 0) runs `init`.
     pub fn new(mut k: Kernel, init: Program, seed: u64) -> Runner {
-        let task = k.spawn("init", None);
+        let task = k.spawn(init.name(), None);
         k.tasks[task].last_cpu = Some(0);
         let mut r = Runner {
             k,

@@ -23,8 +23,7 @@ use crate::kernel::page_alloc::Gfp;
 use crate::kernel::shared_line::{LineAccess, SharedLine};
 use crate::kernel::{layout, CpuId, Kernel, TaskId};
 use crate::oracle::Violation;
-use crate::sim::{Counter, FlushReason};
-use std::collections::HashMap;
+use crate::sim::{Counter, FlushReason, IntMap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -59,9 +58,9 @@ struct PageState {
 
 pub struct Xpfo {
     policy: Policy,
-    pages: HashMap<Pfn, PageState>,
+    pages: IntMap<Pfn, PageState>,
     /// Per task: CPUs that owe a full flush before this task runs there again.
-    pending: HashMap<TaskId, CpuSet>,
+    pending: IntMap<TaskId, CpuSet>,
     /// DeferredGlobal/Batched: CPUs that owe a full flush at their next user-task switch.
     global_pending: CpuSet,
     /// The cache line holding that mask: every XPFO flush anywhere writes it (cpumask_or
@@ -73,8 +72,8 @@ impl Xpfo {
     pub fn new(policy: Policy) -> Xpfo {
         Xpfo {
             policy,
-            pages: HashMap::new(),
-            pending: HashMap::new(),
+            pages: IntMap::default(),
+            pending: IntMap::default(),
             global_pending: CpuSet::default(),
             global_pending_line: SharedLine::default(),
         }

@@ -12,12 +12,13 @@ impl CpuSet {
             words: vec![0; cpus.div_ceil(64)],
         }
     }
+    /// CPUs 0..cpus, a word at a time (Linux's bitmap_fill).
     pub fn all(cpus: usize) -> CpuSet {
-        let mut s = CpuSet::new(cpus);
-        for c in 0..cpus {
-            s.insert(c);
+        let mut words = vec![u64::MAX; cpus / 64];
+        if cpus % 64 != 0 {
+            words.push((1 << (cpus % 64)) - 1);
         }
-        s
+        CpuSet { words }
     }
     pub fn insert(&mut self, cpu: usize) {
         self.words[cpu / 64] |= 1 << (cpu % 64);
@@ -64,7 +65,17 @@ mod tests {
         assert_eq!(s.len(), 4);
         s.remove(63);
         assert!(!s.contains(63) && s.contains(64));
-        assert_eq!(CpuSet::all(96).len(), 96);
+        for n in [1, 4, 63, 64, 65, 96, 128, 256] {
+            let all = CpuSet::all(n);
+            assert_eq!((all.len(), all.iter().last()), (n, Some(n - 1)), "{n}");
+            assert_eq!(
+                all,
+                (0..n).fold(CpuSet::new(n), |mut s, c| {
+                    s.insert(c);
+                    s
+                })
+            );
+        }
         assert!(CpuSet::new(4).is_empty());
     }
 }

@@ -144,7 +144,7 @@ pub struct Kernel {
     /// Per-CPU lists of free frames (Linux pcp lists).
     pub(crate) pcp: Vec<Vec<Pfn>>,
     /// Allocated pages and what they are for.
-    pub(crate) pages: std::collections::HashMap<Pfn, page_alloc::PageInfo>,
+    pub(crate) pages: crate::sim::IntMap<Pfn, page_alloc::PageInfo>,
     /// File pages cached in memory (shared by all tasks).
     pub page_cache: Vec<Pfn>,
     /// The kernel's own random choices (which cached page a read hits), seeded at boot.

@@ -1,10 +1,13 @@
-//! The engine: simulated time, the event queue, the seeded RNG and the stats registry.
+//! The engine: simulated time, the event queue, the seeded RNG, the stats registry and maps
+//! keyed by integers.
 
+pub mod int_map;
 pub mod queue;
 pub mod rng;
 pub mod stats;
 pub mod time;
 
+pub use int_map::IntMap;
 pub use queue::EventQueue;
 pub use rng::Pcg32;
 pub use stats::{Counter, FlushReason, Stats, TimeCategory};

@@ -31,6 +31,33 @@ impl TlbEntry {
     }
 }
 
+/// A slot's tag packed in one word, so a set is searched in a few compares over contiguous
+/// memory: valid bit, page size, global bit, PCID (12 bits) and the low 48 bits of the page
+/// number (enough to tell canonical addresses apart at every size).
+const TAG_VALID: u64 = 1 << 63;
+const TAG_GLOBAL: u64 = 1 << 60;
+const TAG_PCID_SHIFT: u32 = 48;
+const TAG_PCID: u64 = 0xfff << TAG_PCID_SHIFT;
+const TAG_VPN: u64 = (1 << 48) - 1;
+
+/// The tag bits every lookup must match: valid, size and page number.
+fn page_tag(vpn: u64, size: PageSize) -> u64 {
+    TAG_VALID | (size as u64) << 61 | (vpn & TAG_VPN)
+}
+
+fn tag_of(e: &TlbEntry) -> u64 {
+    debug_assert!(e.pcid.0 < 1 << 12, "PCIDs are 12 bits");
+    page_tag(e.vpn, e.size)
+        | if e.global { TAG_GLOBAL } else { 0 }
+        | (e.pcid.0 as u64) << TAG_PCID_SHIFT
+}
+
+/// Whether a slot tagged `tag` translates the page `want` (a page_tag) under `pcid`.
+fn tag_matches(tag: u64, want: u64, pcid: Pcid) -> bool {
+    tag & !(TAG_GLOBAL | TAG_PCID) == want
+        && (tag & TAG_GLOBAL != 0 || (tag & TAG_PCID) >> TAG_PCID_SHIFT == pcid.0 as u64)
+}
+
 #[derive(Debug, Clone)]
 pub struct TlbArray {
     pub name: String,
@@ -38,6 +65,8 @@ pub struct TlbArray {
     pub sizes: Vec<PageSize>,
     ways: usize,
     set_mask: u64,
+    /// Per slot: the packed tag (0 when invalid) and the entry.
+    tags: Vec<u64>,
     slots: Vec<Option<TlbEntry>>,
     stamps: Vec<u64>,
     clock: u64,
@@ -57,6 +86,7 @@ impl TlbArray {
             sizes,
             ways,
             set_mask: sets as u64 - 1,
+            tags: vec![0; entries],
             slots: vec![None; entries],
             stamps: vec![0; entries],
             clock: 0,
@@ -78,14 +108,17 @@ impl TlbArray {
         for i in 0..self.sizes.len() {
             let size = self.sizes[i];
             let vpn = va.page_number(size);
-            for slot in self.set_range(vpn) {
-                if let Some(e) = self.slots[slot] {
-                    if e.vpn == vpn && e.size == size && e.matches_context(pcid) {
-                        self.clock += 1;
-                        self.stamps[slot] = self.clock;
-                        return Some(e);
-                    }
-                }
+            let want = page_tag(vpn, size);
+            let range = self.set_range(vpn);
+            let base = range.start;
+            if let Some(way) = self.tags[range]
+                .iter()
+                .position(|&t| tag_matches(t, want, pcid))
+            {
+                let slot = base + way;
+                self.clock += 1;
+                self.stamps[slot] = self.clock;
+                return self.slots[slot];
             }
         }
         None
@@ -96,11 +129,16 @@ impl TlbArray {
     pub fn insert(&mut self, e: TlbEntry) {
         debug_assert!(self.holds(e.size));
         let range = self.set_range(e.vpn);
-        let same = range.clone().find(|&s| matches!(self.slots[s], Some(o) if o.vpn == e.vpn && o.size == e.size && o.pcid == e.pcid));
+        let (want, pcid) = (page_tag(e.vpn, e.size), e.pcid.0 as u64);
+        let same = range.clone().find(|&s| {
+            let t = self.tags[s];
+            t & !(TAG_GLOBAL | TAG_PCID) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid
+        });
         let victim = same
-            .or_else(|| range.clone().find(|&s| self.slots[s].is_none()))
+            .or_else(|| range.clone().find(|&s| self.tags[s] == 0))
             .unwrap_or_else(|| range.min_by_key(|&s| self.stamps[s]).unwrap());
         self.clock += 1;
+        self.tags[victim] = tag_of(&e);
         self.slots[victim] = Some(e);
         self.stamps[victim] = self.clock;
         self.occupied[victim / 64] |= 1 << (victim % 64);
@@ -124,6 +162,7 @@ impl TlbArray {
     }
 
     fn clear(&mut self, slot: usize) {
+        self.tags[slot] = 0;
         self.slots[slot] = None;
         self.occupied[slot / 64] &= !(1 << (slot % 64));
     }
@@ -138,8 +177,11 @@ impl TlbArray {
         for i in 0..self.sizes.len() {
             let size = self.sizes[i];
             let vpn = va.page_number(size);
+            let want = page_tag(vpn, size);
             for slot in self.set_range(vpn) {
-                if self.slots[slot].is_some_and(|e| e.vpn == vpn && e.size == size && kill(&e)) {
+                if self.tags[slot] & !(TAG_GLOBAL | TAG_PCID) == want
+                    && self.slots[slot].is_some_and(|e| kill(&e))
+                {
                     self.clear(slot);
                     n += 1;
                 }

@@ -42,6 +42,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
         window_ms: 4.0,
         seed: 1,
         samples: 1,
+        irq_time: kharden::kernel::IrqTime::TaskSystem,
         irq_path_cycles: kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE,
     };
     let probe = simulate(

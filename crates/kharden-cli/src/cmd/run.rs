@@ -192,6 +192,7 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
         window_ms: args.window_ms,
         seed: args.seed,
         samples: 1,
+        irq_time: kharden::kernel::IrqTime::TaskSystem,
         irq_path_cycles: args.irq_path_cycles,
     };
     let (extra, note) = calibrate(m, jobs, &profile, sampling)?;

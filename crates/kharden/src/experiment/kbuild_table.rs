@@ -13,7 +13,7 @@
 use super::Fit;
 use crate::defense;
 use crate::error::{Error, Result};
-use crate::kernel::{Kernel, IRQ_PATH_CYCLES_ESTIMATE};
+use crate::kernel::{IrqTime, Kernel, IRQ_PATH_CYCLES_ESTIMATE};
 use crate::machine::{self, MachineProfile};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
@@ -41,6 +41,10 @@ pub struct Experiment {
     /// row's sampling error.
     #[serde(default = "single")]
     pub samples: u32,
+    /// Whose time a hard interrupt is (kernel::IrqTime): "task-system" (default), "tick" or
+    /// "excluded"; the published kernels' accounting configuration is not known.
+    #[serde(default = "task_system")]
+    pub irq_time: String,
     /// `build_user_cycles` first; optionally `irq_path_cycles`.
     pub fit: Vec<Fit>,
     pub row: Vec<RowSpec>,
@@ -63,6 +67,10 @@ pub struct Sensitivity {
 
 fn single() -> u32 {
     1
+}
+
+fn task_system() -> String {
+    "task-system".into()
 }
 
 fn one() -> f64 {
@@ -122,6 +130,16 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         && e.window_cpu_ms <= 100_000.0)
     {
         return Err(Error::at(place, "warmup_ms, window_cpu_ms: expected 0 <= warmup_ms <= 1000 and 0 < window_cpu_ms <= 100000"));
+    }
+    if IrqTime::parse(&e.irq_time).is_none() {
+        return Err(Error::at(
+            place,
+            format!(
+                "irq_time: expected one of {:?}, got \"{}\"",
+                IrqTime::NAMES,
+                e.irq_time
+            ),
+        ));
     }
     if !(1..=16).contains(&e.samples) {
         return Err(Error::at(
@@ -211,6 +229,7 @@ pub struct Sampling {
     /// Independent windows to simulate (in parallel) and pool.
     pub samples: u32,
     pub irq_path_cycles: f64,
+    pub irq_time: IrqTime,
 }
 
 /// Simulates the build's steady state on `m` under `defenses`.
@@ -243,6 +262,7 @@ pub fn simulate_with(
             defense::parse_list_with(defenses, Some(m), extensions)?,
         );
         k.config.irq_path_cycles = sampling.irq_path_cycles;
+        k.config.irq_time = sampling.irq_time;
         // Enough jobs that make never runs dry in the window.
         let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), seed);
         let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
@@ -328,6 +348,7 @@ impl Rows<'_> {
             seed: 1,
             samples: self.e.samples,
             irq_path_cycles,
+            irq_time: IrqTime::parse(&self.e.irq_time).expect("checked by parse"),
         }
     }
 
@@ -681,6 +702,7 @@ published = 1600.0
             seed,
             samples,
             irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
+            irq_time: IrqTime::TaskSystem,
         };
         let run = |seed, samples| {
             simulate(&m, "pti:linux", 4, &profile, 0.0, sampling(seed, samples)).unwrap()
@@ -716,5 +738,14 @@ published = 1600.0
             .unwrap_err()
             .to_string()
             .contains("samples: expected 1 to 16"));
+        let bad = parse(
+            "t.toml",
+            &format!(
+                "irq_time = \"sometimes\"\n{}",
+                with_fits(&[("build_user_cycles", "base")])
+            ),
+        );
+        let e = bad.unwrap_err().to_string();
+        assert!(e.starts_with("t.toml: irq_time: expected one of"), "{e}");
     }
 }

@@ -76,6 +76,7 @@ pub fn run(
                 window_ms: window_cpu_ms / jobs as f64,
                 seed: 1,
                 samples: 1,
+                irq_time: crate::kernel::IrqTime::TaskSystem,
                 irq_path_cycles,
             };
             let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;

@@ -143,11 +143,23 @@ impl Kernel {
             c.now = c.now.max(start);
         }
         let before = self.cpus[t].now;
+        let was_user = self.cpus[t].user_mode && !idle;
+        // Where the handler's time goes: the idle task's, the interrupted task's system time,
+        // or (other accounting) a bucket moved afterwards.
+        let set_aside = !idle
+            && match self.config.irq_time {
+                super::IrqTime::TaskSystem => false,
+                super::IrqTime::Tick => was_user,
+                super::IrqTime::Excluded => true,
+            };
+        let mut aside = crate::sim::Stats::default();
         if idle {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
+        } else if set_aside {
+            std::mem::swap(&mut self.cpus[t].stats, &mut aside);
         }
-        let was_user = std::mem::replace(&mut self.cpus[t].user_mode, false) && !idle;
+        self.cpus[t].user_mode = false;
         let transfer = self.line_transfer(initiator, t);
         if !booking.drained {
             let entry =
@@ -174,6 +186,16 @@ impl Kernel {
         if idle {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut c.idle_stats);
+        } else if set_aside {
+            let c = &mut self.cpus[t];
+            std::mem::swap(&mut c.stats, &mut aside);
+            c.stats.merge_events(&aside);
+            let bucket = if self.config.irq_time == super::IrqTime::Tick {
+                TimeCategory::IrqInUser
+            } else {
+                TimeCategory::Irq
+            };
+            c.stats.add_time(bucket, aside.total_time());
         }
         let took = self.cpus[t].now - before;
         let done = start + took;
@@ -226,5 +248,65 @@ impl Kernel {
             .rev()
             .find(|s| s.target_residency_us * 1000.0 <= predicted);
         state.map_or(Time::ZERO, |s| Time::from_ns(s.exit_latency_us * 1000.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::arch::x86::VirtAddr;
+    use crate::kernel::{layout, IrqTime, Kernel};
+    use crate::sim::{Stats, TimeCategory};
+    use crate::{defense, machine};
+
+    /// CPU 0 flushes one kernel page everywhere while CPU 1 runs a task in user mode;
+    /// returns CPU 1's stats.
+    fn target_stats(irq_time: IrqTime) -> Stats {
+        let mut k = Kernel::boot(
+            machine::load("ivybridge-i5-3550").unwrap(),
+            defense::parse_list("none").unwrap(),
+        );
+        k.config.irq_time = irq_time;
+        for cpu in 0..2 {
+            let t = k.spawn(&format!("t{cpu}"), None);
+            k.switch_to(cpu, t);
+            k.enter_user(cpu);
+        }
+        let before = k.cpus[1].stats.clone();
+        k.flush_tlb_kernel_range(0, VirtAddr(layout::DIRECT_MAP), 1);
+        let mut s = k.cpus[1].stats.clone();
+        s.subtract(&before);
+        s
+    }
+
+    #[test]
+    fn a_handler_on_a_user_task_is_its_system_user_or_no_time_by_accounting() {
+        let precise = target_stats(IrqTime::TaskSystem);
+        let handler = precise.system_time();
+        assert!(
+            handler.ns() > 0.0 && precise.time(TimeCategory::IpiHandler) > crate::sim::Time::ZERO
+        );
+        let tick = target_stats(IrqTime::Tick);
+        assert_eq!(
+            (tick.system_time(), tick.time(TimeCategory::IrqInUser)),
+            (crate::sim::Time::ZERO, handler)
+        );
+        assert_eq!(
+            tick.user_time(),
+            handler,
+            "the tick after the interrupt samples user mode"
+        );
+        let excluded = target_stats(IrqTime::Excluded);
+        assert_eq!(excluded.time(TimeCategory::Irq), handler);
+        assert_eq!(
+            (excluded.system_time(), excluded.user_time()),
+            (crate::sim::Time::ZERO, crate::sim::Time::ZERO)
+        );
+        for s in [&tick, &excluded] {
+            assert_eq!(
+                s.counter(crate::sim::Counter::NrTlbRemoteFlushReceived),
+                1,
+                "events are counted whoever pays"
+            );
+        }
     }
 }

@@ -56,7 +56,36 @@ pub struct BootConfig {
     /// checks, pending-softirq check). Kernel software, so the same on every machine; the
     /// default is an ESTIMATE, and `reproduce xpfo` fits it to a published row.
     pub irq_path_cycles: f64,
+    /// Whose time a hard interrupt's handler is (IPIs on a busy CPU).
+    pub irq_time: IrqTime,
     pub oracle: OracleMode,
+}
+
+/// How the kernel accounts hard-IRQ time that interrupts a task (kernel/sched/cputime.c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IrqTime {
+    /// The interrupted task's system time, whatever mode it was in: precise accounting at
+    /// kernel entry and exit (CONFIG_VIRT_CPU_ACCOUNTING_GEN on nohz_full CPUs).
+    TaskSystem,
+    /// Tick sampling without IRQ time accounting (the tick cannot fire inside a handler, so
+    /// it samples the mode the handler returns to): user time when it interrupted user mode,
+    /// system time when it interrupted the kernel.
+    Tick,
+    /// CONFIG_IRQ_TIME_ACCOUNTING: measured and charged to the CPU's irq time, to no task.
+    Excluded,
+}
+
+impl IrqTime {
+    pub const NAMES: &'static [&'static str] = &["task-system", "tick", "excluded"];
+
+    pub fn parse(name: &str) -> Option<IrqTime> {
+        match name {
+            "task-system" => Some(IrqTime::TaskSystem),
+            "tick" => Some(IrqTime::Tick),
+            "excluded" => Some(IrqTime::Excluded),
+            _ => None,
+        }
+    }
 }
 
 /// ESTIMATE of BootConfig::irq_path_cycles: about 150 instructions of irq_enter/irq_exit
@@ -70,6 +99,7 @@ impl Default for BootConfig {
             use_pcid: true,
             tlb_single_page_flush_ceiling: 33,
             irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
+            irq_time: IrqTime::TaskSystem,
             oracle: OracleMode::Sampled(1024),
         }
     }

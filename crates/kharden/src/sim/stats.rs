@@ -54,13 +54,27 @@ named_enum! {
         /// Waiting for a kernel cache line another CPU holds (global masks, shared counters),
         /// outside the IPI path, which charges its own lines to ipi-*.
         SharedLine = "shared-line",
+        /// Hard-IRQ time that interrupted user mode, under tick-sampled accounting: the tick
+        /// that follows the interrupt finds user mode, so time(1) counts it as user time.
+        IrqInUser = "irq-in-user",
+        /// Hard-IRQ time charged to no task (CONFIG_IRQ_TIME_ACCOUNTING: the CPU's irq column
+        /// in /proc/stat), neither user nor system time of the interrupted task.
+        Irq = "irq",
     }
 }
 
 impl TimeCategory {
-    /// Time perf and time(1) count as user time; everything else is system time.
+    /// Time perf and time(1) count as user time.
     pub fn is_user(self) -> bool {
-        matches!(self, TimeCategory::User | TimeCategory::UserTlbRefill)
+        matches!(
+            self,
+            TimeCategory::User | TimeCategory::UserTlbRefill | TimeCategory::IrqInUser
+        )
+    }
+
+    /// Time perf and time(1) count as system time: everything not user and not irq.
+    pub fn is_system(self) -> bool {
+        !self.is_user() && self != TimeCategory::Irq
     }
 }
 
@@ -183,7 +197,7 @@ impl Stats {
     pub fn system_time(&self) -> Time {
         TimeCategory::ALL
             .iter()
-            .filter(|c| !c.is_user())
+            .filter(|c| c.is_system())
             .fold(Time::ZERO, |a, &c| a + self.time(c))
     }
     pub fn user_time(&self) -> Time {
@@ -212,6 +226,10 @@ impl Stats {
         for (a, b) in self.time.iter_mut().zip(&other.time) {
             *a += *b;
         }
+        self.merge_events(other);
+    }
+    /// Adds `other`'s counters and flushes but not its time.
+    pub fn merge_events(&mut self, other: &Stats) {
         for (a, b) in self.counters.iter_mut().zip(&other.counters) {
             *a += b;
         }

@@ -886,18 +886,14 @@ mod x86 {
             }
         }
         if c.vendor == Vendor::Amd && c.max_ext >= 0x8000_0006 {
-            let l1 = cpuid(0x8000_0005, 0);
-            let l2 = cpuid(0x8000_0006, 0);
-            let mut push = |level: u8,
-                            serves: TlbServes,
-                            ps: Vec<PageSizeName>,
-                            entries: u32,
-                            ways: Option<u32>,
-                            how: String| {
-                if entries == 0 {
-                    return;
-                }
-                let ways = ways.unwrap_or(entries);
+            let regs = |leaf| {
+                let r = cpuid(leaf, 0);
+                [r.eax, r.ebx]
+            };
+            let one_g = (c.max_ext >= 0x8000_0019).then(|| regs(0x8000_0019));
+            let fields = super::amd_tlb_fields(regs(0x8000_0005), regs(0x8000_0006), one_g);
+            for (level, serves, size, entries, ways, how) in fields {
+                let ps = vec![size];
                 out.push((
                     array(
                         name_of(level, serves, &ps),
@@ -909,94 +905,6 @@ mod x86 {
                     ),
                     how,
                 ));
-            };
-            let l1_ways = |a: u32| if a == 0xff { None } else { Some(a.max(1)) };
-            let k4 = vec![PageSizeName::Size4K];
-            let m2 = vec![PageSizeName::Size2M];
-            push(
-                1,
-                TlbServes::Data,
-                k4.clone(),
-                (l1.ebx >> 16) & 0xff,
-                l1_ways(l1.ebx >> 24),
-                "CPUID.80000005H:EBX[31:16] (L1 DTLB 4K)".into(),
-            );
-            push(
-                1,
-                TlbServes::Instruction,
-                k4.clone(),
-                l1.ebx & 0xff,
-                l1_ways((l1.ebx >> 8) & 0xff),
-                "CPUID.80000005H:EBX[15:0] (L1 ITLB 4K)".into(),
-            );
-            push(
-                1,
-                TlbServes::Data,
-                m2.clone(),
-                (l1.eax >> 16) & 0xff,
-                l1_ways(l1.eax >> 24),
-                "CPUID.80000005H:EAX[31:16] (L1 DTLB 2M/4M)".into(),
-            );
-            push(
-                1,
-                TlbServes::Instruction,
-                m2.clone(),
-                l1.eax & 0xff,
-                l1_ways((l1.eax >> 8) & 0xff),
-                "CPUID.80000005H:EAX[15:0] (L1 ITLB 2M/4M)".into(),
-            );
-            let l2w = |a: u32, e: u32| super::amd_l2_ways(a, e);
-            push(
-                2,
-                TlbServes::Data,
-                k4.clone(),
-                (l2.ebx >> 16) & 0xfff,
-                l2w(l2.ebx >> 28, (l2.ebx >> 16) & 0xfff),
-                "CPUID.80000006H:EBX[31:16] (L2 DTLB 4K)".into(),
-            );
-            push(
-                2,
-                TlbServes::Instruction,
-                k4,
-                l2.ebx & 0xfff,
-                l2w((l2.ebx >> 12) & 0xf, l2.ebx & 0xfff),
-                "CPUID.80000006H:EBX[15:0] (L2 ITLB 4K)".into(),
-            );
-            push(
-                2,
-                TlbServes::Data,
-                m2.clone(),
-                (l2.eax >> 16) & 0xfff,
-                l2w(l2.eax >> 28, (l2.eax >> 16) & 0xfff),
-                "CPUID.80000006H:EAX[31:16] (L2 DTLB 2M/4M)".into(),
-            );
-            push(
-                2,
-                TlbServes::Instruction,
-                m2,
-                l2.eax & 0xfff,
-                l2w((l2.eax >> 12) & 0xf, l2.eax & 0xfff),
-                "CPUID.80000006H:EAX[15:0] (L2 ITLB 2M/4M)".into(),
-            );
-            if c.max_ext >= 0x8000_0019 {
-                let g = cpuid(0x8000_0019, 0);
-                let g1 = vec![PageSizeName::Size1G];
-                push(
-                    1,
-                    TlbServes::Data,
-                    g1.clone(),
-                    (g.eax >> 16) & 0xfff,
-                    l2w(g.eax >> 28, (g.eax >> 16) & 0xfff),
-                    "CPUID.80000019H:EAX[31:16] (L1 DTLB 1G)".into(),
-                );
-                push(
-                    2,
-                    TlbServes::Data,
-                    g1,
-                    (g.ebx >> 16) & 0xfff,
-                    l2w(g.ebx >> 28, (g.ebx >> 16) & 0xfff),
-                    "CPUID.80000019H:EBX[31:16] (L2 DTLB 1G)".into(),
-                );
             }
         }
         out
@@ -1022,6 +930,73 @@ pub(crate) fn amd_l2_ways(code: u32, entries: u32) -> Option<u32> {
         0xf => Some(entries),
         _ => None,
     }
+}
+
+/// AMD's TLB fields (AMD CPUID specification, Fn8000_0005, Fn8000_0006, Fn8000_0019), from the
+/// [EAX, EBX] of each leaf: (level, serves, page size, entries, ways, where it was read).
+/// Data TLBs sit in bits 31:16 and instruction TLBs in 15:0; 8000_0005 packs entries in 8
+/// bits and ways in 8 (0xFF: fully associative), the others 12 and a 4-bit code. Arrays with
+/// no entries are left out; 8000_0019's instruction halves are not read.
+pub(crate) fn amd_tlb_fields(
+    l1: [u32; 2],
+    l2: [u32; 2],
+    one_g: Option<[u32; 2]>,
+) -> Vec<(u8, TlbServes, PageSizeName, u32, u32, String)> {
+    use PageSizeName::{Size1G, Size2M, Size4K};
+    use TlbServes::{Data, Instruction};
+    let (eax, ebx) = (0, 1);
+    let mut fields = vec![
+        (0x8000_0005u32, ebx, l1, 1u8, Data, Size4K),
+        (0x8000_0005, ebx, l1, 1, Instruction, Size4K),
+        (0x8000_0005, eax, l1, 1, Data, Size2M),
+        (0x8000_0005, eax, l1, 1, Instruction, Size2M),
+        (0x8000_0006, ebx, l2, 2, Data, Size4K),
+        (0x8000_0006, ebx, l2, 2, Instruction, Size4K),
+        (0x8000_0006, eax, l2, 2, Data, Size2M),
+        (0x8000_0006, eax, l2, 2, Instruction, Size2M),
+    ];
+    if let Some(g) = one_g {
+        fields.push((0x8000_0019, eax, g, 1, Data, Size1G));
+        fields.push((0x8000_0019, ebx, g, 2, Data, Size1G));
+    }
+    let mut out = vec![];
+    for (leaf, reg, regs, level, serves, size) in fields {
+        let data = serves == Data;
+        let half = if data {
+            regs[reg] >> 16
+        } else {
+            regs[reg] & 0xffff
+        };
+        let (entries, ways) = if leaf == 0x8000_0005 {
+            let code = half >> 8;
+            (
+                half & 0xff,
+                if code == 0xff {
+                    None
+                } else {
+                    Some(code.max(1))
+                },
+            )
+        } else {
+            (half & 0xfff, amd_l2_ways(half >> 12, half & 0xfff))
+        };
+        if entries == 0 {
+            continue;
+        }
+        let how = format!(
+            "CPUID.{leaf:X}H:{}[{}] (L{level} {} {})",
+            if reg == eax { "EAX" } else { "EBX" },
+            if data { "31:16" } else { "15:0" },
+            if data { "DTLB" } else { "ITLB" },
+            match size {
+                Size4K => "4K",
+                Size2M => "2M/4M",
+                Size1G => "1G",
+            }
+        );
+        out.push((level, serves, size, entries, ways.unwrap_or(entries), how));
+    }
+    out
 }
 
 /// Intel CPUID leaf 2 TLB descriptors (Intel SDM vol. 2A, CPUID, Table 3-12), as
@@ -2561,6 +2536,40 @@ mod tests {
             .text
             .contains("not detectable from user space; taken from machines/"));
         assert!(d.profile.measured.is_none());
+    }
+
+    #[test]
+    fn amd_tlb_leaves_decode() {
+        use crate::machine::profile::{PageSizeName::*, TlbServes::*};
+        // Synthetic registers in the layout of AMD's CPUID specification: L1 TLBs of 64
+        // entries, fully associative (ways 0xFF); L2 4K/2M TLBs of 2048 entries 8-way (code
+        // 6) for data and 512 entries 4-way (code 4) / 2-way (code 2) for instructions;
+        // 1G: L1 64 fully associative (code 0xF), L2 data 2048 8-way, no L2 instruction.
+        let fields = amd_tlb_fields(
+            [0xff40_ff40, 0xff40_ff40],
+            [0x6800_2200, 0x6800_4200],
+            Some([0xf040_f040, 0x6800_0000]),
+        );
+        let got: Vec<_> = fields.iter().map(|f| (f.0, f.1, f.2, f.3, f.4)).collect();
+        assert_eq!(
+            got,
+            [
+                (1, Data, Size4K, 64, 64),
+                (1, Instruction, Size4K, 64, 64),
+                (1, Data, Size2M, 64, 64),
+                (1, Instruction, Size2M, 64, 64),
+                (2, Data, Size4K, 2048, 8),
+                (2, Instruction, Size4K, 512, 4),
+                (2, Data, Size2M, 2048, 8),
+                (2, Instruction, Size2M, 512, 2),
+                (1, Data, Size1G, 64, 64),
+                (2, Data, Size1G, 2048, 8),
+            ]
+        );
+        assert_eq!(fields[0].5, "CPUID.80000005H:EBX[31:16] (L1 DTLB 4K)");
+        assert_eq!(fields[7].5, "CPUID.80000006H:EAX[15:0] (L2 ITLB 2M/4M)");
+        assert_eq!(fields[9].5, "CPUID.80000019H:EBX[31:16] (L2 DTLB 1G)");
+        assert_eq!(amd_tlb_fields([0, 0], [0, 0], None), []);
     }
 
     #[test]

@@ -11,11 +11,53 @@ use crate::sim::{Counter, TimeCategory};
 /// Cycles of one set_kpte(): lookup_address() walk of the kernel tables and the PTE update.
 /// ESTIMATE: a software 4-level walk (~4 dependent loads) plus bookkeeping, ~100 instructions.
 const SET_KPTE_CYCLES: f64 = 200.0;
+/// The direct map grows with the frames the simulation hands out, in steps of this many
+/// bytes per node, so booting does not map a node's whole address range (Linux maps all of
+/// RAM at boot; frames nobody uses have no observable alias).
+const COVER_STEP_BYTES: u64 = 4 << 30;
 /// Cycles to split one large mapping: allocate a table page and write 512 entries.
 /// ESTIMATE: page allocation (~300 cycles) + 512 stores + the PMD/PUD update, ~1500 cycles.
 const SPLIT_CYCLES: f64 = 1500.0;
 
 impl Kernel {
+    /// Extends `node`'s direct map (1 GiB pages where the CPU has them, Linux's
+    /// direct_gbpages, else 2 MiB) to the step boundary above every data frame handed out
+    /// there.
+    pub(crate) fn cover_direct_map(&mut self, node: u32) {
+        let n = node as usize;
+        if self.direct_map_covered.len() <= n {
+            self.direct_map_covered.resize(n + 1, 0);
+        }
+        let used = self.mem.data_bytes_used(node);
+        if used < self.direct_map_covered[n] {
+            return;
+        }
+        let size = if self.machine.cpu.features.gbpages {
+            PageSize::Size1G
+        } else {
+            PageSize::Size2M
+        };
+        let flags = PteFlags::KERNEL_DATA
+            .with_global(self.config.global_kernel == super::KernelGlobal::All);
+        let base = self.mem.node_base(node).0;
+        let from = self.direct_map_covered[n];
+        let to = ((used / COVER_STEP_BYTES + 1) * COVER_STEP_BYTES)
+            .min(crate::arch::x86::physmem::DATA_BYTES_PER_NODE);
+        for off in (from..to).step_by(size.bytes() as usize) {
+            let pa = base + off;
+            paging::map(
+                &mut self.mem,
+                self.kernel_root,
+                direct_map(pa),
+                PhysAddr(pa),
+                size,
+                flags,
+                node,
+            );
+        }
+        self.direct_map_covered[n] = to;
+    }
+
     /// The direct-map alias of a frame.
     pub fn direct_map_addr(&self, pfn: Pfn) -> VirtAddr {
         direct_map(pfn.addr().0)
@@ -89,5 +131,35 @@ impl Kernel {
 
     fn pte_table_of(&self, va: VirtAddr) -> Pfn {
         self.table_at_level(va, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernel::page_alloc::Gfp;
+    use crate::kernel::Kernel;
+    use crate::{defense, machine};
+
+    #[test]
+    fn the_direct_map_grows_with_the_frames_handed_out() {
+        for m in ["ivybridge-i5-3550", "xeon-platinum-8160"] {
+            let mut k = Kernel::boot(
+                machine::load(m).unwrap(),
+                defense::parse_list("none").unwrap(),
+            );
+            // Use up the first 4 GiB of node 0's frames, as 160 compile jobs do.
+            k.mem.alloc_data_contiguous(0, 1 << 20, 1);
+            let pfn = k.alloc_page(0, Gfp::UserAnon, None);
+            assert!(pfn.0 >= 1 << 20, "{m}: {pfn:?}");
+            assert!(
+                k.direct_map_present(pfn),
+                "{m}: the new frame has its alias"
+            );
+            let va = k.direct_map_addr(pfn);
+            assert!(
+                k.touch(0, va, crate::arch::x86::Access::Write).is_ok(),
+                "{m}"
+            );
+        }
     }
 }

@@ -187,6 +187,8 @@ pub struct Kernel {
     pub(crate) balance: Vec<balance::BalanceState>,
     /// Per CPU: when it is busy in interrupt handlers.
     pub(crate) irq_calendar: Vec<irq_calendar::IrqCalendar>,
+    /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
+    pub(crate) direct_map_covered: Vec<u64>,
     /// The earliest clock of any CPU with work (set by the engine loop at each step).
     pub global_now: Time,
     /// Per CPU: until when it spins waiting for its own IPIs' acknowledgements.
@@ -196,10 +198,6 @@ pub struct Kernel {
     pub fast_forward: bool,
     defenses: Vec<Box<dyn Defense>>,
 }
-
-/// Physical memory the direct map covers on each node (the simulation's data frames must
-/// stay below it).
-const DIRECT_MAP_BYTES_PER_NODE: u64 = 4 << 30;
 
 impl Kernel {
     /// Boots the kernel on `machine` with `defenses` plugged in.
@@ -233,6 +231,7 @@ impl Kernel {
             balance: vec![],
             fast_forward: false,
             irq_calendar: vec![],
+            direct_map_covered: vec![],
             global_now: Time::ZERO,
             spin_until: vec![],
             defenses: vec![],
@@ -304,27 +303,8 @@ impl Kernel {
                 0,
             );
         }
-        // Direct map: 1 GiB pages where the CPU has them (Linux: direct_gbpages), else 2 MiB.
-        let size = if self.machine.cpu.features.gbpages {
-            PageSize::Size1G
-        } else {
-            PageSize::Size2M
-        };
         for node in 0..self.mem.nodes() {
-            let base = self.mem.node_base(node).0;
-            for off in (0..DIRECT_MAP_BYTES_PER_NODE).step_by(size.bytes() as usize) {
-                let pa = base + off;
-                let flags = PteFlags::KERNEL_DATA.with_global(other_global);
-                paging::map(
-                    &mut self.mem,
-                    self.kernel_root,
-                    direct_map(pa),
-                    PhysAddr(pa),
-                    size,
-                    flags,
-                    node,
-                );
-            }
+            self.cover_direct_map(node);
         }
         // vmalloc: preallocate the PUD so kernel stacks mapped later are seen by every PGD
         // (Linux: preallocate_vmalloc_pages()).

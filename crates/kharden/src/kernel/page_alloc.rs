@@ -55,6 +55,7 @@ impl Kernel {
     fn refill_pcp(&mut self, cpu: CpuId) {
         let node = self.cpus[cpu].mmu.node();
         let batch: Vec<Pfn> = (0..PCP_BATCH).map(|_| self.mem.alloc_data(node)).collect();
+        self.cover_direct_map(node);
         self.with_defenses(|d, k| d.on_pcp_refill(k, cpu, &batch));
         // Hand them out lowest first, as a fresh buddy block would be.
         self.pcp[cpu].extend(batch.into_iter().rev());

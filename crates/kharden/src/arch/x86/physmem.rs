@@ -8,6 +8,8 @@ use super::{Pfn, Pte};
 /// Frames per node: 2^26 frames = 256 GiB of physical address space per node.
 const NODE_FRAMES: u64 = 1 << 26;
 const TABLE_OFFSET: u64 = NODE_FRAMES / 2;
+/// Bytes of data frames a node can hand out (below its page-table frames).
+pub const DATA_BYTES_PER_NODE: u64 = TABLE_OFFSET << 12;
 
 pub type Table = [Pte; 512];
 
@@ -56,6 +58,10 @@ impl PhysMem {
         if let Some(pfn) = self.free_data[n].pop() {
             return pfn;
         }
+        assert!(
+            self.next_data[n] < TABLE_OFFSET,
+            "node {node}: the simulation ran out of data frames (128 GiB per node)"
+        );
         let pfn = Pfn(node as u64 * NODE_FRAMES + self.next_data[n]);
         self.next_data[n] += 1;
         pfn
@@ -72,6 +78,11 @@ impl PhysMem {
         let start = self.next_data[n].next_multiple_of(align_frames);
         self.next_data[n] = start + frames;
         Pfn(node as u64 * NODE_FRAMES + start)
+    }
+
+    /// Bytes of `node`'s data frames handed out so far (from the node's base).
+    pub fn data_bytes_used(&self, node: u32) -> u64 {
+        self.next_data[node as usize] << 12
     }
 
     /// Highest data frame handed out on any node, plus one (bounds the direct map).

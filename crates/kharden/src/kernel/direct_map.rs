@@ -25,9 +25,6 @@ impl Kernel {
     /// there.
     pub(crate) fn cover_direct_map(&mut self, node: u32) {
         let n = node as usize;
-        if self.direct_map_covered.len() <= n {
-            self.direct_map_covered.resize(n + 1, 0);
-        }
         let used = self.mem.data_bytes_used(node);
         if used < self.direct_map_covered[n] {
             return;

@@ -231,7 +231,7 @@ impl Kernel {
             balance: vec![],
             fast_forward: false,
             irq_calendar: vec![],
-            direct_map_covered: vec![],
+            direct_map_covered: vec![0; machine.numa_nodes() as usize],
             global_now: Time::ZERO,
             spin_until: vec![],
             defenses: vec![],

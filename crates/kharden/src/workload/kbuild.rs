@@ -1,6 +1,6 @@
 //! The kbuild workload: `make -jN` running compile jobs. A job is a tree of processes as
-//! kbuild runs them: make's `sh -c` runs gcc, fixdep and objtool in turn, and gcc's driver
-//! runs cc1 and as. Each process execs, does its own share of the job's work (user work,
+//! kbuild runs them: make's `sh -c` runs gcc, objtool, fixdep and rm in turn, and gcc's
+//! driver runs cc1 and as. Each process execs, does its own share of the job's work (user work,
 //! heap faults, headers and sources read through the page cache, output written), then runs
 //! its children one after another (fork, wait), then exits. Per-job totals come from a
 //! recorded profile (workloads/kbuild-job.toml); this file only spreads them over each
@@ -16,8 +16,9 @@ use std::sync::Arc;
 /// interrupts landing "inside" an operation are placed accurately.
 pub const CHUNK_CYCLES: f64 = 60_000.0;
 
-/// One process of a compile job.
-#[derive(Debug, Clone)]
+/// One process of a compile job (a `[[process]]` table of workloads/kbuild-job.toml).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ProcessSpec {
     pub name: String,
     /// Share of the job's work this process does itself.

@@ -21,17 +21,8 @@ pub struct JobProfile {
     pub system_seconds: f64,
     pub host_ghz: f64,
     pub touches_per_chunk: u32,
-    pub process: Vec<ProcessEntry>,
-}
-
-/// One `[[process]]` table: a process of the job, in the order they run.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProcessEntry {
-    pub name: String,
-    pub share: f64,
-    /// Index of the process that runs this one; absent for the job's shell.
-    pub parent: Option<usize>,
+    /// The job's processes, in the order they run.
+    pub process: Vec<ProcessSpec>,
 }
 
 pub const BUILTIN: &str = include_str!("../../../../workloads/kbuild-job.toml");
@@ -73,15 +64,7 @@ impl JobProfile {
     pub fn spec(&self, extra_kernel_cycles_per_syscall: f64) -> JobSpec {
         let other = self.syscalls * (1.0 - self.read_syscall_share - self.write_syscall_share);
         JobSpec {
-            processes: self
-                .process
-                .iter()
-                .map(|p| ProcessSpec {
-                    name: p.name.clone(),
-                    share: p.share,
-                    parent: p.parent,
-                })
-                .collect(),
+            processes: self.process.clone(),
             user_cycles: self.user_cycles(),
             anon_faults: self.user_anon_pages,
             read_pages: self.read_pages,
@@ -98,7 +81,7 @@ impl JobProfile {
 /// The job's processes must form one tree, rooted at the first (the shell), listed in the
 /// order they run: each parent before its children and each process right after its
 /// previous sibling's whole subtree. Their shares are positive and sum to 1.
-fn check_process_tree(processes: &[ProcessEntry]) -> std::result::Result<(), String> {
+fn check_process_tree(processes: &[ProcessSpec]) -> std::result::Result<(), String> {
     let Some(first) = processes.first() else {
         return Err("process: expected at least one [[process]] table (the job's shell)".into());
     };

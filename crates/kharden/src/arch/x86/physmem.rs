@@ -85,16 +85,6 @@ impl PhysMem {
         self.next_data[node as usize] << 12
     }
 
-    /// Highest data frame handed out on any node, plus one (bounds the direct map).
-    pub fn data_frames_end(&self) -> u64 {
-        self.next_data
-            .iter()
-            .enumerate()
-            .map(|(n, &next)| n as u64 * NODE_FRAMES + next)
-            .max()
-            .unwrap_or(0)
-    }
-
     fn table_slot(&self, table: Pfn) -> (usize, usize) {
         let node = (table.0 / NODE_FRAMES) as usize;
         let idx = table.0 % NODE_FRAMES - TABLE_OFFSET;

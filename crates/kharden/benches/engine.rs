@@ -40,10 +40,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
     let sampling = Sampling {
         warmup_ms: 1.0,
         window_ms: 4.0,
-        seed: 1,
-        samples: 1,
-        irq_time: kharden::kernel::IrqTime::TaskSystem,
-        irq_path_cycles: kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE,
+        ..Sampling::default()
     };
     let probe = simulate(
         &m,

@@ -191,9 +191,8 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
         warmup_ms: args.warmup_ms,
         window_ms: args.window_ms,
         seed: args.seed,
-        samples: 1,
-        irq_time: kharden::kernel::IrqTime::TaskSystem,
         irq_path_cycles: args.irq_path_cycles,
+        ..Sampling::default()
     };
     let (extra, note) = calibrate(m, jobs, &profile, sampling)?;
     let r = simulate_with(

@@ -232,6 +232,21 @@ pub struct Sampling {
     pub irq_time: IrqTime,
 }
 
+impl Default for Sampling {
+    /// One window (seed 1) of 25 ms after 4 ms of warm-up (the XPFO table's 96-thread rows),
+    /// precise IRQ accounting, the hard-IRQ path at its estimate.
+    fn default() -> Self {
+        Sampling {
+            warmup_ms: 4.0,
+            window_ms: 25.0,
+            seed: 1,
+            samples: 1,
+            irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
+            irq_time: IrqTime::TaskSystem,
+        }
+    }
+}
+
 /// Simulates the build's steady state on `m` under `defenses`.
 pub fn simulate(
     m: &MachineProfile,
@@ -701,8 +716,7 @@ published = 1600.0
             window_ms: 20.0,
             seed,
             samples,
-            irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
-            irq_time: IrqTime::TaskSystem,
+            ..Sampling::default()
         };
         let run = |seed, samples| {
             simulate(&m, "pti:linux", 4, &profile, 0.0, sampling(seed, samples)).unwrap()

@@ -72,12 +72,9 @@ pub fn run(
             let m = scaled(base, n)?;
             let jobs = jobs_for(n);
             let sampling = Sampling {
-                warmup_ms: 4.0,
                 window_ms: window_cpu_ms / jobs as f64,
-                seed: 1,
-                samples: 1,
-                irq_time: crate::kernel::IrqTime::TaskSystem,
                 irq_path_cycles,
+                ..Sampling::default()
             };
             let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;
             let mut baseline = None;

@@ -12,7 +12,15 @@ impl Kernel {
     pub fn enter_user(&mut self, cpu: CpuId) {
         self.with_defenses(|d, k| d.on_kernel_exit(k, cpu));
         self.cpus[cpu].user_mode = true;
+        self.log_mode(cpu, true);
         self.check_at_user_return(cpu);
+    }
+
+    /// Logs that `cpu` runs in user mode (`true`) or kernel mode from its clock's present
+    /// moment on.
+    pub(crate) fn log_mode(&mut self, cpu: CpuId, user: bool) {
+        let c = &mut self.cpus[cpu];
+        c.mode_log.record(c.now, user);
     }
 
     /// User-mode work: `cycles` of computation touching `touches` (addresses in the task's

@@ -143,13 +143,22 @@ impl Kernel {
             c.now = c.now.max(start);
         }
         let before = self.cpus[t].now;
+        // The target's page tables are those of its present mode (PTI switches them on entry
+        // from user mode), but what the interrupt interrupted, and so whose time it is under
+        // tick accounting, is the mode at the moment it arrived, which the target may have
+        // simulated past already.
         let was_user = self.cpus[t].user_mode && !idle;
+        let landed_in_user = !idle
+            && self.cpus[t]
+                .mode_log
+                .user_at(arrival)
+                .unwrap_or(self.cpus[t].user_mode);
         // Where the handler's time goes: the idle task's, the interrupted task's system time,
         // or (other accounting) a bucket moved afterwards.
         let set_aside = !idle
             && match self.config.irq_time {
                 super::IrqTime::TaskSystem => false,
-                super::IrqTime::Tick => was_user,
+                super::IrqTime::Tick => landed_in_user,
                 super::IrqTime::Excluded => true,
             };
         let mut aside = crate::sim::Stats::default();
@@ -261,6 +270,12 @@ mod tests {
     /// CPU 0 flushes one kernel page everywhere while CPU 1 runs a task in user mode;
     /// returns CPU 1's stats.
     fn target_stats(irq_time: IrqTime) -> Stats {
+        target_stats_after(irq_time, |_| {})
+    }
+
+    /// As target_stats, with CPU 1 first running `ahead` (which moves its clock past the
+    /// moment the IPI arrives).
+    fn target_stats_after(irq_time: IrqTime, ahead: impl FnOnce(&mut Kernel)) -> Stats {
         let mut k = Kernel::boot(
             machine::load("ivybridge-i5-3550").unwrap(),
             defense::parse_list("none").unwrap(),
@@ -271,6 +286,7 @@ mod tests {
             k.switch_to(cpu, t);
             k.enter_user(cpu);
         }
+        ahead(&mut k);
         let before = k.cpus[1].stats.clone();
         k.flush_tlb_kernel_range(0, VirtAddr(layout::DIRECT_MAP), 1);
         let mut s = k.cpus[1].stats.clone();
@@ -308,5 +324,22 @@ mod tests {
                 "events are counted whoever pays"
             );
         }
+    }
+
+    #[test]
+    fn under_tick_accounting_a_handler_is_system_time_if_it_arrived_in_kernel_mode() {
+        // CPU 1 has already simulated a long system call (300 µs) and returned to user mode
+        // when CPU 0, still at the start, sends its IPI: it lands inside that system call.
+        let tick = target_stats_after(IrqTime::Tick, |k| {
+            k.in_kernel(1, 0.0, |k| {
+                k.compute(1, 1e6, TimeCategory::Kernel);
+                Ok(())
+            })
+            .unwrap();
+            assert!(k.cpus[1].user_mode);
+        });
+        assert!(tick.time(TimeCategory::IpiHandler) > crate::sim::Time::ZERO);
+        assert_eq!(tick.time(TimeCategory::IrqInUser), crate::sim::Time::ZERO);
+        assert_eq!(tick.user_time(), crate::sim::Time::ZERO);
     }
 }

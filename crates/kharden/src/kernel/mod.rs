@@ -10,6 +10,7 @@ pub mod entry;
 pub mod ipi;
 pub mod irq_calendar;
 pub mod layout;
+pub mod mode_log;
 pub mod page_alloc;
 pub mod process;
 pub mod sched;
@@ -111,6 +112,8 @@ pub struct Cpu {
     /// This CPU's clock: when its current work ends.
     pub now: Time,
     pub user_mode: bool,
+    /// When this CPU was in user mode, for interrupts that arrive in its simulated past.
+    pub mode_log: mode_log::ModeLog,
     /// The running task; `None` when idle.
     pub current: Option<TaskId>,
     pub stats: Stats,
@@ -255,6 +258,7 @@ impl Kernel {
                 mmu,
                 now: Time::ZERO,
                 user_mode: false,
+                mode_log: Default::default(),
                 current: None,
                 stats: Stats::default(),
                 idle_stats: Stats::default(),

@@ -55,6 +55,9 @@ impl Kernel {
         f: impl FnOnce(&mut Kernel) -> Result<T>,
     ) -> Result<T> {
         let from_user = self.cpus[cpu].user_mode;
+        if from_user {
+            self.log_mode(cpu, false);
+        }
         self.compute(cpu, entry / 2.0, category);
         if from_user {
             self.cpus[cpu].user_mode = false;
@@ -68,6 +71,9 @@ impl Kernel {
             self.check_at_user_return(cpu);
         }
         self.compute(cpu, entry / 2.0, category);
+        if from_user {
+            self.log_mode(cpu, true);
+        }
         r
     }
 

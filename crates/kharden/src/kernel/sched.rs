@@ -81,6 +81,7 @@ impl Kernel {
                 if prev.is_some() {
                     self.cpus[cpu].current = None;
                     self.cpus[cpu].user_mode = false; // the idle loop runs in the kernel
+                    self.log_mode(cpu, false);
                     self.enter_lazy_tlb(cpu);
                 }
                 None
@@ -111,6 +112,7 @@ impl Kernel {
         }
         self.cpus[cpu].stats.count(Counter::ContextSwitches);
         self.cpus[cpu].user_mode = false;
+        self.log_mode(cpu, false);
         self.compute(cpu, CONTEXT_SWITCH_CYCLES, TimeCategory::Kernel);
         self.switch_to(cpu, next);
         if self.tasks[next].last_cpu.is_some_and(|l| l != cpu) {

@@ -124,6 +124,9 @@ impl Runner {
                 for c in self.k.irq_calendar.iter_mut() {
                     c.prune(at);
                 }
+                for c in self.k.cpus.iter_mut() {
+                    c.mode_log.prune(at);
+                }
             }
             self.step(cpu)?;
         }

@@ -1,0 +1,93 @@
+//! When a CPU was in user mode, for the recent past.
+//!
+//! CPUs run whole operations (a burst of page faults, a chunk of user work) as one step, so
+//! an interrupt sent by a CPU processed later can arrive at a moment its target has already
+//! simulated past. What the interrupt found there, user or kernel mode, decides whose time
+//! the handler is under tick accounting and whether entering it switches page tables (PTI).
+//! The log keeps each CPU's mode changes in time order back to the earliest CPU clock.
+
+use crate::sim::Time;
+use std::collections::VecDeque;
+
+/// Changes kept at most: runs without a scheduler to prune the log (one CPU looping on
+/// system calls) would otherwise grow it without end. Thousands of changes span far more
+/// than an IPI's flight.
+const MAX_CHANGES: usize = 4096;
+
+#[derive(Debug, Clone, Default)]
+pub struct ModeLog {
+    /// (when, user mode from then on), in time order.
+    changes: VecDeque<(u64, bool)>,
+}
+
+impl ModeLog {
+    /// The CPU is in user mode (`true`) or kernel mode from `at` on.
+    pub fn record(&mut self, at: Time, user: bool) {
+        // A change stamped before the last one (an entry's first half charged after an
+        // interrupt moved the clock) cannot reorder the past: it applies from the last one.
+        let at = self.changes.back().map_or(at.0, |&(t, _)| t.max(at.0));
+        if let Some(&(t, mode)) = self.changes.back() {
+            if mode == user {
+                return;
+            }
+            if t == at {
+                // Replaces a change at the same moment (it lasted no time).
+                self.changes.pop_back();
+                return self.record(Time(at), user);
+            }
+        }
+        if self.changes.len() == MAX_CHANGES {
+            self.changes.pop_front();
+        }
+        self.changes.push_back((at, user));
+    }
+
+    /// The mode at `at`, if the log reaches back that far.
+    pub fn user_at(&self, at: Time) -> Option<bool> {
+        let i = self.changes.partition_point(|&(t, _)| t <= at.0);
+        i.checked_sub(1).map(|i| self.changes[i].1)
+    }
+
+    /// Forgets changes no request can ask about: those before `t`, except the one in force
+    /// at `t`.
+    pub fn prune(&mut self, t: Time) {
+        while self.changes.len() > 1 && self.changes[1].0 <= t.0 {
+            self.changes.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mode_at_a_past_moment_is_the_last_change_before_it() {
+        let mut log = ModeLog::default();
+        assert_eq!(log.user_at(Time(5)), None, "nothing known yet");
+        log.record(Time(10), true);
+        log.record(Time(20), false);
+        log.record(Time(20), false);
+        log.record(Time(30), true);
+        assert_eq!(log.user_at(Time(5)), None);
+        assert_eq!(log.user_at(Time(10)), Some(true));
+        assert_eq!(log.user_at(Time(25)), Some(false));
+        assert_eq!(log.user_at(Time(99)), Some(true), "the present mode");
+        log.prune(Time(25));
+        assert_eq!(
+            log.user_at(Time(25)),
+            Some(false),
+            "the change in force is kept"
+        );
+        assert_eq!(log.user_at(Time(31)), Some(true));
+        // A late stamp never rewrites the past: it takes effect at the last change.
+        log.record(Time(28), false);
+        assert_eq!(log.user_at(Time(29)), Some(false));
+        assert_eq!(log.user_at(Time(31)), Some(false));
+        assert_eq!(
+            log.changes.len(),
+            1,
+            "kernel mode from 20 on, in one change"
+        );
+    }
+}

@@ -63,10 +63,13 @@ pub struct BootConfig {
 }
 
 /// How the kernel accounts hard-IRQ time that interrupts a task (kernel/sched/cputime.c).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Experiments name it in kebab case: "task-system", "tick", "excluded".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum IrqTime {
     /// The interrupted task's system time, whatever mode it was in: precise accounting at
     /// kernel entry and exit (CONFIG_VIRT_CPU_ACCOUNTING_GEN on nohz_full CPUs).
+    #[default]
     TaskSystem,
     /// Tick sampling without IRQ time accounting (the tick cannot fire inside a handler, so
     /// it samples the mode the handler returns to): user time when it interrupted user mode,
@@ -74,19 +77,6 @@ pub enum IrqTime {
     Tick,
     /// CONFIG_IRQ_TIME_ACCOUNTING: measured and charged to the CPU's irq time, to no task.
     Excluded,
-}
-
-impl IrqTime {
-    pub const NAMES: &'static [&'static str] = &["task-system", "tick", "excluded"];
-
-    pub fn parse(name: &str) -> Option<IrqTime> {
-        match name {
-            "task-system" => Some(IrqTime::TaskSystem),
-            "tick" => Some(IrqTime::Tick),
-            "excluded" => Some(IrqTime::Excluded),
-            _ => None,
-        }
-    }
 }
 
 /// ESTIMATE of BootConfig::irq_path_cycles: about 150 instructions of irq_enter/irq_exit

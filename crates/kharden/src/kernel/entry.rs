@@ -17,8 +17,11 @@ impl Kernel {
     }
 
     /// Logs that `cpu` runs in user mode (`true`) or kernel mode from its clock's present
-    /// moment on.
+    /// moment on. Only tick accounting asks the log, so only it pays for keeping one.
     pub(crate) fn log_mode(&mut self, cpu: CpuId, user: bool) {
+        if self.config.irq_time != super::IrqTime::Tick {
+            return;
+        }
         let c = &mut self.cpus[cpu];
         c.mode_log.record(c.now, user);
     }

@@ -148,17 +148,15 @@ impl Kernel {
         // tick accounting, is the mode at the moment it arrived, which the target may have
         // simulated past already.
         let was_user = self.cpus[t].user_mode && !idle;
-        let landed_in_user = !idle
-            && self.cpus[t]
-                .mode_log
-                .user_at(arrival)
-                .unwrap_or(self.cpus[t].user_mode);
         // Where the handler's time goes: the idle task's, the interrupted task's system time,
         // or (other accounting) a bucket moved afterwards.
         let set_aside = !idle
             && match self.config.irq_time {
                 super::IrqTime::TaskSystem => false,
-                super::IrqTime::Tick => landed_in_user,
+                super::IrqTime::Tick => {
+                    let c = &self.cpus[t];
+                    c.mode_log.user_at(arrival).unwrap_or(c.user_mode)
+                }
                 super::IrqTime::Excluded => true,
             };
         let mut aside = crate::sim::Stats::default();

@@ -154,8 +154,8 @@ impl Kernel {
             && match self.config.irq_time {
                 super::IrqTime::TaskSystem => false,
                 super::IrqTime::Tick => {
-                    let c = &self.cpus[t];
-                    c.mode_log.user_at(arrival).unwrap_or(c.user_mode)
+                    let c = &mut self.cpus[t];
+                    c.mode_log.interrupted_user(arrival, c.now, c.user_mode)
                 }
                 super::IrqTime::Excluded => true,
             };

@@ -5,6 +5,9 @@
 //! simulated past. What the interrupt found there, user or kernel mode, decides whose time
 //! the handler is under tick accounting and whether entering it switches page tables (PTI).
 //! The log keeps each CPU's mode changes in time order back to the earliest CPU clock.
+//! An interrupt can also arrive at a moment its target has not simulated yet; the guess
+//! there is the CPU's recent share of time in user mode, dithered so that successive guesses
+//! average to that share (deterministically).
 
 use crate::sim::Time;
 use std::collections::VecDeque;
@@ -18,6 +21,8 @@ const MAX_CHANGES: usize = 4096;
 pub struct ModeLog {
     /// (when, user mode from then on), in time order.
     changes: VecDeque<(u64, bool)>,
+    /// Error diffusion of the guesses for moments not simulated yet.
+    guess_credit: f64,
 }
 
 impl ModeLog {
@@ -46,6 +51,43 @@ impl ModeLog {
     pub fn user_at(&self, at: Time) -> Option<bool> {
         let i = self.changes.partition_point(|&(t, _)| t <= at.0);
         i.checked_sub(1).map(|i| self.changes[i].1)
+    }
+
+    /// Whether an interrupt arriving `at` found the CPU, whose clock stands at `now`, in user
+    /// mode: the log's answer for its past, a dithered guess from its recent user share for
+    /// its future; `present` (the mode it is in now) when the log holds nothing.
+    pub fn interrupted_user(&mut self, at: Time, now: Time, present: bool) -> bool {
+        if at <= now {
+            return self.user_at(at).unwrap_or(present);
+        }
+        let Some(share) = self.user_share_before(now) else {
+            return present;
+        };
+        self.guess_credit += share;
+        let user = self.guess_credit >= 0.5;
+        if user {
+            self.guess_credit -= 1.0;
+        }
+        user
+    }
+
+    /// The fraction of the logged span before `now` spent in user mode.
+    fn user_share_before(&self, now: Time) -> Option<f64> {
+        let (&(start, _), end) = (self.changes.front()?, now.0);
+        if end <= start {
+            return None;
+        }
+        let mut user = 0u64;
+        for (i, &(t, is_user)) in self.changes.iter().enumerate() {
+            let until = self
+                .changes
+                .get(i + 1)
+                .map_or(end, |&(next, _)| next.min(end));
+            if is_user && until > t {
+                user += until - t;
+            }
+        }
+        Some(user as f64 / (end - start) as f64)
     }
 
     /// Forgets changes no request can ask about: those before `t`, except the one in force
@@ -88,6 +130,27 @@ mod tests {
             log.changes.len(),
             1,
             "kernel mode from 20 on, in one change"
+        );
+    }
+
+    #[test]
+    fn guesses_for_the_future_average_to_the_recent_user_share() {
+        let mut log = ModeLog::default();
+        // User 0-30, kernel 30-100: 30% user.
+        log.record(Time(0), true);
+        log.record(Time(30), false);
+        assert!(
+            !log.interrupted_user(Time(50), Time(100), true),
+            "the past is known"
+        );
+        let users = (0..1000)
+            .filter(|_| log.interrupted_user(Time(150), Time(100), false))
+            .count();
+        assert_eq!(users, 300);
+        let mut empty = ModeLog::default();
+        assert!(
+            empty.interrupted_user(Time(150), Time(100), true),
+            "nothing logged"
         );
     }
 }

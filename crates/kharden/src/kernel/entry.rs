@@ -26,6 +26,16 @@ impl Kernel {
         c.mode_log.record(c.now, user);
     }
 
+    /// Forgets logged modes before `t`, the earliest CPU clock (no IPI can arrive earlier).
+    pub(crate) fn forget_modes_before(&mut self, t: crate::sim::Time) {
+        if self.config.irq_time != super::IrqTime::Tick {
+            return;
+        }
+        for c in self.cpus.iter_mut() {
+            c.mode_log.prune(t);
+        }
+    }
+
     /// User-mode work: `cycles` of computation touching `touches` (addresses in the task's
     /// address space). A touch of an unpopulated page of an mmap()ed region takes a page fault.
     pub fn user_work(

@@ -146,7 +146,7 @@ impl Kernel {
         // The target's page tables are those of its present mode (PTI switches them on entry
         // from user mode), but what the interrupt interrupted, and so whose time it is under
         // tick accounting, is the mode at the moment it arrived, which the target may have
-        // simulated past already.
+        // simulated past already, or not reached yet (mode_log.rs).
         let was_user = self.cpus[t].user_mode && !idle;
         // Where the handler's time goes: the idle task's, the interrupted task's system time,
         // or (other accounting) a bucket moved afterwards.

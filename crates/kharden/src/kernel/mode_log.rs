@@ -3,11 +3,10 @@
 //! CPUs run whole operations (a burst of page faults, a chunk of user work) as one step, so
 //! an interrupt sent by a CPU processed later can arrive at a moment its target has already
 //! simulated past. What the interrupt found there, user or kernel mode, decides whose time
-//! the handler is under tick accounting and whether entering it switches page tables (PTI).
-//! The log keeps each CPU's mode changes in time order back to the earliest CPU clock.
-//! An interrupt can also arrive at a moment its target has not simulated yet; the guess
-//! there is the CPU's recent share of time in user mode, dithered so that successive guesses
-//! average to that share (deterministically).
+//! the handler is under tick accounting. The log keeps each CPU's mode changes in time order
+//! back to the earliest CPU clock. An interrupt can also arrive at a moment its target has
+//! not simulated yet; the guess there is the CPU's recent share of time in user mode,
+//! dithered so that successive guesses average to that share (deterministically).
 
 use crate::sim::Time;
 use std::collections::VecDeque;

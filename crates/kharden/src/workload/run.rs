@@ -124,11 +124,7 @@ impl Runner {
                 for c in self.k.irq_calendar.iter_mut() {
                     c.prune(at);
                 }
-                if self.k.config.irq_time == crate::kernel::IrqTime::Tick {
-                    for c in self.k.cpus.iter_mut() {
-                        c.mode_log.prune(at);
-                    }
-                }
+                self.k.forget_modes_before(at);
             }
             self.step(cpu)?;
         }

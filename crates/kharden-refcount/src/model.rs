@@ -607,27 +607,24 @@ pub fn reproduce() -> Result<Reproduction> {
             )
         })?;
         let m = lkdtm(&core, variant, imp, freq, p.lkdtm_bound)?;
-        rows.push(Row::compared(
-            &format!("{}: cycles", r.label),
-            "cycles",
-            r.cycles,
-            m.cycles,
-            TOLERANCE_PCT,
-        ));
-        rows.push(Row::compared(
-            &format!("{}: instructions", r.label),
-            "instructions",
-            r.instructions,
-            m.instructions,
-            TOLERANCE_PCT,
-        ));
-        rows.push(Row::compared(
-            &format!("{}: seconds", r.label),
-            "s",
-            r.seconds,
-            m.seconds,
-            TOLERANCE_PCT,
-        ));
+        for (quantity, unit, published, simulated) in [
+            ("cycles", "cycles", r.cycles, m.cycles),
+            (
+                "instructions",
+                "instructions",
+                r.instructions,
+                m.instructions,
+            ),
+            ("seconds", "s", r.seconds, m.seconds),
+        ] {
+            rows.push(Row::compared(
+                &format!("{}: {quantity}", r.label),
+                unit,
+                published,
+                simulated,
+                TOLERANCE_PCT,
+            ));
+        }
         let excl = m.by_class.get("ldxr").copied().unwrap_or(0.0);
         let barriers = m.by_class.get("barrier").copied().unwrap_or(0.0);
         breakdown.push(vec![

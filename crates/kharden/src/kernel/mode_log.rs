@@ -20,6 +20,9 @@ const MAX_CHANGES: usize = 4096;
 pub struct ModeLog {
     /// (when, user mode from then on), in time order.
     changes: VecDeque<(u64, bool)>,
+    /// User time between the first and the last change (a running sum, so that the share
+    /// asked at every future-arrival interrupt costs no walk of the log).
+    closed_user: u64,
     /// Error diffusion of the guesses for moments not simulated yet.
     guess_credit: f64,
 }
@@ -36,14 +39,31 @@ impl ModeLog {
             }
             if t == at {
                 // Replaces a change at the same moment (it lasted no time).
-                self.changes.pop_back();
+                self.pop_back();
                 return self.record(Time(at), user);
             }
         }
         if self.changes.len() == MAX_CHANGES {
-            self.changes.pop_front();
+            self.pop_front();
+        }
+        if let Some(&(t, true)) = self.changes.back() {
+            self.closed_user += at - t;
         }
         self.changes.push_back((at, user));
+    }
+
+    fn pop_back(&mut self) {
+        let (t, _) = self.changes.pop_back().expect("a change to pop");
+        if let Some(&(before, true)) = self.changes.back() {
+            self.closed_user -= t - before;
+        }
+    }
+
+    fn pop_front(&mut self) {
+        let (t, user) = self.changes.pop_front().expect("a change to pop");
+        if let (true, Some(&(next, _))) = (user, self.changes.front()) {
+            self.closed_user -= next - t;
+        }
     }
 
     /// The mode at `at`, if the log reaches back that far.
@@ -76,6 +96,12 @@ impl ModeLog {
         if end <= start {
             return None;
         }
+        let &(last, last_user) = self.changes.back().expect("front exists");
+        if last <= end {
+            let open = if last_user { end - last } else { 0 };
+            return Some((self.closed_user + open) as f64 / (end - start) as f64);
+        }
+        // A clock moved back (an interrupt replaced spin time) below logged changes: walk.
         let mut user = 0u64;
         for (i, &(t, is_user)) in self.changes.iter().enumerate() {
             let until = self
@@ -93,7 +119,7 @@ impl ModeLog {
     /// at `t`.
     pub fn prune(&mut self, t: Time) {
         while self.changes.len() > 1 && self.changes[1].0 <= t.0 {
-            self.changes.pop_front();
+            self.pop_front();
         }
     }
 }
@@ -151,5 +177,46 @@ mod tests {
             empty.interrupted_user(Time(150), Time(100), true),
             "nothing logged"
         );
+    }
+
+    /// The share by walking the log, as the running sum must give it.
+    fn walked_share(log: &ModeLog, end: u64) -> f64 {
+        let start = log.changes[0].0;
+        let mut user = 0;
+        for (i, &(t, is_user)) in log.changes.iter().enumerate() {
+            let until = log.changes.get(i + 1).map_or(end, |&(n, _)| n.min(end));
+            if is_user && until > t {
+                user += until - t;
+            }
+        }
+        user as f64 / (end - start) as f64
+    }
+
+    #[test]
+    fn the_running_user_sum_survives_replacements_caps_and_prunes() {
+        let mut log = ModeLog::default();
+        let mut rng = crate::sim::Pcg32::new(3, 3);
+        let mut now = 0u64;
+        let mut capped = false;
+        for step in 0..20_000u32 {
+            // Some changes land at the same moment (replacements), some late (clamped).
+            now += rng.below(3) as u64 * 7;
+            let at = now.saturating_sub(rng.below(2) as u64 * 5);
+            log.record(Time(at), rng.below(2) == 1);
+            // Pruned like the engine does for a while, then left to reach its cap.
+            if step % 97 == 0 && step < 5_000 {
+                log.prune(Time(now.saturating_sub(500)));
+            }
+            capped |= log.changes.len() == MAX_CHANGES;
+            let end = now + 1 + rng.below(50) as u64;
+            if log.changes[0].0 < end {
+                let fast = log.user_share_before(Time(end)).unwrap();
+                assert!(
+                    (fast - walked_share(&log, end)).abs() < 1e-12,
+                    "step {step}"
+                );
+            }
+        }
+        assert!(capped, "the cap was reached");
     }
 }

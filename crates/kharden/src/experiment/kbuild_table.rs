@@ -102,6 +102,16 @@ pub struct RowSpec {
     pub published: f64,
 }
 
+impl Experiment {
+    /// The row labelled `label`; fit and sensitivity rows name rows `parse` has checked.
+    fn row_named(&self, label: &str) -> &RowSpec {
+        self.row
+            .iter()
+            .find(|r| r.label == label)
+            .expect("rows named by fits and sensitivities are checked by parse")
+    }
+}
+
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
@@ -378,13 +388,7 @@ impl Rows<'_> {
     }
 
     fn row(&mut self, label: &str, irq_path_cycles: f64) -> Result<Measured> {
-        let r = self
-            .e
-            .row
-            .iter()
-            .find(|r| r.label == label)
-            .expect("fit rows are checked by parse")
-            .clone();
+        let r = self.e.row_named(label).clone();
         let m = self.machines[&r.machine].clone();
         self.measure(&r, &m, irq_path_cycles)
     }
@@ -392,13 +396,7 @@ impl Rows<'_> {
     /// The IRQ path cost at which `label`'s row, scaled by `build_user_cycles`, gives its
     /// published figure: secant steps on a cost the row's time grows with almost linearly.
     fn fit_irq_path(&mut self, label: &str, build_user_cycles: f64) -> Result<f64> {
-        let published = self
-            .e
-            .row
-            .iter()
-            .find(|r| r.label == label)
-            .expect("checked")
-            .published;
+        let published = self.e.row_named(label).published;
         let error = |rows: &mut Self, v: f64| -> Result<f64> {
             Ok(rows.row(label, v)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
         };
@@ -433,12 +431,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         calibration: BTreeMap::new(),
     };
     let base_label = e.fit[0].row.clone();
-    let base_published = e
-        .row
-        .iter()
-        .find(|r| r.label == base_label)
-        .expect("checked")
-        .published;
+    let base_published = e.row_named(&base_label).published;
     let mut fitted = vec![];
     let mut irq_path_cycles = IRQ_PATH_CYCLES_ESTIMATE;
     if let Some(f) = e.fit.get(1) {
@@ -487,7 +480,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     ));
     let mut predictions = vec![];
     for sens in &e.sensitivity {
-        let r = e.row.iter().find(|r| r.label == sens.row).unwrap();
+        let r = e.row_named(&sens.row);
         let m = sens.apply(&rows.machines[&r.machine]);
         let sampling = rows.sampling(r, irq_path_cycles);
         let extra = rows.calibration[&(r.machine.clone(), r.jobs, irq_path_cycles.to_bits())].0;

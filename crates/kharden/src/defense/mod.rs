@@ -60,6 +60,11 @@ pub trait Defense {
     /// An empty per-CPU free list was refilled with `batch` from the node.
     fn on_pcp_refill(&mut self, _k: &mut Kernel, _cpu: CpuId, _batch: &[Pfn]) {}
 
+    /// Before a measurement: every frame of `frames` was handed to user space and freed
+    /// earlier in the workload's life (a long-running build recycles its frames). Set up the
+    /// state that history leaves; nothing is charged.
+    fn on_frames_recycled(&mut self, _k: &mut Kernel, _frames: &[Pfn]) {}
+
     /// A kernel path did `n` refcount_t operations (half increments, half decrements).
     fn on_refcount_ops(&mut self, _k: &mut Kernel, _cpu: CpuId, _n: u32) {}
 

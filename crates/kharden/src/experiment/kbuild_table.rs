@@ -274,6 +274,7 @@ pub fn simulate_with(
         );
         k.config.irq_path_cycles = sampling.irq_path_cycles;
         k.config.irq_time = sampling.irq_time;
+        k.recycle_frames(profile.steady_state_frames(jobs));
         // Enough jobs that make never runs dry in the window.
         let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), seed);
         let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;

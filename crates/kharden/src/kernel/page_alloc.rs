@@ -61,6 +61,25 @@ impl Kernel {
         self.pcp[cpu].extend(batch.into_iter().rev());
     }
 
+    /// Puts `frames` data frames per node on the node's free list as a long-running
+    /// workload leaves them: each was a user page before and was freed, and the defenses set
+    /// up what that history left behind (XPFO: a direct map split over them). A measurement
+    /// of a steady state then recycles them, as Linux's allocator recycles freed pages,
+    /// instead of reaching fresh memory the build would have touched once at its start.
+    pub fn recycle_frames(&mut self, frames: u64) {
+        let was = std::mem::replace(&mut self.fast_forward, true);
+        for node in 0..self.mem.nodes() {
+            let recycled: Vec<Pfn> = (0..frames).map(|_| self.mem.alloc_data(node)).collect();
+            self.cover_direct_map(node);
+            self.with_defenses(|d, k| d.on_frames_recycled(k, &recycled));
+            // Lowest frame on top: handed out in ascending order, as fresh frames are.
+            for &pfn in recycled.iter().rev() {
+                self.mem.free_data(pfn);
+            }
+        }
+        self.fast_forward = was;
+    }
+
     /// Frees one page back to `cpu`'s list.
     pub fn free_page(&mut self, cpu: CpuId, pfn: Pfn) {
         let Some(info) = self.pages.remove(&pfn) else {

@@ -59,6 +59,12 @@ impl JobProfile {
         self.system_seconds * self.host_ghz * 1e9
     }
 
+    /// Frames a build of `jobs` concurrent jobs holds at most: every job fully grown, its
+    /// anonymous and page-cache pages. A long build has recycled at least this many.
+    pub fn steady_state_frames(&self, jobs: u32) -> u64 {
+        (jobs as f64 * (self.user_anon_pages + self.page_cache_pages)).ceil() as u64
+    }
+
     /// The job spec, with `extra_kernel_cycles_per_syscall` of kernel work the model does not
     /// otherwise account for (calibrated so the job's kernel cycles match the measurement).
     pub fn spec(&self, extra_kernel_cycles_per_syscall: f64) -> JobSpec {

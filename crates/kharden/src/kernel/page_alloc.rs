@@ -54,11 +54,17 @@ impl Kernel {
     /// defenses see the batch (XPFO's batched policy unmaps it there, with one flush).
     fn refill_pcp(&mut self, cpu: CpuId) {
         let node = self.cpus[cpu].mmu.node();
-        let batch: Vec<Pfn> = (0..PCP_BATCH).map(|_| self.mem.alloc_data(node)).collect();
-        self.cover_direct_map(node);
+        let batch = self.take_frames(node, PCP_BATCH as u64);
         self.with_defenses(|d, k| d.on_pcp_refill(k, cpu, &batch));
         // Hand them out lowest first, as a fresh buddy block would be.
         self.pcp[cpu].extend(batch.into_iter().rev());
+    }
+
+    /// Takes `n` data frames from `node`, with the direct map covering every one of them.
+    fn take_frames(&mut self, node: u32, n: u64) -> Vec<Pfn> {
+        let frames = (0..n).map(|_| self.mem.alloc_data(node)).collect();
+        self.cover_direct_map(node);
+        frames
     }
 
     /// Puts `frames` data frames per node on the node's free list as a long-running
@@ -69,8 +75,7 @@ impl Kernel {
     pub fn recycle_frames(&mut self, frames: u64) {
         let was = std::mem::replace(&mut self.fast_forward, true);
         for node in 0..self.mem.nodes() {
-            let recycled: Vec<Pfn> = (0..frames).map(|_| self.mem.alloc_data(node)).collect();
-            self.cover_direct_map(node);
+            let recycled = self.take_frames(node, frames);
             self.with_defenses(|d, k| d.on_frames_recycled(k, &recycled));
             // Lowest frame on top: handed out in ascending order, as fresh frames are.
             for &pfn in recycled.iter().rev() {

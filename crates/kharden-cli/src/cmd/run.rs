@@ -41,6 +41,10 @@ pub struct Args {
     /// prints the fitted value). Default: the kernel model's estimate.
     #[arg(long, default_value_t = kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE)]
     irq_path_cycles: f64,
+    /// kbuild: kernel cycles XPFO costs per user page beyond the modelled mechanisms
+    /// (`reproduce xpfo` prints the fitted value). Default: none.
+    #[arg(long, default_value_t = 0.0)]
+    xpfo_page_cycles: f64,
     /// Seed of the run's random choices (same seed, same output).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -187,11 +191,15 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
     if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
         return Err(Error::new("--irq-path-cycles: expected 0..100000"));
     }
+    if !(0.0..=1e6).contains(&args.xpfo_page_cycles) {
+        return Err(Error::new("--xpfo-page-cycles: expected 0..1000000"));
+    }
     let sampling = Sampling {
         warmup_ms: args.warmup_ms,
         window_ms: args.window_ms,
         seed: args.seed,
         irq_path_cycles: args.irq_path_cycles,
+        xpfo_page_cycles: args.xpfo_page_cycles,
         ..Sampling::default()
     };
     let (extra, note) = calibrate(m, jobs, &profile, sampling)?;

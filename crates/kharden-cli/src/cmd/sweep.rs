@@ -21,6 +21,10 @@ pub struct Args {
     /// value fitted to the seed's table). Default: the kernel model's estimate.
     #[arg(long, default_value_t = kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE)]
     irq_path_cycles: f64,
+    /// Kernel cycles XPFO costs per user page beyond the modelled mechanisms (`reproduce
+    /// xpfo` prints the fitted value). Default: none.
+    #[arg(long, default_value_t = 0.0)]
+    xpfo_page_cycles: f64,
     /// Write the plot here (SVG).
     #[arg(long)]
     svg: Option<String>,
@@ -48,11 +52,15 @@ pub fn run(args: Args) -> Result<()> {
     if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
         return Err(Error::new("--irq-path-cycles: expected 0..100000"));
     }
+    if !(0.0..=1e6).contains(&args.xpfo_page_cycles) {
+        return Err(Error::new("--xpfo-page-cycles: expected 0..1000000"));
+    }
     let points = sweep::run(
         &profiles,
         &args.cpus,
         args.window_cpu_ms,
         args.irq_path_cycles,
+        args.xpfo_page_cycles,
     )?;
     if args.json {
         println!(

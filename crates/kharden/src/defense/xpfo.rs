@@ -23,7 +23,7 @@ use crate::kernel::page_alloc::Gfp;
 use crate::kernel::shared_line::{LineAccess, SharedLine};
 use crate::kernel::{layout, CpuId, Kernel, TaskId};
 use crate::oracle::Violation;
-use crate::sim::{Counter, FlushReason, IntMap};
+use crate::sim::{Counter, FlushReason, IntMap, TimeCategory};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Policy {
@@ -183,6 +183,7 @@ impl Defense for Xpfo {
             }
             return;
         }
+        k.compute(cpu, k.config.xpfo_page_cycles, TimeCategory::Fitted);
         if self.policy == Policy::Batched && st.user && st.unmapped {
             return; // unmapped and flushed when its batch was refilled
         }
@@ -449,6 +450,37 @@ mod tests {
                 splits(&k),
                 before,
                 "{d}: splits while reusing recycled frames"
+            );
+        }
+    }
+
+    /// The fitted per-page cost (BootConfig::xpfo_page_cycles) is charged once per user page
+    /// allocated, under every flush policy, and never for kernel pages or without XPFO.
+    #[test]
+    fn fitted_page_cost_is_charged_per_user_page() {
+        use crate::kernel::page_alloc::Gfp;
+        use crate::sim::TimeCategory;
+        for (d, charged) in [
+            ("none", false),
+            ("xpfo:immediate", true),
+            ("xpfo:deferred", true),
+            ("xpfo:batched", true),
+            ("xpfo:batched-v8", true),
+        ] {
+            let m = machine::load("ivybridge-i5-3550").unwrap();
+            let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
+            k.config.xpfo_page_cycles = 1000.0;
+            let t = k.spawn("t", None);
+            k.switch_to(0, t);
+            for gfp in [Gfp::UserAnon, Gfp::PageCache, Gfp::Kernel, Gfp::UserAnon] {
+                let p = k.alloc_page(0, gfp, Some(t));
+                k.free_page(0, p);
+            }
+            let user_pages = if charged { 3 } else { 0 };
+            assert_eq!(
+                k.cpus[0].stats.time(TimeCategory::Fitted),
+                k.clock.cycles(1000.0) * user_pages,
+                "{d}"
             );
         }
     }

@@ -7,8 +7,10 @@
 //! rows of a machine run, the job's unmodelled kernel work is calibrated on that machine with
 //! no defense, so that its kernel cycles per user cycle equal the recording's.
 //!
-//! An experiment may also fit Linux's hard-IRQ path cost (`irq_path_cycles`, kernel software
-//! with no published count) to one row; it then applies to every row and machine.
+//! An experiment may also fit kernel costs no source gives, each to one row, after which it
+//! applies to every row and machine: Linux's hard-IRQ path (`irq_path_cycles`) and XPFO's
+//! per-page cost beyond the modelled mechanisms (`xpfo_page_cycles`). They are fitted one
+//! after another, in the file's order, each with those before it at their fitted values.
 
 use super::Fit;
 use crate::defense;
@@ -45,7 +47,8 @@ pub struct Experiment {
     /// "excluded"; the published kernels' accounting configuration is not known.
     #[serde(default)]
     pub irq_time: IrqTime,
-    /// `build_user_cycles` first; optionally `irq_path_cycles`.
+    /// `build_user_cycles` first; then, optionally and each at most once, the kernel costs
+    /// of `Cost`.
     pub fit: Vec<Fit>,
     pub row: Vec<RowSpec>,
     /// What-if runs of a row with some unsourced machine costs scaled, to show how much the
@@ -63,6 +66,10 @@ pub struct Sensitivity {
     pub interrupt_entry_scale: f64,
     #[serde(default = "one")]
     pub ipi_latency_scale: f64,
+    /// Scales the fitted `xpfo_page_cycles` (0: the row as the modelled mechanisms alone
+    /// give it).
+    #[serde(default = "one")]
+    pub xpfo_page_scale: f64,
 }
 
 fn single() -> u32 {
@@ -74,6 +81,24 @@ fn one() -> f64 {
 }
 
 impl Sensitivity {
+    /// "with interrupt entry x2 and ...": the knobs this run turns.
+    fn describe(&self) -> String {
+        let knobs: Vec<String> = [
+            ("interrupt entry", self.interrupt_entry_scale),
+            ("IPI delivery", self.ipi_latency_scale),
+            ("the fitted XPFO page cost", self.xpfo_page_scale),
+        ]
+        .iter()
+        .filter(|(_, scale)| *scale != 1.0)
+        .map(|(knob, scale)| format!("{knob} x{scale}"))
+        .collect();
+        if knobs.is_empty() {
+            "as fitted".into()
+        } else {
+            format!("with {}", knobs.join(" and "))
+        }
+    }
+
     fn apply(&self, m: &MachineProfile) -> MachineProfile {
         let mut m = m.clone();
         let c = &mut m.costs;
@@ -116,11 +141,15 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
     let parameters: Vec<&str> = e.fit.iter().map(|f| f.parameter.as_str()).collect();
-    if !matches!(
-        parameters.as_slice(),
-        ["build_user_cycles"] | ["build_user_cycles", "irq_path_cycles"]
-    ) {
-        return Err(Error::at(place, format!("[[fit]] parameters: expected \"build_user_cycles\", optionally followed by \"irq_path_cycles\", got {parameters:?}")));
+    let costs = parameters.get(1..).unwrap_or_default();
+    let known = costs.iter().all(|p| Cost::named(p).is_some());
+    let distinct = costs
+        .iter()
+        .enumerate()
+        .all(|(i, p)| !costs[..i].contains(p));
+    if parameters.first() != Some(&"build_user_cycles") || !known || !distinct {
+        let names: Vec<&str> = Cost::ALL.iter().map(|c| c.name()).collect();
+        return Err(Error::at(place, format!("[[fit]] parameters: expected \"build_user_cycles\", optionally followed by each of {names:?} at most once, got {parameters:?}")));
     }
     for f in &e.fit {
         if !e.row.iter().any(|r| r.label == f.row) {
@@ -152,10 +181,11 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         }
         if !(0.1..=100.0).contains(&s.interrupt_entry_scale)
             || !(0.1..=100.0).contains(&s.ipi_latency_scale)
+            || !(0.0..=100.0).contains(&s.xpfo_page_scale)
         {
             return Err(Error::at(
                 place,
-                "sensitivity: expected scales between 0.1 and 100",
+                "sensitivity: expected scales between 0.1 and 100 (xpfo_page_scale: 0 to 100)",
             ));
         }
     }
@@ -176,6 +206,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
 }
 
 /// One simulated row: its samples' windows pooled.
+#[derive(Clone)]
 pub struct Measured {
     pub label: String,
     pub machine: MachineProfile,
@@ -214,8 +245,8 @@ fn ms(v: f64) -> Time {
     Time((v * 1e9) as u64)
 }
 
-/// How much simulated time a kbuild run covers, and the kernel's hard-IRQ path cost
-/// (BootConfig::irq_path_cycles), the one kernel cost an experiment may fit.
+/// How much simulated time a kbuild run covers, and the kernel costs an experiment may fit
+/// (BootConfig::irq_path_cycles, BootConfig::xpfo_page_cycles).
 #[derive(Debug, Clone, Copy)]
 pub struct Sampling {
     pub warmup_ms: f64,
@@ -225,12 +256,13 @@ pub struct Sampling {
     /// Independent windows to simulate (in parallel) and pool.
     pub samples: u32,
     pub irq_path_cycles: f64,
+    pub xpfo_page_cycles: f64,
     pub irq_time: IrqTime,
 }
 
 impl Default for Sampling {
     /// One window (seed 1) of 25 ms after 4 ms of warm-up (the XPFO table's 96-thread rows),
-    /// precise IRQ accounting, the hard-IRQ path at its estimate.
+    /// precise IRQ accounting, the hard-IRQ path at its estimate, no unmodelled XPFO cost.
     fn default() -> Self {
         Sampling {
             warmup_ms: 4.0,
@@ -238,6 +270,7 @@ impl Default for Sampling {
             seed: 1,
             samples: 1,
             irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
+            xpfo_page_cycles: 0.0,
             irq_time: IrqTime::TaskSystem,
         }
     }
@@ -273,6 +306,7 @@ pub fn simulate_with(
             defense::parse_list_with(defenses, Some(m), extensions)?,
         );
         k.config.irq_path_cycles = sampling.irq_path_cycles;
+        k.config.xpfo_page_cycles = sampling.xpfo_page_cycles;
         k.config.irq_time = sampling.irq_time;
         k.recycle_frames(profile.steady_state_frames(jobs));
         // Enough jobs that make never runs dry in the window.
@@ -343,77 +377,155 @@ pub fn calibrate(
     Ok((extra, note))
 }
 
+/// A kernel cost no source gives, which an experiment may fit to one row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cost {
+    /// BootConfig::irq_path_cycles.
+    IrqPath,
+    /// BootConfig::xpfo_page_cycles.
+    XpfoPage,
+}
+
+impl Cost {
+    pub const ALL: [Cost; 2] = [Cost::IrqPath, Cost::XpfoPage];
+
+    /// The name a `[[fit]]` table gives.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cost::IrqPath => "irq_path_cycles",
+            Cost::XpfoPage => "xpfo_page_cycles",
+        }
+    }
+
+    fn named(name: &str) -> Option<Cost> {
+        Cost::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// What the fitted value stands for, in the report.
+    fn meaning(self) -> String {
+        match self {
+            Cost::IrqPath => format!("Linux's hard-IRQ path beyond exception entry, every machine; estimate before fitting {IRQ_PATH_CYCLES_ESTIMATE:.0}"),
+            Cost::XpfoPage => "kernel cycles per XPFO user page that no modelled mechanism accounts for, every machine and flush policy; 0 before fitting".into(),
+        }
+    }
+
+    /// Two starting points for the secant search (the row's time grows almost linearly with
+    /// either cost) and the largest credible value.
+    fn search(self) -> (f64, f64, f64) {
+        match self {
+            Cost::IrqPath => (
+                IRQ_PATH_CYCLES_ESTIMATE,
+                4.0 * IRQ_PATH_CYCLES_ESTIMATE,
+                100.0 * IRQ_PATH_CYCLES_ESTIMATE,
+            ),
+            Cost::XpfoPage => (0.0, 4000.0, 1e6),
+        }
+    }
+
+    fn set(self, s: &mut Sampling, v: f64) {
+        match self {
+            Cost::IrqPath => s.irq_path_cycles = v,
+            Cost::XpfoPage => s.xpfo_page_cycles = v,
+        }
+    }
+}
+
 /// Simulates rows, calibrating each (machine, jobs, IRQ path cost) once.
 struct Rows<'a> {
     e: &'a Experiment,
     profile: JobProfile,
     machines: BTreeMap<String, MachineProfile>,
+    /// The fittable costs at their current values (an IRQ path cost and an XPFO page cost).
+    costs: Sampling,
     /// (machine, jobs, IRQ path cost bits) -> extra cycles per other syscall, and its note.
     calibration: BTreeMap<(String, u32, u64), (f64, String)>,
+    /// (row, IRQ path cost bits, XPFO page cost bits) -> the row simulated at those costs,
+    /// so the fits and the final table never simulate the same thing twice.
+    simulated: BTreeMap<(String, u64, u64), Measured>,
 }
 
 impl Rows<'_> {
-    fn sampling(&self, r: &RowSpec, irq_path_cycles: f64) -> Sampling {
+    fn sampling(&self, r: &RowSpec) -> Sampling {
         Sampling {
             warmup_ms: self.e.warmup_ms,
             window_ms: self.e.window_cpu_ms / r.jobs as f64,
             seed: 1,
             samples: self.e.samples,
-            irq_path_cycles,
             irq_time: self.e.irq_time,
+            ..self.costs
         }
     }
 
-    fn measure(
-        &mut self,
-        r: &RowSpec,
-        m: &MachineProfile,
-        irq_path_cycles: f64,
-    ) -> Result<Measured> {
-        let sampling = self.sampling(r, irq_path_cycles);
-        let key = (r.machine.clone(), r.jobs, irq_path_cycles.to_bits());
+    /// Extra cycles per other syscall for `r`'s machine and jobs at the current IRQ path
+    /// cost (the calibration runs without defenses, so no other cost enters it).
+    fn extra(&mut self, r: &RowSpec, m: &MachineProfile) -> Result<f64> {
+        let sampling = self.sampling(r);
+        let key = (
+            r.machine.clone(),
+            r.jobs,
+            sampling.irq_path_cycles.to_bits(),
+        );
         if !self.calibration.contains_key(&key) {
             let calibrated = calibrate(m, r.jobs, &self.profile, sampling)?;
             self.calibration.insert(key.clone(), calibrated);
         }
-        let mut one = simulate(
-            m,
-            &r.defense,
-            r.jobs,
-            &self.profile,
-            self.calibration[&key].0,
-            sampling,
-        )?;
+        Ok(self.calibration[&key].0)
+    }
+
+    fn measure(&mut self, r: &RowSpec, m: &MachineProfile) -> Result<Measured> {
+        let c = &self.costs;
+        // A row without XPFO does not depend on XPFO's cost.
+        let xpfo_page_cycles = if r.defense.contains("xpfo") {
+            c.xpfo_page_cycles
+        } else {
+            0.0
+        };
+        let key = (
+            r.label.clone(),
+            c.irq_path_cycles.to_bits(),
+            xpfo_page_cycles.to_bits(),
+        );
+        if let Some(done) = self.simulated.get(&key) {
+            return Ok(done.clone());
+        }
+        let extra = self.extra(r, m)?;
+        let sampling = self.sampling(r);
+        let mut one = simulate(m, &r.defense, r.jobs, &self.profile, extra, sampling)?;
         one.label = r.label.clone();
+        self.simulated.insert(key, one.clone());
         Ok(one)
     }
 
-    fn row(&mut self, label: &str, irq_path_cycles: f64) -> Result<Measured> {
+    fn row(&mut self, label: &str) -> Result<Measured> {
         let r = self.e.row_named(label).clone();
         let m = self.machines[&r.machine].clone();
-        self.measure(&r, &m, irq_path_cycles)
+        self.measure(&r, &m)
     }
 
-    /// The IRQ path cost at which `label`'s row, scaled by `build_user_cycles`, gives its
-    /// published figure: secant steps on a cost the row's time grows with almost linearly.
-    fn fit_irq_path(&mut self, label: &str, build_user_cycles: f64) -> Result<f64> {
+    /// The value of `cost` at which `label`'s row, scaled by the build's user work (fitted to
+    /// `base` at the current costs), gives its published figure: secant steps on a cost the
+    /// row's time grows with almost linearly.
+    fn fit(&mut self, cost: Cost, label: &str, base: &str) -> Result<f64> {
+        let build_user_cycles =
+            self.e.row_named(base).published / self.row(base)?.system_per_user_cycle();
         let published = self.e.row_named(label).published;
         let error = |rows: &mut Self, v: f64| -> Result<f64> {
-            Ok(rows.row(label, v)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
+            cost.set(&mut rows.costs, v);
+            Ok(rows.row(label)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
         };
-        let (mut a, mut b) = (IRQ_PATH_CYCLES_ESTIMATE, 4.0 * IRQ_PATH_CYCLES_ESTIMATE);
+        let (mut a, mut b, max) = cost.search();
         let (mut fa, mut fb) = (error(self, a)?, error(self, b)?);
-        for _ in 0..8 {
-            if fb.abs() < 0.002 || fb == fa {
+        // At least one secant step, so the fitted value never is a starting point.
+        for step in 0..8 {
+            if (step > 0 && fb.abs() < 0.002) || fb == fa {
                 break;
             }
-            let next = (b - fb * (b - a) / (fb - fa))
-                .clamp(0.0, 100.0 * IRQ_PATH_CYCLES_ESTIMATE)
-                .round();
+            let next = (b - fb * (b - a) / (fb - fa)).clamp(0.0, max).round();
             (a, fa) = (b, fb);
             b = next;
             fb = error(self, b)?;
         }
+        cost.set(&mut self.costs, b);
         Ok(b)
     }
 }
@@ -429,27 +541,27 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         e,
         profile: JobProfile::builtin(),
         machines,
+        costs: Sampling::default(),
         calibration: BTreeMap::new(),
+        simulated: BTreeMap::new(),
     };
     let base_label = e.fit[0].row.clone();
     let base_published = e.row_named(&base_label).published;
     let mut fitted = vec![];
-    let mut irq_path_cycles = IRQ_PATH_CYCLES_ESTIMATE;
-    if let Some(f) = e.fit.get(1) {
-        let build_user_cycles = base_published
-            / rows
-                .row(&base_label, irq_path_cycles)?
-                .system_per_user_cycle();
-        irq_path_cycles = rows.fit_irq_path(&f.row, build_user_cycles)?;
+    for f in &e.fit[1..] {
+        let cost = Cost::named(&f.parameter).expect("parse checked the fitted parameters");
+        let v = rows.fit(cost, &f.row, &base_label)?;
         fitted.push(format!(
-            "irq_path_cycles = {irq_path_cycles:.0} (Linux's hard-IRQ path beyond exception entry, every machine; estimate before fitting {IRQ_PATH_CYCLES_ESTIMATE:.0}), fitted to \"{}\"",
+            "{} = {v:.0} ({}), fitted to \"{}\"",
+            cost.name(),
+            cost.meaning(),
             f.row
         ));
     }
     let mut measured = vec![];
     for r in &e.row {
         let m = rows.machines[&r.machine].clone();
-        measured.push(rows.measure(r, &m, irq_path_cycles)?);
+        measured.push(rows.measure(r, &m)?);
     }
     let base_index = e.row.iter().position(|r| r.label == base_label).unwrap();
     let build_user_cycles = base_published / measured[base_index].system_per_user_cycle();
@@ -481,25 +593,23 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     ));
     let mut predictions = vec![];
     for sens in &e.sensitivity {
-        let r = e.row_named(&sens.row);
+        let r = e.row_named(&sens.row).clone();
+        let extra = rows.extra(&r, &rows.machines[&r.machine].clone())?;
         let m = sens.apply(&rows.machines[&r.machine]);
-        let sampling = rows.sampling(r, irq_path_cycles);
-        let extra = rows.calibration[&(r.machine.clone(), r.jobs, irq_path_cycles.to_bits())].0;
+        let mut sampling = rows.sampling(&r);
+        sampling.xpfo_page_cycles *= sens.xpfo_page_scale;
         let one = simulate(&m, &r.defense, r.jobs, &rows.profile, extra, sampling)?;
-        let label = format!(
-            "what if: {} with interrupt entry x{} and IPI delivery x{}",
-            r.label, sens.interrupt_entry_scale, sens.ipi_latency_scale
-        );
         predictions.push(Row::predicted(
-            &label,
+            &format!("what if: {} {}", r.label, sens.describe()),
             "s",
             one.system_per_user_cycle() * build_user_cycles,
         ));
     }
+    let irq_bits = rows.costs.irq_path_cycles.to_bits();
     let mut notes: Vec<String> = rows
         .calibration
         .iter()
-        .filter(|(k, _)| k.2 == irq_path_cycles.to_bits())
+        .filter(|(k, _)| k.2 == irq_bits)
         .map(|(_, (_, note))| note.clone())
         .collect();
     notes.push(EVENT_COLUMNS.to_string());
@@ -560,6 +670,7 @@ pub fn breakdown(
         TimeCategory::IpiWait,
         TimeCategory::IpiHandler,
         TimeCategory::SharedLine,
+        TimeCategory::Fitted,
     ];
     let events = [
         ("switches", Counter::ContextSwitches),
@@ -655,7 +766,7 @@ published = 1600.0
     }
 
     #[test]
-    fn build_user_cycles_comes_first_and_irq_path_cycles_may_follow() {
+    fn build_user_cycles_comes_first_and_kernel_costs_may_follow() {
         assert_eq!(
             parse("t.toml", &with_fits(&[("build_user_cycles", "base")]))
                 .unwrap()
@@ -673,11 +784,23 @@ published = 1600.0
             .len(),
             2
         );
+        let both = [
+            ("build_user_cycles", "base"),
+            ("xpfo_page_cycles", "xpfo"),
+            ("irq_path_cycles", "xpfo"),
+        ];
+        assert_eq!(parse("t.toml", &with_fits(&both)).unwrap().fit.len(), 3);
         for bad in [
             vec![("irq_path_cycles", "xpfo")],
             vec![],
             vec![("build_user_cycles", "base"), ("ipi_latency", "xpfo")],
             vec![("build_user_cycles", "nope")],
+            vec![
+                ("build_user_cycles", "base"),
+                ("xpfo_page_cycles", "xpfo"),
+                ("xpfo_page_cycles", "xpfo"),
+            ],
+            vec![("build_user_cycles", "base"), ("build_user_cycles", "base")],
         ] {
             let err = parse("t.toml", &with_fits(&bad)).unwrap_err().to_string();
             assert!(

@@ -64,6 +64,7 @@ pub fn run(
     cpus: &[u32],
     window_cpu_ms: f64,
     irq_path_cycles: f64,
+    xpfo_page_cycles: f64,
 ) -> Result<Vec<Point>> {
     let profile = JobProfile::builtin();
     let mut points = vec![];
@@ -74,6 +75,7 @@ pub fn run(
             let sampling = Sampling {
                 window_ms: window_cpu_ms / jobs as f64,
                 irq_path_cycles,
+                xpfo_page_cycles,
                 ..Sampling::default()
             };
             let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;

@@ -59,6 +59,10 @@ pub struct BootConfig {
     pub irq_path_cycles: f64,
     /// Whose time a hard interrupt's handler is (IPIs on a busy CPU).
     pub irq_time: IrqTime,
+    /// Kernel cycles XPFO costs per user page beyond what the model derives (flushes,
+    /// set_kpte, splits, refills): a cost the published kernel builds show and no modelled
+    /// mechanism accounts for (docs/design/xpfo.md section 9). 0 unless an experiment fits it.
+    pub xpfo_page_cycles: f64,
     pub oracle: OracleMode,
 }
 
@@ -91,6 +95,7 @@ impl Default for BootConfig {
             tlb_single_page_flush_ceiling: 33,
             irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
             irq_time: IrqTime::TaskSystem,
+            xpfo_page_cycles: 0.0,
             oracle: OracleMode::Sampled(1024),
         }
     }

@@ -54,6 +54,9 @@ named_enum! {
         /// Waiting for a kernel cache line another CPU holds (global masks, shared counters),
         /// outside the IPI path, which charges its own lines to ipi-*.
         SharedLine = "shared-line",
+        /// Kernel work no modelled mechanism derives, charged at a rate an experiment fitted
+        /// to a published figure (BootConfig::xpfo_page_cycles).
+        Fitted = "fitted",
         /// Hard-IRQ time that interrupted user mode, under tick-sampled accounting: the tick
         /// that follows the interrupt finds user mode, so time(1) counts it as user time.
         IrqInUser = "irq-in-user",

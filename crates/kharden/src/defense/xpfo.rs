@@ -183,6 +183,8 @@ impl Defense for Xpfo {
             }
             return;
         }
+        // Whatever XPFO costs per page that the model does not derive (0 unless an experiment
+        // fitted it; docs/design/xpfo.md section 9).
         k.compute(cpu, k.config.xpfo_page_cycles, TimeCategory::Fitted);
         if self.policy == Policy::Batched && st.user && st.unmapped {
             return; // unmapped and flushed when its batch was refilled

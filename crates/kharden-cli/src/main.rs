@@ -27,6 +27,8 @@ enum Command {
     Check(cmd::check::Args),
     /// List the defense plug-ins and their variants.
     Defenses,
+    /// The resolved parameter tree (values, units, provenance); `--set` changes any of them.
+    Params(cmd::params::Args),
     /// XPFO's cost against the number of CPUs, per machine family (table and SVG).
     Sweep(cmd::sweep::Args),
     /// List the machine library, show one profile, or detect this host.
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cmd::run::run(args),
         Command::Check(args) => cmd::check::run(args),
         Command::Defenses => cmd::defenses::run(),
+        Command::Params(args) => cmd::params::run(args),
         Command::Sweep(args) => cmd::sweep::run(args),
         Command::Machines(args) => cmd::machines::run(args),
         Command::Refcount(args) => cmd::refcount::run(args),

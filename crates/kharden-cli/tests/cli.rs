@@ -177,10 +177,23 @@ fn reproduce_json_has_the_promised_shape() {
             "simulated",
             "error_pct",
             "tolerance_pct",
+            "fitted",
         ] {
             assert!(row.get(key).is_some(), "row lacks {key}: {row}");
         }
     }
+    // The fitted row is marked, and the parameters the rows ran with come along.
+    let fitted: Vec<&serde_json::Value> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["fitted"] == true)
+        .collect();
+    assert_eq!(fitted.len(), 1, "{v}");
+    assert!(
+        v["params"]["kernel.tlb_single_page_flush_ceiling"]["value"] == 33.0,
+        "{v}"
+    );
 }
 
 #[test]
@@ -295,4 +308,91 @@ fn kbuild_runs_are_deterministic_and_sweep_rejects_bad_counts() {
         ],
         "--jobs",
     );
+}
+
+#[test]
+fn params_show_provenance_and_set_changes_a_run() {
+    let o = kharden(&[
+        "params",
+        "--defense",
+        "xpfo",
+        "--machine",
+        "ivybridge-i5-3550",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        out.contains("xpfo.page_cycles") && out.contains("kernels/linux.toml"),
+        "{out}"
+    );
+    assert!(
+        out.contains("kernel.irq_path_cycles") && out.contains("ESTIMATE"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("pti.switch_macro_cycles"),
+        "only the named families: {out}"
+    );
+    assert!(
+        out.contains("machine.topology.sockets") && out.contains("[ARK]"),
+        "{out}"
+    );
+
+    let run = |set: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "syscall-loop",
+            "--iterations",
+            "2000",
+            "--json",
+        ];
+        args.extend_from_slice(set);
+        let o = kharden(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let base = run(&[]);
+    let set = run(&[
+        "--set",
+        "workload.syscall_loop.user_cycles_per_iteration=500",
+    ]);
+    let p = &set["params"]["workload.syscall_loop.user_cycles_per_iteration"];
+    assert_eq!(p["value"], 500.0);
+    assert_eq!(p["provenance"], "set by --set");
+    assert!(set["ns_per_iteration"].as_f64() > base["ns_per_iteration"].as_f64());
+    let faster = run(&["--set", "machine.cpu.frequency_ghz=7.0"]);
+    assert!(faster["ns_per_iteration"].as_f64() < base["ns_per_iteration"].as_f64());
+
+    for (set, needle) in [
+        (
+            "kernel.irq_path_cycles=300ns",
+            "expected a value in cycles, got '300ns'",
+        ),
+        ("kernel.nope=1", "unknown parameter 'kernel.nope'"),
+        ("kernel.irq_path_cycles", "expected PATH=VALUE"),
+        (
+            "machine.costs.nope=1",
+            "machine.costs.nope: the profile has no such field",
+        ),
+        (
+            "machine.topology.sockets=many",
+            "machine.topology.sockets: expected integer",
+        ),
+    ] {
+        assert_one_line_error(
+            &[
+                "run",
+                "--machine",
+                "haswell-i7-4770",
+                "--workload",
+                "syscall-loop",
+                "--set",
+                set,
+            ],
+            needle,
+        );
+    }
 }

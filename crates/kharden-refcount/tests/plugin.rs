@@ -2,7 +2,7 @@
 //! machine: fork carries them, and the checked implementations cost more than atomic_t.
 
 use kharden::defense::parse_list_with;
-use kharden::kernel::process::FORK_REFCOUNT_OPS;
+
 use kharden::kernel::Kernel;
 use kharden::machine;
 use kharden::sim::{Counter, TimeCategory};
@@ -29,7 +29,8 @@ fn checked_refcounts_cost_more_on_fork_and_atomic_costs_nothing_extra() {
         let (none, ops) = fork_refcount_ns(m, "none");
         assert_eq!(none, 0.0);
         assert_eq!(
-            ops, FORK_REFCOUNT_OPS as u64,
+            ops,
+            (kharden::params::Params::linux().num("kernel.fork_refcount_ops") as u32) as u64,
             "fork counts its refcount_t operations"
         );
         let (full, _) = fork_refcount_ns(m, "refcount:full");

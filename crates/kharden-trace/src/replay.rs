@@ -19,8 +19,8 @@
 
 use crate::format::{self, GfpClass, Op as TraceOp};
 use kharden::kernel::syscall::{self, Effect};
-use kharden::workload::kbuild::Program;
-use kharden::workload::program::{Op, OpSource};
+use kharden::sim::Pcg32;
+use kharden::workload::program::{Op, Program};
 use kharden::{Error, Result};
 use std::collections::HashMap;
 use std::fs::File;
@@ -437,24 +437,19 @@ impl FileSource {
                     1
                 };
                 for _ in 1..copies {
-                    self.pending
-                        .push_back(Op::Fork(Box::new(Program::Stream(Box::new(
-                            self.child(tid)?,
-                        )))));
+                    self.pending.push_back(Op::Fork(Box::new(self.child(tid)?)));
                 }
-                Op::Fork(Box::new(Program::Stream(Box::new(self.child(tid)?))))
+                Op::Fork(Box::new(self.child(tid)?))
             }
-            Record::Thread(tid) => {
-                Op::SpawnThread(Box::new(Program::Stream(Box::new(self.child(tid)?))))
-            }
+            Record::Thread(tid) => Op::SpawnThread(Box::new(self.child(tid)?)),
             Record::Exec => Op::Exec,
             Record::Exit => Op::Exit,
         })
     }
 }
 
-impl OpSource for FileSource {
-    fn next(&mut self) -> Op {
+impl Program for FileSource {
+    fn next(&mut self, _rng: &mut Pcg32) -> Op {
         if self.failed {
             return Op::Exit;
         }
@@ -475,7 +470,7 @@ impl OpSource for FileSource {
 }
 
 /// The root task's program for pass 2.
-pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Result<Program> {
+pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Result<Box<dyn Program>> {
     let makes: std::collections::HashSet<u32> =
         std::fs::read_to_string(split.dir.join("make.tids"))
             .map_err(|e| io(&split.dir, e))?
@@ -486,7 +481,7 @@ pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Result<Pro
     src.scale = scale_jobs.max(1);
     src.is_make = makes.contains(&split.root);
     src.makes = std::rc::Rc::new(makes);
-    Ok(Program::Stream(Box::new(src)))
+    Ok(Box::new(src))
 }
 
 #[cfg(test)]

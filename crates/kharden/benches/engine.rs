@@ -18,9 +18,13 @@ fn syscall_loop(c: &mut Criterion) {
         ("getppid", "pti:freebsd,nopcid"),
         ("mprotect", "pti:linux"),
     ] {
-        let mut k = Kernel::boot(m.clone(), defense::parse_list(defenses).unwrap());
-        k.config.oracle = OracleMode::Off;
-        let lp = SyscallLoop::new(syscall, N).unwrap();
+        let mut k = Kernel::boot_with(
+            m.clone(),
+            defense::parse_list(defenses).unwrap(),
+            &kharden::params::Params::linux(),
+            OracleMode::Off,
+        );
+        let mut lp = SyscallLoop::new(syscall, N).unwrap();
         lp.start(&mut k).unwrap();
         g.bench_with_input(BenchmarkId::new(syscall, defenses), &(), |b, _| {
             b.iter(|| lp.measure(&mut k, N).unwrap())
@@ -32,9 +36,10 @@ fn syscall_loop(c: &mut Criterion) {
 /// A window of make -j60 on the 96-thread Xeon under immediate XPFO: the heaviest case of
 /// the xpfo reproduction (every flush IPIs 95 CPUs). Throughput is in simulated IPIs.
 fn kbuild_shootdowns(c: &mut Criterion) {
-    use kharden::experiment::kbuild_table::{simulate, Sampling};
+    use kharden::params::Params;
     use kharden::sim::Counter;
     use kharden::workload::kbuild_profile::JobProfile;
+    use kharden::workload::kbuild_run::{simulate, Sampling};
     let m = machine::load("xeon-platinum-8160").unwrap();
     let profile = JobProfile::builtin();
     let sampling = Sampling {
@@ -50,6 +55,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
             &profile,
             36000.0,
             sampling,
+            &Params::linux(),
         )
         .unwrap()
     };
@@ -70,7 +76,7 @@ fn reproduction(c: &mut Criterion) {
     let mut g = c.benchmark_group("reproduce");
     g.sample_size(10);
     g.bench_function("pti-pcid", |b| {
-        b.iter(|| experiment::reproduce("pti-pcid").unwrap())
+        b.iter(|| experiment::reproduce("pti-pcid", &Default::default()).unwrap())
     });
     g.finish();
 }

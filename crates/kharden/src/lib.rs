@@ -11,6 +11,7 @@ pub mod experiment;
 pub mod kernel;
 pub mod machine;
 pub mod oracle;
+pub mod params;
 pub mod report;
 pub mod sim;
 pub mod workload;

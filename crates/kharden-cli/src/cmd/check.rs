@@ -17,9 +17,14 @@ pub struct Args {
     /// Machines to check on (repeatable); default: one with PCID+INVPCID, one with PCID only, one without PCID.
     #[arg(long)]
     machine: Vec<String>,
+    #[command(flatten)]
+    set: super::params::SetArgs,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let overrides = args.set.overrides()?;
+    let mut params = kharden::params::Params::linux();
+    overrides.apply(&mut params)?;
     let machines = if args.machine.is_empty() {
         ["haswell-i7-4770", "sandybridge-i7-2600", "nehalem-i7-920"]
             .iter()
@@ -41,19 +46,24 @@ pub fn run(args: Args) -> Result<()> {
         println!("{m:<22} {run:<14} {verdict}");
     };
     for m in &machines {
-        let profile = machine::load(m)?;
+        let profile = overrides.apply_machine(&machine::load(m)?)?;
         for name in syscall::names() {
-            let mut k = Kernel::boot(
+            let mut k = Kernel::boot_with(
                 profile.clone(),
                 super::defenses::parse(&args.defense, &profile)?,
+                &params,
+                OracleMode::Every,
             );
-            k.config.oracle = OracleMode::Every;
             SyscallLoop::new(name, 50)?.run(&mut k)?;
             report(m, name, &k.violations);
         }
         if profile.threads() >= 2 {
             for s in scenario::ALL {
-                let found = (s.run)(&profile, super::defenses::parse(&args.defense, &profile)?)?;
+                let found = (s.run)(
+                    &profile,
+                    super::defenses::parse(&args.defense, &profile)?,
+                    &params,
+                )?;
                 report(m, s.name, &found);
             }
         }

@@ -1,5 +1,5 @@
 //! `kharden defenses`: the plug-ins and their variants.
-use kharden::defense::{self, Defense, Extension, CATALOGUE};
+use kharden::defense::{self, Defense, Extension};
 use kharden::machine::MachineProfile;
 use kharden::report::table::Table;
 
@@ -13,11 +13,11 @@ pub fn parse(spec: &str, machine: &MachineProfile) -> kharden::Result<Vec<Box<dy
 
 pub fn run() -> kharden::Result<()> {
     let mut t = Table::new("", &["defense", "broken on purpose", "what it is"]);
-    let extra = EXTENSIONS.iter().flat_map(|e| e.catalogue.iter());
-    for (name, what, broken) in CATALOGUE.iter().chain(extra) {
+    let extra = EXTENSIONS.iter().flat_map(|e| e.catalogue.iter().copied());
+    for (name, what, broken) in defense::catalogue().into_iter().chain(extra) {
         t.push(vec![
             name.to_string(),
-            if *broken { "yes" } else { "no" }.into(),
+            if broken { "yes" } else { "no" }.into(),
             what.to_string(),
         ]);
     }

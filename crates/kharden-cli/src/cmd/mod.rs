@@ -2,6 +2,7 @@
 pub mod check;
 pub mod defenses;
 pub mod machines;
+pub mod params;
 pub mod refcount;
 pub mod replay;
 pub mod reproduce;

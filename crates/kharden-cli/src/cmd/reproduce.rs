@@ -1,6 +1,7 @@
 //! `kharden reproduce NAME|all [--json|--csv]`: published vs simulated for each table row.
 
 use clap::Args as ClapArgs;
+use kharden::params::Overrides;
 use kharden::report::Reproduction;
 use kharden::{experiment, Error, Result};
 
@@ -11,9 +12,11 @@ pub struct Args {
     /// Machine-readable output: one JSON object per experiment (a JSON array for "all").
     #[arg(long, conflicts_with = "csv")]
     json: bool,
-    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct.
+    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted.
     #[arg(long)]
     csv: bool,
+    #[command(flatten)]
+    set: super::params::SetArgs,
 }
 
 /// Every experiment kharden knows, in the order `reproduce all` runs them: the simulator's
@@ -24,18 +27,19 @@ fn all_names() -> Vec<&'static str> {
     names
 }
 
-fn run_one(name: &str) -> Result<Reproduction> {
+fn run_one(name: &str, overrides: &Overrides) -> Result<Reproduction> {
     match name {
         "refcount" => kharden_refcount::reproduce(),
-        _ => experiment::reproduce(name),
+        _ => experiment::reproduce(name, overrides),
     }
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let overrides = args.set.overrides()?;
     if args.name.ends_with(".toml") {
         let text = std::fs::read_to_string(&args.name)
             .map_err(|e| Error::at(&args.name, format!("cannot read experiment file: {e}")))?;
-        let rep = experiment::run_text(&args.name, &text)?;
+        let rep = experiment::run_text(&args.name, &text, &overrides)?;
         return print(&args, &[rep]);
     }
     let names: Vec<&str> = if args.name == "all" {
@@ -51,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut reps = vec![];
     for n in names {
-        reps.push(run_one(n)?);
+        reps.push(run_one(n, &overrides)?);
     }
     print(&args, &reps)
 }
@@ -70,27 +74,35 @@ fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
         };
         println!("{}", text.map_err(|e| Error::new(e.to_string()))?);
     } else if args.csv {
-        println!("experiment,label,unit,published,simulated,error_pct,tolerance_pct");
+        println!("experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted");
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
         for rep in reps {
             for r in rep.rows.iter().chain(&rep.predictions) {
                 println!(
-                    "{},\"{}\",{},{},{},{},{}",
+                    "{},\"{}\",{},{},{},{},{},{}",
                     rep.experiment,
-                    r.label,
+                    r.label.replace('"', "\"\""),
                     r.unit,
                     opt(r.published),
                     r.simulated,
                     opt(r.error_pct),
-                    opt(r.tolerance_pct)
+                    opt(r.tolerance_pct),
+                    r.fitted
                 );
             }
         }
     } else {
-        let misses: usize = reps.iter().map(|r| r.misses()).sum();
         let rows: usize = reps.iter().map(|r| r.rows.len()).sum();
+        let predicted: Vec<&kharden::report::Row> =
+            reps.iter().flat_map(|r| r.predicted_rows()).collect();
+        let within = predicted.iter().filter(|r| !r.misses()).count();
+        let fitted_rows: usize = reps.iter().map(|r| r.fitted_rows()).sum();
         let fitted: u32 = reps.iter().map(|r| r.fitted_parameters).sum();
-        println!("summary: {} experiments, {rows} published rows, {misses} outside tolerance, {fitted} fitted parameters", reps.len());
+        println!(
+            "summary: {} experiments, {rows} published rows: {within} of {} predicted rows within tolerance, {fitted_rows} rows fitted ({fitted} fitted parameters)",
+            reps.len(),
+            predicted.len()
+        );
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 use clap::Args as ClapArgs;
 use kharden::kernel::Kernel;
 use kharden::oracle::OracleMode;
+use kharden::params::{Overrides, Params};
 use kharden::sim::{Counter, FlushReason, Stats, TimeCategory};
 use kharden::workload::{self, SyscallLoop};
 use kharden::{machine, Error, Result};
@@ -37,14 +38,8 @@ pub struct Args {
     /// kbuild: simulated measurement window, milliseconds.
     #[arg(long, default_value_t = 24.0)]
     window_ms: f64,
-    /// kbuild: cycles of Linux's hard-IRQ path beyond exception entry (`reproduce xpfo`
-    /// prints the fitted value). Default: the kernel model's estimate.
-    #[arg(long, default_value_t = kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE)]
-    irq_path_cycles: f64,
-    /// kbuild: kernel cycles XPFO costs per user page beyond the modelled mechanisms
-    /// (`reproduce xpfo` prints the fitted value). Default: none.
-    #[arg(long, default_value_t = 0.0)]
-    xpfo_page_cycles: f64,
+    #[command(flatten)]
+    set: super::params::SetArgs,
     /// Seed of the run's random choices (same seed, same output).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -54,18 +49,25 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let m = machine::load(&args.machine)?;
+    let overrides = args.set.overrides()?;
+    let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
+    let mut params = Params::linux();
+    overrides.apply(&mut params)?;
     workload::check_name(&args.workload)?;
     if args.workload == "kbuild" {
-        return run_kbuild(&args, &m);
+        return run_kbuild(&args, &m, &params, &overrides);
     }
     if args.loops == 0 {
         return Err(Error::new("--loops: expected a positive number"));
     }
     let _ = args.seed; // the syscall loop makes no random choices
-    let mut k = Kernel::boot(m.clone(), super::defenses::parse(&args.defense, &m)?);
-    k.config.oracle = OracleMode::Sampled(1024);
-    let lp = SyscallLoop::new(&args.syscall, args.iterations)?;
+    let mut k = Kernel::boot_with(
+        m.clone(),
+        super::defenses::parse(&args.defense, &m)?,
+        &params,
+        OracleMode::default(),
+    );
+    let mut lp = SyscallLoop::new(&args.syscall, args.iterations)?;
     lp.start(&mut k)?;
     for _ in 0..lp.warmup {
         lp.measure(&mut k, 1)?;
@@ -86,6 +88,7 @@ pub fn run(args: Args) -> Result<()> {
             "defense": k.defense_names(), "iterations": iters, "seconds": elapsed,
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
             "violations": k.violations, "stats": total,
+            "set": overrides.to_json(), "params": params.to_json(),
         });
         println!(
             "{}",
@@ -171,9 +174,14 @@ fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
 
 /// `--workload kbuild`: a window of make -jN's steady state, with the job's unmodelled
 /// kernel work calibrated on this machine as the xpfo reproduction does.
-fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
-    use kharden::experiment::kbuild_table::{calibrate, simulate_with, Sampling};
+fn run_kbuild(
+    args: &Args,
+    m: &kharden::machine::MachineProfile,
+    params: &Params,
+    overrides: &Overrides,
+) -> Result<()> {
     use kharden::workload::kbuild_profile::JobProfile;
+    use kharden::workload::kbuild_run::{calibrate, simulate_with, Sampling};
     super::defenses::parse(&args.defense, m)?;
     let jobs = args.jobs.unwrap_or(m.threads());
     if jobs == 0 || jobs > 4096 {
@@ -188,21 +196,13 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
         ));
     }
     let profile = JobProfile::builtin();
-    if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
-        return Err(Error::new("--irq-path-cycles: expected 0..100000"));
-    }
-    if !(0.0..=1e6).contains(&args.xpfo_page_cycles) {
-        return Err(Error::new("--xpfo-page-cycles: expected 0..1000000"));
-    }
     let sampling = Sampling {
         warmup_ms: args.warmup_ms,
         window_ms: args.window_ms,
         seed: args.seed,
-        irq_path_cycles: args.irq_path_cycles,
-        xpfo_page_cycles: args.xpfo_page_cycles,
         ..Sampling::default()
     };
-    let (extra, note) = calibrate(m, jobs, &profile, sampling)?;
+    let (extra, note) = calibrate(m, jobs, &profile, sampling, params)?;
     let r = simulate_with(
         m,
         &args.defense,
@@ -211,6 +211,7 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
         &profile,
         extra,
         sampling,
+        params,
     )?;
     let w = &r.window;
     let user_s = w.tasks.user_time().secs();
@@ -222,6 +223,7 @@ fn run_kbuild(args: &Args, m: &kharden::machine::MachineProfile) -> Result<()> {
             "window_s": w.elapsed.secs(), "user_s": user_s, "system_s": sys_s,
             "system_per_user_cycle": r.system_per_user_cycle(), "compile_jobs_of_work": compile_jobs,
             "calibration": note, "stats": w.tasks, "idle_stats": w.idle,
+            "set": overrides.to_json(), "params": params.to_json(),
         });
         println!(
             "{}",

@@ -17,14 +17,10 @@ pub struct Args {
     /// CPU time of the build measured per point, milliseconds.
     #[arg(long, default_value_t = 300.0)]
     window_cpu_ms: f64,
-    /// Cycles of Linux's hard-IRQ path beyond exception entry (`reproduce xpfo` prints the
-    /// value fitted to the seed's table). Default: the kernel model's estimate.
-    #[arg(long, default_value_t = kharden::kernel::IRQ_PATH_CYCLES_ESTIMATE)]
-    irq_path_cycles: f64,
-    /// Kernel cycles XPFO costs per user page beyond the modelled mechanisms (`reproduce
-    /// xpfo` prints the fitted value). Default: none.
-    #[arg(long, default_value_t = 0.0)]
-    xpfo_page_cycles: f64,
+    /// Parameters, e.g. the values `reproduce xpfo` fits: `--set kernel.irq_path_cycles=374
+    /// --set xpfo.page_cycles=4663`.
+    #[command(flatten)]
+    set: super::params::SetArgs,
     /// Write the plot here (SVG).
     #[arg(long)]
     svg: Option<String>,
@@ -39,9 +35,12 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.family.clone()
     };
+    let overrides = args.set.overrides()?;
+    let mut params = kharden::params::Params::linux();
+    overrides.apply(&mut params)?;
     let profiles = families
         .iter()
-        .map(|f| machine::load(f))
+        .map(|f| overrides.apply_machine(&machine::load(f)?))
         .collect::<Result<Vec<_>>>()?;
     if args.cpus.is_empty() || args.cpus.iter().any(|&c| c == 0 || c > 1024) {
         return Err(Error::new("--cpus: expected CPU counts between 1 and 1024"));
@@ -49,23 +48,12 @@ pub fn run(args: Args) -> Result<()> {
     if !(args.window_cpu_ms > 0.0 && args.window_cpu_ms <= 100_000.0) {
         return Err(Error::new("--window-cpu-ms: expected 0 < ms <= 100000"));
     }
-    if !(0.0..=100_000.0).contains(&args.irq_path_cycles) {
-        return Err(Error::new("--irq-path-cycles: expected 0..100000"));
-    }
-    if !(0.0..=1e6).contains(&args.xpfo_page_cycles) {
-        return Err(Error::new("--xpfo-page-cycles: expected 0..1000000"));
-    }
-    let points = sweep::run(
-        &profiles,
-        &args.cpus,
-        args.window_cpu_ms,
-        args.irq_path_cycles,
-        args.xpfo_page_cycles,
-    )?;
+    let points = sweep::run(&profiles, &args.cpus, args.window_cpu_ms, &params)?;
     if args.json {
+        let v = serde_json::json!({ "points": points, "set": overrides.to_json(), "params": params.to_json() });
         println!(
             "{}",
-            serde_json::to_string_pretty(&points).map_err(|e| Error::new(e.to_string()))?
+            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
         );
     } else {
         print!("{}", sweep::table(&points));

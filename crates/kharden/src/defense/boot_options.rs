@@ -1,8 +1,24 @@
 //! Boot options that are not defenses themselves but change what a defense costs.
 
+use super::registry::{Family, Variant};
 use super::Defense;
 use crate::kernel::BootConfig;
 use crate::machine::MachineProfile;
+use crate::params::Params;
+
+pub const NOPCID: Family = Family {
+    name: "nopcid",
+    boot_option: true,
+    variants: &[Variant {
+        name: "nopcid",
+        aliases: &[],
+        description: "boot option: do not use PCIDs even where the CPU has them",
+        broken: false,
+        make: || Box::new(NoPcid),
+    }],
+    params: &[],
+    counters: &[],
+};
 
 /// `nopcid`: run without PCIDs even where the CPU has them.
 pub struct NoPcid;
@@ -11,7 +27,7 @@ impl Defense for NoPcid {
     fn name(&self) -> String {
         "nopcid".into()
     }
-    fn configure(&mut self, config: &mut BootConfig, _machine: &MachineProfile) {
+    fn configure(&mut self, config: &mut BootConfig, _machine: &MachineProfile, _params: &Params) {
         config.use_pcid = false;
     }
 }

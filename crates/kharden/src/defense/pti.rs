@@ -9,6 +9,7 @@
 //! deferred flush at the next return to user (Linux's user_pcid_flush_mask, FreeBSD's
 //! ucr3_load_mask).
 
+use super::registry;
 use super::Defense;
 use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, PteFlags, VirtAddr};
 use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_TEXT, KERNEL_TEXT_BYTES};
@@ -16,15 +17,49 @@ use crate::kernel::syscall::text;
 use crate::kernel::{layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::{pti as invariant, Violation};
-use crate::sim::{Counter, TimeCategory};
+use crate::params::{Decl, Params, Unit};
+use crate::sim::OwnedCounter;
+use crate::sim::TimeCategory;
 
 /// Bit 11 of the PCID marks the user half's tag.
 pub const USER_PCID_BIT: u16 = 1 << 11;
 
-/// Cycles of the CR3-switch macro's own instructions (read per-CPU CR3 values, OR in the
-/// PCID and no-flush bits, test the deferred-flush mask): ESTIMATE, a handful of
-/// single-cycle ALU instructions and an L1 load (Linux SWITCH_TO_KERNEL_CR3/SWITCH_TO_USER_CR3).
-const SWITCH_MACRO_CYCLES: f64 = 6.0;
+const fn variant(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    description: &'static str,
+    v: Variant,
+) -> registry::Variant {
+    let make: fn() -> Box<dyn Defense> = match v {
+        Variant::FreeBsd => || Box::new(Pti::new(Variant::FreeBsd)),
+        Variant::Linux => || Box::new(Pti::new(Variant::Linux)),
+        Variant::BrokenGlobalText => || Box::new(Pti::new(Variant::BrokenGlobalText)),
+        Variant::BrokenUserMapsKernel => || Box::new(Pti::new(Variant::BrokenUserMapsKernel)),
+        Variant::BrokenNoUserFlush => || Box::new(Pti::new(Variant::BrokenNoUserFlush)),
+    };
+    let broken = !matches!(v, Variant::FreeBsd | Variant::Linux);
+    registry::Variant {
+        name,
+        aliases,
+        description,
+        broken,
+        make,
+    }
+}
+
+pub const FAMILY: registry::Family = registry::Family {
+    name: "pti",
+    boot_option: false,
+    variants: &[
+        variant("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", Variant::FreeBsd),
+        variant("pti:linux", &["pti", "pti=on"], "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", Variant::Linux),
+        variant("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", Variant::BrokenGlobalText),
+        variant("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", Variant::BrokenUserMapsKernel),
+        variant("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", Variant::BrokenNoUserFlush),
+    ],
+    params: &[Decl::num("pti.switch_macro_cycles", Unit::Cycles, (0.0, 10_000.0), "the CR3-switch macro's own instructions at each kernel entry and exit")],
+    counters: &[("deferred_user_flushes", "Linux PTI: user-PCID flushes deferred to the next return to user space")],
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
@@ -40,6 +75,9 @@ pub enum Variant {
 
 pub struct Pti {
     variant: Variant,
+    /// pti.switch_macro_cycles.
+    switch_macro_cycles: f64,
+    deferred_user_flushes: OwnedCounter,
     /// Per CPU: a user-PCID flush is owed at the next return to user mode.
     deferred_user_flush: Vec<bool>,
 }
@@ -48,6 +86,8 @@ impl Pti {
     pub fn new(variant: Variant) -> Pti {
         Pti {
             variant,
+            switch_macro_cycles: 0.0,
+            deferred_user_flushes: registry::counter("deferred_user_flushes"),
             deferred_user_flush: vec![],
         }
     }
@@ -90,7 +130,7 @@ impl Pti {
             k.touch(cpu, va, access)
                 .expect("cpu_entry_area is mapped in both PGDs");
         }
-        k.compute(cpu, SWITCH_MACRO_CYCLES, TimeCategory::EntryTrampoline);
+        k.compute(cpu, self.switch_macro_cycles, TimeCategory::EntryTrampoline);
     }
 }
 
@@ -106,7 +146,8 @@ impl Defense for Pti {
         .into()
     }
 
-    fn configure(&mut self, config: &mut BootConfig, machine: &MachineProfile) {
+    fn configure(&mut self, config: &mut BootConfig, machine: &MachineProfile, params: &Params) {
+        self.switch_macro_cycles = params.num("pti.switch_macro_cycles");
         let pcid = config.use_pcid && machine.cpu.features.pcid;
         config.global_kernel = match self.variant {
             // FreeBSD: pg_g = 0 whenever PTI is on.
@@ -235,7 +276,7 @@ impl Pti {
             return; // without PCID, the CR3 write at exit flushes every non-global entry anyway
         }
         let user_pcid = Self::user_pcid(k, cpu);
-        if k.machine.cpu.features.invpcid && pages <= k.config.tlb_single_page_flush_ceiling {
+        if k.machine.cpu.features.invpcid && pages <= k.params.tlb_single_page_flush_ceiling {
             for p in 0..pages {
                 k.invpcid(
                     cpu,
@@ -244,7 +285,7 @@ impl Pti {
             }
         } else {
             self.deferred_user_flush[cpu] = true;
-            k.cpus[cpu].stats.count(Counter::DeferredUserFlushes);
+            k.cpus[cpu].stats.count_owned(self.deferred_user_flushes);
         }
     }
 }

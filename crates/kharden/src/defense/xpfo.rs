@@ -16,13 +16,17 @@
 //! large direct-map page ends with flush_tlb_all() on every CPU (__split_large_page), except
 //! under v9's batched policy, where it is deferred like any other XPFO flush.
 
-use super::Defense;
+use super::{registry, Defense};
 use crate::arch::x86::{PageSize, Pfn, VirtAddr};
 use crate::kernel::cpuset::CpuSet;
 use crate::kernel::page_alloc::Gfp;
 use crate::kernel::shared_line::{LineAccess, SharedLine};
+use crate::kernel::BootConfig;
 use crate::kernel::{layout, CpuId, Kernel, TaskId};
+use crate::machine::MachineProfile;
 use crate::oracle::Violation;
+use crate::params::{Decl, Params, Unit};
+use crate::sim::OwnedCounter;
 use crate::sim::{Counter, FlushReason, IntMap, TimeCategory};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +53,67 @@ pub enum Policy {
     BrokenPendingClearedEarly,
 }
 
+const fn variant(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    description: &'static str,
+    p: Policy,
+) -> registry::Variant {
+    let make: fn() -> Box<dyn Defense> = match p {
+        Policy::Immediate => || Box::new(Xpfo::new(Policy::Immediate)),
+        Policy::Deferred => || Box::new(Xpfo::new(Policy::Deferred)),
+        Policy::DeferredGlobal => || Box::new(Xpfo::new(Policy::DeferredGlobal)),
+        Policy::Batched => || Box::new(Xpfo::new(Policy::Batched)),
+        Policy::BatchedV8 => || Box::new(Xpfo::new(Policy::BatchedV8)),
+        Policy::NoFlush => || Box::new(Xpfo::new(Policy::NoFlush)),
+        Policy::BrokenDeferredNoSwitchFlush => {
+            || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))
+        }
+        Policy::BrokenPendingClearedEarly => {
+            || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))
+        }
+    };
+    let broken = matches!(
+        p,
+        Policy::BrokenDeferredNoSwitchFlush | Policy::BrokenPendingClearedEarly
+    );
+    registry::Variant {
+        name,
+        aliases,
+        description,
+        broken,
+        make,
+    }
+}
+
+pub const FAMILY: registry::Family = registry::Family {
+    name: "xpfo",
+    boot_option: false,
+    variants: &[
+        variant("xpfo:immediate", &["xpfo"], "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", Policy::Immediate),
+        variant("xpfo:deferred", &[], "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", Policy::Deferred),
+        variant("xpfo:deferred-global", &[], "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", Policy::DeferredGlobal),
+        variant("xpfo:batched", &[], "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", Policy::Batched),
+        variant("xpfo:batched-v8", &[], "XPFO batched (v8 13/14): refilled movable pages marked user and unmapped with one flush per batch (still mapped until their first kunmap), freed pages mapped back; global pending mask", Policy::BatchedV8),
+        variant("xpfo:noflush", &[], "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", Policy::NoFlush),
+        variant("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", Policy::BrokenDeferredNoSwitchFlush),
+        variant("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", Policy::BrokenPendingClearedEarly),
+    ],
+    params: &[Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (charged in time category 'fitted')")],
+    counters: &[
+        ("xpfo_flushes", "XPFO flush requests (allocations and kunmaps), whatever the policy does with them"),
+        ("xpfo_pending_posted", "deferred full flushes posted for other CPUs"),
+        ("xpfo_pending_executed", "deferred full flushes executed at a context switch"),
+    ],
+};
+
+/// The counters XPFO owns (registry slots).
+struct Counters {
+    flushes: OwnedCounter,
+    pending_posted: OwnedCounter,
+    pending_executed: OwnedCounter,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct PageState {
     user: bool,
@@ -58,6 +123,9 @@ struct PageState {
 
 pub struct Xpfo {
     policy: Policy,
+    /// xpfo.page_cycles.
+    page_cycles: f64,
+    counters: Counters,
     pages: IntMap<Pfn, PageState>,
     /// Per task: CPUs that owe a full flush before this task runs there again.
     pending: IntMap<TaskId, CpuSet>,
@@ -72,6 +140,12 @@ impl Xpfo {
     pub fn new(policy: Policy) -> Xpfo {
         Xpfo {
             policy,
+            page_cycles: 0.0,
+            counters: Counters {
+                flushes: crate::defense::registry::counter("xpfo_flushes"),
+                pending_posted: crate::defense::registry::counter("xpfo_pending_posted"),
+                pending_executed: crate::defense::registry::counter("xpfo_pending_executed"),
+            },
             pages: IntMap::default(),
             pending: IntMap::default(),
             global_pending: CpuSet::default(),
@@ -118,7 +192,7 @@ impl Xpfo {
             for c in others.iter() {
                 self.global_pending.insert(c);
             }
-            k.cpus[cpu].stats.count(Counter::XpfoPendingPosted);
+            k.cpus[cpu].stats.count_owned(self.counters.pending_posted);
             return;
         }
         let Some(task) = k.cpus[cpu].current else {
@@ -128,7 +202,7 @@ impl Xpfo {
             return; // posted and forgotten at once
         }
         self.pending.insert(task, others);
-        k.cpus[cpu].stats.count(Counter::XpfoPendingPosted);
+        k.cpus[cpu].stats.count_owned(self.counters.pending_posted);
     }
 
     /// xpfo_flush_tlb_all(): a full local flush now, a pending one everywhere else.
@@ -172,6 +246,10 @@ impl Defense for Xpfo {
         .into()
     }
 
+    fn configure(&mut self, _config: &mut BootConfig, _machine: &MachineProfile, params: &Params) {
+        self.page_cycles = params.num("xpfo.page_cycles");
+    }
+
     fn on_page_alloc(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, gfp: Gfp) {
         let st = self.pages.entry(pfn).or_default();
         if !gfp.is_highuser() {
@@ -185,13 +263,13 @@ impl Defense for Xpfo {
         }
         // Whatever XPFO costs per page that the model does not derive (0 unless an experiment
         // fitted it; docs/design/xpfo.md section 9).
-        k.compute(cpu, k.config.xpfo_page_cycles, TimeCategory::Fitted);
+        k.compute(cpu, self.page_cycles, TimeCategory::Fitted);
         if self.policy == Policy::Batched && st.user && st.unmapped {
             return; // unmapped and flushed when its batch was refilled
         }
         if !st.user {
             st.user = true;
-            k.cpus[cpu].stats.count(Counter::XpfoFlushes);
+            k.cpus[cpu].stats.count_owned(self.counters.flushes);
             self.flush_alias(k, cpu, pfn);
         }
     }
@@ -227,7 +305,7 @@ impl Defense for Xpfo {
             }
         }
         if unmapped_any {
-            k.cpus[cpu].stats.count(Counter::XpfoFlushes);
+            k.cpus[cpu].stats.count_owned(self.counters.flushes);
             self.flush_all_deferred(k, cpu);
         }
     }
@@ -278,7 +356,7 @@ impl Defense for Xpfo {
         if st.mapcount == 0 {
             st.unmapped = true;
             self.set_alias(k, cpu, pfn, false);
-            k.cpus[cpu].stats.count(Counter::XpfoFlushes);
+            k.cpus[cpu].stats.count_owned(self.counters.flushes);
             self.flush_alias(k, cpu, pfn);
         }
     }
@@ -300,7 +378,9 @@ impl Defense for Xpfo {
                 k.touch_shared_line(&mut self.global_pending_line, cpu, LineAccess::Write); // cpumask_clear_cpu
                 self.global_pending.remove(cpu);
                 k.flush_tlb_all_local(cpu);
-                k.cpus[cpu].stats.count(Counter::XpfoPendingExecuted);
+                k.cpus[cpu]
+                    .stats
+                    .count_owned(self.counters.pending_executed);
                 k.cpus[cpu].stats.count(Counter::NrTlbRemoteFlushReceived);
             }
             return;
@@ -309,7 +389,9 @@ impl Defense for Xpfo {
             if mask.contains(cpu) {
                 mask.remove(cpu);
                 k.flush_tlb_all_local(cpu);
-                k.cpus[cpu].stats.count(Counter::XpfoPendingExecuted);
+                k.cpus[cpu]
+                    .stats
+                    .count_owned(self.counters.pending_executed);
                 k.cpus[cpu].stats.count(Counter::NrTlbRemoteFlushReceived);
             }
         }
@@ -333,9 +415,12 @@ mod tests {
     /// leaves the direct map, the CPU must be flushed before T runs there.
     fn stale_alias_scenario(defenses: &str) -> Vec<String> {
         let m = machine::load("ivybridge-i5-3550").unwrap();
-        let violations =
-            crate::oracle::scenario::page_handoff(&m, defense::parse_list(defenses).unwrap())
-                .unwrap();
+        let violations = crate::oracle::scenario::page_handoff(
+            &m,
+            defense::parse_list(defenses).unwrap(),
+            &crate::params::Params::linux(),
+        )
+        .unwrap();
         violations.into_iter().map(|v| v.what).collect()
     }
 
@@ -362,7 +447,12 @@ mod tests {
     fn deferral_leaves_a_sibling_thread_the_stale_alias() {
         let m = machine::load("ivybridge-i5-3550").unwrap();
         let sibling = |d: &str| {
-            crate::oracle::scenario::sibling_thread(&m, defense::parse_list(d).unwrap()).unwrap()
+            crate::oracle::scenario::sibling_thread(
+                &m,
+                defense::parse_list(d).unwrap(),
+                &crate::params::Params::linux(),
+            )
+            .unwrap()
         };
         assert!(sibling("xpfo:immediate").is_empty());
         for d in [
@@ -404,17 +494,21 @@ mod tests {
         k.enter_user(0);
         k.anon_fault(0).unwrap(); // posts a pending full flush for CPUs 1-3
         let child = k.fork(0, parent, "child").unwrap();
-        k.rq[1].push_back(child);
+        k.cpus[1].rq.push_back(child);
         k.schedule(1);
         assert_eq!(
-            k.cpus[1].stats.counter(Counter::XpfoPendingExecuted),
+            k.cpus[1]
+                .stats
+                .owned(crate::defense::registry::counter("xpfo_pending_executed")),
             1,
             "the child owes CPU 1 its parent's flush"
         );
-        k.rq[0].push_back(child);
+        k.cpus[0].rq.push_back(child);
         k.schedule(0);
         assert_eq!(
-            k.cpus[0].stats.counter(Counter::XpfoPendingExecuted),
+            k.cpus[0]
+                .stats
+                .owned(crate::defense::registry::counter("xpfo_pending_executed")),
             0,
             "CPU 0 flushed when the page was allocated"
         );
@@ -456,7 +550,7 @@ mod tests {
         }
     }
 
-    /// The fitted per-page cost (BootConfig::xpfo_page_cycles) is charged once per user page
+    /// The fitted per-page cost (xpfo.page_cycles) is charged once per user page
     /// allocated, under every flush policy, and never for kernel pages or without XPFO.
     #[test]
     fn fitted_page_cost_is_charged_per_user_page() {
@@ -470,8 +564,15 @@ mod tests {
             ("xpfo:batched-v8", true),
         ] {
             let m = machine::load("ivybridge-i5-3550").unwrap();
-            let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
-            k.config.xpfo_page_cycles = 1000.0;
+            let params = crate::params::Params::linux()
+                .with("xpfo.page_cycles", "1000")
+                .unwrap();
+            let mut k = Kernel::boot_with(
+                m,
+                defense::parse_list(d).unwrap(),
+                &params,
+                Default::default(),
+            );
             let t = k.spawn("t", None);
             k.switch_to(0, t);
             for gfp in [Gfp::UserAnon, Gfp::PageCache, Gfp::Kernel, Gfp::UserAnon] {
@@ -501,7 +602,11 @@ mod tests {
             let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
             let t = k.spawn("t", None);
             k.switch_to(0, t);
-            let flushes = |k: &Kernel| k.cpus[0].stats.counter(Counter::XpfoFlushes);
+            let flushes = |k: &Kernel| {
+                k.cpus[0]
+                    .stats
+                    .owned(crate::defense::registry::counter("xpfo_flushes"))
+            };
             let p = k.alloc_page(0, Gfp::UserAnon, Some(t)); // refills the empty list: one batch flush
             assert_eq!(flushes(&k), 1, "{d}");
             assert_eq!(

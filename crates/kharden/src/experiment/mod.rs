@@ -7,19 +7,23 @@ pub mod sweep;
 pub mod syscall_table;
 
 use crate::error::{Error, Result};
+use crate::params::Overrides;
 use crate::report::Reproduction;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/experiments.rs"));
 }
 
-/// The one parameter an experiment may fit, and the row whose published figure fixes it.
+/// A parameter an experiment fits, by path, and the row whose published figure fixes it.
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fit {
     pub parameter: String,
     /// Label of the row whose published figure the parameter is fitted to.
     pub row: String,
+    /// Two starting values of the search (default: the parameter's value and four times it).
+    #[serde(default)]
+    pub start: Option<[f64; 2]>,
 }
 
 /// Experiments this library runs (others, like refcount, are run by their own crates).
@@ -45,11 +49,11 @@ fn kind_of(place: &str, text: &str) -> Result<String> {
     Ok(probe.kind.kind)
 }
 
-/// Parses and runs an experiment file's text.
-pub fn run_text(place: &str, text: &str) -> Result<Reproduction> {
+/// Parses and runs an experiment file's text with the command line's `--set` overrides.
+pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reproduction> {
     match kind_of(place, text)?.as_str() {
-        "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?),
-        "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?),
+        "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
+        "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),
         other => Err(Error::at(
             place,
             format!("kind: expected \"syscall-table\" or \"kbuild-table\", got \"{other}\""),
@@ -65,12 +69,12 @@ pub fn source_text(name: &str) -> Option<&'static str> {
 }
 
 /// Runs the named experiment.
-pub fn reproduce(name: &str) -> Result<Reproduction> {
+pub fn reproduce(name: &str, overrides: &Overrides) -> Result<Reproduction> {
     let text = source_text(name).ok_or_else(|| {
         Error::new(format!(
             "unknown experiment '{name}': expected one of {}",
             names().join(", ")
         ))
     })?;
-    run_text(&format!("experiments/{name}.toml"), text)
+    run_text(&format!("experiments/{name}.toml"), text, overrides)
 }

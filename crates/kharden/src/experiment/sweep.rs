@@ -2,11 +2,12 @@
 //! different CPU counts, to show where a mechanism's cost explodes and what deferral or
 //! broadcast invalidation hardware changes.
 
-use super::kbuild_table::{calibrate, simulate, Sampling};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
+use crate::params::Params;
 use crate::report::table::Table;
 use crate::workload::kbuild_profile::JobProfile;
+use crate::workload::kbuild_run::{calibrate, simulate, Sampling};
 use serde::Serialize;
 
 /// The configurations every point runs; the first is the baseline.
@@ -63,8 +64,7 @@ pub fn run(
     families: &[MachineProfile],
     cpus: &[u32],
     window_cpu_ms: f64,
-    irq_path_cycles: f64,
-    xpfo_page_cycles: f64,
+    params: &Params,
 ) -> Result<Vec<Point>> {
     let profile = JobProfile::builtin();
     let mut points = vec![];
@@ -74,14 +74,12 @@ pub fn run(
             let jobs = jobs_for(n);
             let sampling = Sampling {
                 window_ms: window_cpu_ms / jobs as f64,
-                irq_path_cycles,
-                xpfo_page_cycles,
                 ..Sampling::default()
             };
-            let (extra, _) = calibrate(&m, jobs, &profile, sampling)?;
+            let (extra, _) = calibrate(&m, jobs, &profile, sampling, params)?;
             let mut baseline = None;
             for (label, defenses) in CONFIGS {
-                let r = simulate(&m, defenses, jobs, &profile, extra, sampling)?;
+                let r = simulate(&m, defenses, jobs, &profile, extra, sampling, params)?;
                 let per_job = r.system_per_user_cycle() * profile.user_cycles() * 1e3;
                 let base_value = *baseline.get_or_insert(per_job);
                 points.push(Point {

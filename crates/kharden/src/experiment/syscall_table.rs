@@ -6,6 +6,7 @@ use crate::defense;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
+use crate::params::{Overrides, Params};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
@@ -99,8 +100,14 @@ pub fn simulate(
     syscall: &str,
     work: Option<f64>,
     iterations: u64,
+    params: &Params,
 ) -> Result<LoopResult> {
-    let mut k = Kernel::boot(machine.clone(), defense::parse_list(defenses)?);
+    let mut k = Kernel::boot_with(
+        machine.clone(),
+        defense::parse_list(defenses)?,
+        params,
+        Default::default(),
+    );
     let mut lp = SyscallLoop::new(syscall, iterations)?;
     if let Some(w) = work {
         lp.syscall.work_cycles = w;
@@ -115,14 +122,17 @@ pub fn simulate(
     Ok(r)
 }
 
-pub fn run(e: &Experiment) -> Result<Reproduction> {
-    let base_machine = machine::load(&e.machine)?;
+pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
+    let base_machine = overrides.apply_machine(&machine::load(&e.machine)?)?;
     let machine_for = |name: &Option<String>| -> Result<MachineProfile> {
         match name {
-            Some(n) => machine::load(n),
+            Some(n) => overrides.apply_machine(&machine::load(n)?),
             None => Ok(base_machine.clone()),
         }
     };
+    let mut params = Params::linux();
+    overrides.apply(&mut params)?;
+    let params = &params;
     // The fit: time is affine in the handler's work cycles, so one run at zero work gives
     // the offset and the published figure gives the work.
     let mut fitted = vec![];
@@ -131,8 +141,15 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         Some(fit) => {
             let row = e.row.iter().find(|r| r.label == fit.row).unwrap();
             let m = machine_for(&row.machine)?;
-            let zero =
-                simulate(&m, &row.defense, &e.syscall, Some(0.0), e.iterations)?.ns_per_iteration();
+            let zero = simulate(
+                &m,
+                &row.defense,
+                &e.syscall,
+                Some(0.0),
+                e.iterations,
+                params,
+            )?
+            .ns_per_iteration();
             let w = (row.published - zero) * m.cpu.frequency_ghz;
             if w < 0.0 {
                 return Err(Error::new(format!(
@@ -151,7 +168,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
     let mut rows = vec![];
     for r in &e.row {
         let m = machine_for(&r.machine)?;
-        let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations)?;
+        let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations, params)?;
         let mut row = Row::compared(
             &r.label,
             "ns",
@@ -160,6 +177,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
             e.tolerance_pct,
         );
         row.known_miss = r.known_miss.clone();
+        row.fitted = e.fit.as_ref().is_some_and(|f| f.row == r.label);
         rows.push(row);
         measured.push(Measured {
             label: r.label.clone(),
@@ -179,7 +197,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         };
         let syscall = p.syscall.as_deref().unwrap_or(&e.syscall);
         let w = if syscall == e.syscall { work } else { None };
-        let res = simulate(&m, &p.defense, syscall, w, e.iterations)?;
+        let res = simulate(&m, &p.defense, syscall, w, e.iterations, params)?;
         predictions.push(Row::predicted(
             &format!("{} [{}]", p.label, m.name),
             "ns",
@@ -201,6 +219,7 @@ pub fn run(e: &Experiment) -> Result<Reproduction> {
         predictions,
         breakdowns: vec![breakdown(&e.title, &measured)],
         notes,
+        params: Some(params.to_json()),
     })
 }
 

@@ -93,17 +93,17 @@ impl Kernel {
 
     /// Tasks on `cpu`: the running one and those waiting (rq->nr_running).
     fn nr_running(&self, cpu: CpuId) -> usize {
-        self.rq[cpu].len() + self.cpus[cpu].current.is_some() as usize
+        self.cpus[cpu].rq.len() + self.cpus[cpu].current.is_some() as usize
     }
 
     /// The tick on a CPU that runs a task; returns idle CPUs it woke to pull work, which the
     /// engine must start.
     pub fn scheduler_tick(&mut self, cpu: CpuId) -> Vec<CpuId> {
         let now = self.cpus[cpu].now;
-        if now < self.balance[cpu].next_tick {
+        if now < self.cpus[cpu].balance.next_tick {
             return vec![];
         }
-        self.balance[cpu].next_tick = Time((now.0 / TICK.0 + 1) * TICK.0);
+        self.cpus[cpu].balance.next_tick = Time((now.0 / TICK.0 + 1) * TICK.0);
         let levels = self.levels();
         for (i, &level) in levels.iter().enumerate() {
             let child = i.checked_sub(1).map(|c| levels[c]);
@@ -118,11 +118,11 @@ impl Kernel {
         let mut kicked = vec![];
         for level in self.levels() {
             for c in self.span(cpu, level) {
-                if kicked.len() < self.rq[cpu].len() && self.is_idle(c) {
+                if kicked.len() < self.cpus[cpu].rq.len() && self.is_idle(c) {
                     let exit = self.idle_exit_latency(c, now);
                     let idle = &mut self.cpus[c];
                     idle.now = idle.now.max(now) + exit;
-                    self.starting[c] = true;
+                    self.cpus[c].starting = true;
                     self.cpus[cpu].stats.count(Counter::NohzBalanceKicks);
                     kicked.push(c);
                 }
@@ -138,10 +138,10 @@ impl Kernel {
         let interval_ms =
             (span.len() as u64 * BUSY_FACTOR).min((self.cpus.len() as u64 * 100).max(1));
         let i = level.index();
-        if now < self.balance[cpu].last[i] + Time(interval_ms * 1_000_000_000) {
+        if now < self.cpus[cpu].balance.last[i] + Time(interval_ms * 1_000_000_000) {
             return;
         }
-        self.balance[cpu].last[i] = now;
+        self.cpus[cpu].balance.last[i] = now;
         // The domain's groups are its child's spans; one CPU per group balances for it
         // (should_we_balance: the group's first CPU when none is idle).
         let group_of = |k: &Kernel, c: CpuId| child.map_or(c..c + 1, |l| k.span(c, l));
@@ -188,22 +188,23 @@ impl Kernel {
         else {
             return;
         };
-        let hot_ok = self.balance[cpu].failed[i] > level.cache_nice_tries();
+        let hot_ok = self.cpus[cpu].balance.failed[i] > level.cache_nice_tries();
         let mut moved = 0;
         while self.nr_running(from) > self.nr_running(cpu) + 1 {
-            let Some(pos) = self.rq[from]
+            let Some(pos) = self.cpus[from]
+                .rq
                 .iter()
                 .rposition(|&t| hot_ok || !self.task_hot(t, now))
             else {
                 break;
             };
-            let t: TaskId = self.rq[from].remove(pos).expect("position found");
-            self.rq[cpu].push_back(t);
+            let t: TaskId = self.cpus[from].rq.remove(pos).expect("position found");
+            self.cpus[cpu].rq.push_back(t);
             self.cpus[cpu].stats.count(Counter::LoadBalancePulls);
             moved += 1;
         }
-        self.balance[cpu].failed[i] = if moved == 0 {
-            self.balance[cpu].failed[i] + 1
+        self.cpus[cpu].balance.failed[i] = if moved == 0 {
+            self.cpus[cpu].balance.failed[i] + 1
         } else {
             0
         };
@@ -225,7 +226,7 @@ mod tests {
     fn queued(k: &mut Kernel, cpu: CpuId, n: usize) {
         for i in 0..n {
             let t = k.spawn(&format!("t{cpu}.{i}"), None);
-            k.rq[cpu].push_back(t);
+            k.cpus[cpu].rq.push_back(t);
         }
     }
 
@@ -254,7 +255,7 @@ mod tests {
         k.cpus[1].now = Time(200_000_000_000);
         k.scheduler_tick(1);
         assert_eq!(
-            (k.rq[0].len(), k.rq[1].len()),
+            (k.cpus[0].rq.len(), k.cpus[1].rq.len()),
             (2, 1),
             "CPU 1 took one task: 3+1 vs 1 became 2+1 vs 1+1"
         );
@@ -262,14 +263,14 @@ mod tests {
         k.cpus[1].now = Time(204_000_000_000);
         k.scheduler_tick(1);
         assert_eq!(
-            k.rq[1].len(),
+            k.cpus[1].rq.len(),
             1,
             "the next tick is inside the 128 ms busy interval"
         );
         k.cpus[1].now = Time(340_000_000_000);
         k.scheduler_tick(1);
         assert_eq!(
-            (k.rq[0].len(), k.rq[1].len()),
+            (k.cpus[0].rq.len(), k.cpus[1].rq.len()),
             (3, 2),
             "4+1 vs 1+1 -> 3+1 vs 2+1"
         );
@@ -281,21 +282,21 @@ mod tests {
         let mut k = i5_all_busy();
         queued(&mut k, 0, 2);
         let now = Time(1_000_000_000_000);
-        for &t in &k.rq[0].clone() {
+        for &t in &k.cpus[0].rq.clone() {
             k.tasks[t].last_ran = Some(now - Time(100_000_000)); // ran 0.1 ms ago
         }
         k.cpus[1].now = now;
         k.scheduler_tick(1);
-        assert_eq!(k.rq[1].len(), 0, "both waiting tasks are cache-hot");
+        assert_eq!(k.cpus[1].rq.len(), 0, "both waiting tasks are cache-hot");
         // cache_nice_tries = 1 on the socket level: the second failure lets a hot task go.
         for step in 1..=2u64 {
             k.cpus[1].now = now + Time(step * 130_000_000_000);
-            for &t in &k.rq[0].clone() {
+            for &t in &k.cpus[0].rq.clone() {
                 k.tasks[t].last_ran = Some(k.cpus[1].now - Time(100_000_000));
             }
             k.scheduler_tick(1);
         }
-        assert_eq!(k.rq[1].len(), 1);
+        assert_eq!(k.cpus[1].rq.len(), 1);
     }
 
     #[test]
@@ -309,10 +310,10 @@ mod tests {
         k.cpus[0].now = Time(8_000_000_000);
         let kicked = k.scheduler_tick(0);
         assert_eq!(kicked, vec![1, 2], "two waiting tasks, two idle CPUs woken");
-        assert!(kicked.iter().all(|&c| k.starting[c]));
+        assert!(kicked.iter().all(|&c| k.cpus[c].starting));
         // Woken CPUs pull through new-idle balancing when they schedule.
         let t = k.schedule(1);
-        assert!(t.is_some() && k.rq[0].len() == 1);
+        assert!(t.is_some() && k.cpus[0].rq.len() == 1);
     }
 
     #[test]

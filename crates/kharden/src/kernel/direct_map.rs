@@ -8,16 +8,10 @@ use super::{CpuId, Kernel};
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, Pte, PteFlags, VirtAddr};
 use crate::sim::{Counter, TimeCategory};
 
-/// Cycles of one set_kpte(): lookup_address() walk of the kernel tables and the PTE update.
-/// ESTIMATE: a software 4-level walk (~4 dependent loads) plus bookkeeping, ~100 instructions.
-const SET_KPTE_CYCLES: f64 = 200.0;
 /// The direct map grows with the frames the simulation hands out, in steps of this many
 /// bytes per node, so booting does not map a node's whole address range (Linux maps all of
 /// RAM at boot; frames nobody uses have no observable alias).
 const COVER_STEP_BYTES: u64 = 4 << 30;
-/// Cycles to split one large mapping: allocate a table page and write 512 entries.
-/// ESTIMATE: page allocation (~300 cycles) + 512 stores + the PMD/PUD update, ~1500 cycles.
-const SPLIT_CYCLES: f64 = 1500.0;
 
 impl Kernel {
     /// Extends `node`'s direct map (1 GiB pages where the CPU has them, Linux's
@@ -71,7 +65,7 @@ impl Kernel {
         {
             self.split_large(va, leaf.size, leaf.page, leaf.flags);
             self.cpus[cpu].stats.count(Counter::DirectMapSplits);
-            self.compute(cpu, SPLIT_CYCLES, TimeCategory::DirectMap);
+            self.compute(cpu, self.params.split_cycles, TimeCategory::DirectMap);
             splits += 1;
         }
         let flags = PteFlags::KERNEL_DATA
@@ -83,7 +77,7 @@ impl Kernel {
             Pte::EMPTY
         };
         self.mem.write(table, va.index(1), pte);
-        self.compute(cpu, SET_KPTE_CYCLES, TimeCategory::DirectMap);
+        self.compute(cpu, self.params.set_kpte_cycles, TimeCategory::DirectMap);
         splits
     }
 

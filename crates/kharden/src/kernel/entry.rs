@@ -19,7 +19,7 @@ impl Kernel {
     /// Logs that `cpu` runs in user mode (`true`) or kernel mode from its clock's present
     /// moment on. Only tick accounting asks the log, so only it pays for keeping one.
     pub(crate) fn log_mode(&mut self, cpu: CpuId, user: bool) {
-        if self.config.irq_time != super::IrqTime::Tick {
+        if self.params.irq_time != super::IrqTime::Tick {
             return;
         }
         let c = &mut self.cpus[cpu];
@@ -28,7 +28,7 @@ impl Kernel {
 
     /// Forgets logged modes before `t`, the earliest CPU clock (no IPI can arrive earlier).
     pub(crate) fn forget_modes_before(&mut self, t: crate::sim::Time) {
-        if self.config.irq_time != super::IrqTime::Tick {
+        if self.params.irq_time != super::IrqTime::Tick {
             return;
         }
         for c in self.cpus.iter_mut() {

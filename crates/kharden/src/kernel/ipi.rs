@@ -29,16 +29,6 @@ pub enum IpiWork {
     },
 }
 
-/// Cycles of the generic IPI handler around the function (flush_smp_call_function_queue:
-/// take the per-CPU list, run each call, release the slot). ESTIMATE: ~50 instructions; the
-/// cache lines it touches are charged as transfers.
-const CALL_FUNCTION_HANDLER_CYCLES: f64 = 150.0;
-
-/// Lines a target moves from the initiator per request: the call slot (func, info, flags),
-/// the flush_tlb_info on the initiator's stack, and the slot again to release it (a write
-/// to a line the initiator shares).
-const TRANSFERS_PER_REQUEST: u32 = 3;
-
 impl Kernel {
     /// Which socket a CPU sits on, and whether two CPUs are SMT siblings.
     pub(super) fn socket_of(&self, cpu: CpuId) -> usize {
@@ -83,7 +73,7 @@ impl Kernel {
             // Fast-forwarded history: a page-sized kernel flush reached CPUs that had never
             // touched the page (nothing ran before the simulation), so only full flushes
             // (after direct-map splits) and user-mm flushes change remote TLBs.
-            if !matches!(work, IpiWork::FlushTlbKernel { pages, .. } if pages <= self.config.tlb_single_page_flush_ceiling)
+            if !matches!(work, IpiWork::FlushTlbKernel { pages, .. } if pages <= self.params.tlb_single_page_flush_ceiling)
             {
                 for t in targets.iter() {
                     self.run_handler_work(t, work);
@@ -114,7 +104,7 @@ impl Kernel {
         if last_ack > c.now {
             let wait = last_ack - c.now;
             c.stats.add_time(TimeCategory::IpiWait, wait);
-            self.spin_until[cpu] = last_ack;
+            c.spin_until = last_ack;
             c.now = last_ack;
         }
         c.stats.add(Counter::NrTlbRemoteFlush, 1);
@@ -134,7 +124,7 @@ impl Kernel {
         work: IpiWork,
     ) -> Time {
         let idle = self.cpus[t].current.is_none();
-        let booking = self.irq_calendar[t].place(arrival);
+        let booking = self.cpus[t].irq_calendar.place(arrival);
         let mut start = booking.start;
         if idle && !booking.drained {
             self.cpus[t].idle_stats.count(Counter::IpisToIdle);
@@ -151,7 +141,7 @@ impl Kernel {
         // Where the handler's time goes: the idle task's, the interrupted task's system time,
         // or (other accounting) a bucket moved afterwards.
         let set_aside = !idle
-            && match self.config.irq_time {
+            && match self.params.irq_time {
                 super::IrqTime::TaskSystem => false,
                 super::IrqTime::Tick => {
                     let c = &mut self.cpus[t];
@@ -170,7 +160,7 @@ impl Kernel {
         let transfer = self.line_transfer(initiator, t);
         if !booking.drained {
             let entry =
-                self.machine.costs.interrupt_entry_cycles as f64 + self.config.irq_path_cycles;
+                self.machine.costs.interrupt_entry_cycles as f64 + self.params.irq_path_cycles;
             self.compute(t, entry, TimeCategory::InterruptEntry);
             if was_user {
                 self.with_defenses(|d, k| d.on_kernel_entry(k, t));
@@ -178,10 +168,14 @@ impl Kernel {
             // llist_del_all() of the queue the initiator wrote.
             self.stall(t, transfer, TimeCategory::IpiHandler);
         }
-        self.compute(t, CALL_FUNCTION_HANDLER_CYCLES, TimeCategory::IpiHandler);
+        self.compute(
+            t,
+            self.params.call_function_handler_cycles,
+            TimeCategory::IpiHandler,
+        );
         self.stall(
             t,
-            transfer * TRANSFERS_PER_REQUEST as u64,
+            transfer * self.params.ipi_lines_per_request as u64,
             TimeCategory::IpiHandler,
         );
         self.run_handler_work(t, work);
@@ -197,7 +191,7 @@ impl Kernel {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut aside);
             c.stats.merge_events(&aside);
-            let bucket = if self.config.irq_time == super::IrqTime::Tick {
+            let bucket = if self.params.irq_time == super::IrqTime::Tick {
                 TimeCategory::IrqInUser
             } else {
                 TimeCategory::Irq
@@ -206,12 +200,12 @@ impl Kernel {
         }
         let took = self.cpus[t].now - before;
         let done = start + took;
-        self.irq_calendar[t].book(booking, arrival, done);
+        self.cpus[t].irq_calendar.book(booking, arrival, done);
         // A target spinning for its own shootdown's acknowledgements takes the interrupt
         // inside that spin (interrupts stay enabled in csd_lock_wait): the handler replaces
         // spin time instead of adding to it.
-        if !idle && start < self.spin_until[t] {
-            let overlap = took.min(self.spin_until[t] - start);
+        if !idle && start < self.cpus[t].spin_until {
+            let overlap = took.min(self.cpus[t].spin_until - start);
             let c = &mut self.cpus[t];
             c.now = c.now - overlap;
             c.stats.remove_time(TimeCategory::IpiWait, overlap);
@@ -274,11 +268,15 @@ mod tests {
     /// As target_stats, with CPU 1 first running `ahead` (which moves its clock past the
     /// moment the IPI arrives).
     fn target_stats_after(irq_time: IrqTime, ahead: impl FnOnce(&mut Kernel)) -> Stats {
-        let mut k = Kernel::boot(
+        let params = crate::params::Params::linux()
+            .with("kernel.irq_time", irq_time.name())
+            .unwrap();
+        let mut k = Kernel::boot_with(
             machine::load("ivybridge-i5-3550").unwrap(),
             defense::parse_list("none").unwrap(),
+            &params,
+            Default::default(),
         );
-        k.config.irq_time = irq_time;
         for cpu in 0..2 {
             let t = k.spawn(&format!("t{cpu}"), None);
             k.switch_to(cpu, t);

@@ -4,14 +4,17 @@
 
 pub mod asid;
 pub mod balance;
+pub mod coherence;
 pub mod cpuset;
 pub mod direct_map;
 pub mod entry;
+pub mod hooks;
 pub mod ipi;
 pub mod irq_calendar;
 pub mod layout;
 pub mod mode_log;
 pub mod page_alloc;
+pub mod params;
 pub mod process;
 pub mod sched;
 pub mod shared_line;
@@ -24,10 +27,9 @@ use crate::arch::x86::{
     paging, Access, Fault, InvpcidType, Mmu, PageSize, Pcid, Pfn, PhysAddr, PhysMem, PteFlags,
     VirtAddr, WalkEnv,
 };
-use crate::defense::Defense;
 use crate::machine::MachineProfile;
-use crate::oracle::{OracleMode, Violation};
 use crate::sim::{Clock, Counter, Stats, Time, TimeCategory};
+pub use hooks::{Defense, OracleMode, Violation};
 use layout::*;
 
 pub type CpuId = usize;
@@ -43,33 +45,18 @@ pub enum KernelGlobal {
     None,
 }
 
-/// Boot-time choices. Defenses may change them in `Defense::configure`.
+/// Boot-time choices the defenses make in `Defense::configure`, fixed from then on.
 #[derive(Debug, Clone)]
 pub struct BootConfig {
     pub global_kernel: KernelGlobal,
     /// Enable CR4.PCIDE when the CPU has PCID (`nopcid` clears it).
     pub use_pcid: bool,
-    /// Linux's tlb_single_page_flush_ceiling: above this many pages a range flush becomes a
-    /// full flush (arch/x86/mm/tlb.c, default 33).
-    pub tlb_single_page_flush_ceiling: u64,
-    /// Cycles of Linux's hard-IRQ path on top of the exception entry and return the machine
-    /// profile charges: APIC EOI, irq_enter()/irq_exit() (RCU, IRQ time accounting, nohz tick
-    /// checks, pending-softirq check). Kernel software, so the same on every machine; the
-    /// default is an ESTIMATE, and `reproduce xpfo` fits it to a published row.
-    pub irq_path_cycles: f64,
-    /// Whose time a hard interrupt's handler is (IPIs on a busy CPU).
-    pub irq_time: IrqTime,
-    /// Kernel cycles XPFO costs per user page beyond what the model derives (flushes,
-    /// set_kpte, splits, refills): a cost the published kernel builds show and no modelled
-    /// mechanism accounts for (docs/design/xpfo.md section 9). 0 unless an experiment fits it.
-    pub xpfo_page_cycles: f64,
     pub oracle: OracleMode,
 }
 
-/// How the kernel accounts hard-IRQ time that interrupts a task (kernel/sched/cputime.c).
-/// Experiments name it in kebab case: "task-system", "tick", "excluded".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// How the kernel accounts hard-IRQ time that interrupts a task (kernel/sched/cputime.c);
+/// the parameter `kernel.irq_time` names it in kebab case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IrqTime {
     /// The interrupted task's system time, whatever mode it was in: precise accounting at
     /// kernel entry and exit (CONFIG_VIRT_CPU_ACCOUNTING_GEN on nohz_full CPUs).
@@ -83,20 +70,23 @@ pub enum IrqTime {
     Excluded,
 }
 
-/// ESTIMATE of BootConfig::irq_path_cycles: about 150 instructions of irq_enter/irq_exit
-/// plus an x2APIC EOI write; no published count was found.
-pub const IRQ_PATH_CYCLES_ESTIMATE: f64 = 300.0;
+impl IrqTime {
+    /// The word of the parameter kernel.irq_time.
+    pub fn name(self) -> &'static str {
+        match self {
+            IrqTime::TaskSystem => "task-system",
+            IrqTime::Tick => "tick",
+            IrqTime::Excluded => "excluded",
+        }
+    }
+}
 
 impl Default for BootConfig {
     fn default() -> Self {
         BootConfig {
             global_kernel: KernelGlobal::All,
             use_pcid: true,
-            tlb_single_page_flush_ceiling: 33,
-            irq_path_cycles: IRQ_PATH_CYCLES_ESTIMATE,
-            irq_time: IrqTime::TaskSystem,
-            xpfo_page_cycles: 0.0,
-            oracle: OracleMode::Sampled(1024),
+            oracle: OracleMode::default(),
         }
     }
 }
@@ -118,6 +108,20 @@ pub struct Cpu {
     pub asid: asid::AsidState,
     /// Recent idle-interval estimate, for choosing a C-state.
     pub idle_estimate_ns: f64,
+    /// Free frames of this CPU's list (Linux pcp lists).
+    pub(crate) pcp: Vec<Pfn>,
+    /// Tasks waiting to run here.
+    pub(crate) rq: std::collections::VecDeque<TaskId>,
+    /// Woken from idle and not yet started.
+    pub(crate) starting: bool,
+    /// When the running task's time slice began.
+    pub(crate) slice_start: Time,
+    /// The load balancer's tick and per-domain state.
+    pub(crate) balance: balance::BalanceState,
+    /// When this CPU is busy in interrupt handlers.
+    pub(crate) irq_calendar: irq_calendar::IrqCalendar,
+    /// Until when it spins waiting for its own IPIs' acknowledgements.
+    pub(crate) spin_until: Time,
 }
 
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
@@ -159,6 +163,10 @@ pub struct Kernel {
     pub machine: MachineProfile,
     pub clock: Clock,
     pub config: BootConfig,
+    /// The kernel's software costs, resolved from the run's parameters at boot.
+    pub params: params::KernelParams,
+    /// Every parameter the run booted with (workloads read theirs; JSON output records it).
+    pub run_params: crate::params::Params,
     pub mem: PhysMem,
     pub caches: CacheHierarchy,
     pub cpus: Vec<Cpu>,
@@ -169,28 +177,16 @@ pub struct Kernel {
     pub violations: Vec<Violation>,
     /// Returns to user mode so far (drives sampled oracle checks).
     returns_to_user: u64,
-    /// Per-CPU lists of free frames (Linux pcp lists).
-    pub(crate) pcp: Vec<Vec<Pfn>>,
     /// Allocated pages and what they are for.
     pub(crate) pages: crate::sim::IntMap<Pfn, page_alloc::PageInfo>,
     /// File pages cached in memory (shared by all tasks).
     pub page_cache: Vec<Pfn>,
     /// The kernel's own random choices (which cached page a read hits), seeded at boot.
     pub rng: crate::sim::Pcg32,
-    /// Run queues, whether an idle CPU has been woken and not yet started, slice starts.
-    pub(crate) rq: Vec<std::collections::VecDeque<TaskId>>,
-    pub(crate) starting: Vec<bool>,
-    pub(crate) slice_start: Vec<Time>,
-    /// Per CPU: the load balancer's tick and per-domain state.
-    pub(crate) balance: Vec<balance::BalanceState>,
-    /// Per CPU: when it is busy in interrupt handlers.
-    pub(crate) irq_calendar: Vec<irq_calendar::IrqCalendar>,
     /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
     pub(crate) direct_map_covered: Vec<u64>,
     /// The earliest clock of any CPU with work (set by the engine loop at each step).
     pub global_now: Time,
-    /// Per CPU: until when it spins waiting for its own IPIs' acknowledgements.
-    pub(crate) spin_until: Vec<Time>,
     /// Fast-forward: state changes happen (allocations, mappings, flushes) but take no
     /// simulated time; used to set up what happened before a measured run began.
     pub fast_forward: bool,
@@ -198,11 +194,30 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Boots the kernel on `machine` with `defenses` plugged in.
-    pub fn boot(machine: MachineProfile, mut defenses: Vec<Box<dyn Defense>>) -> Kernel {
-        let mut config = BootConfig::default();
+    /// Boots the kernel on `machine` with `defenses` plugged in, the built-in parameters
+    /// and sampled oracle checks.
+    pub fn boot(machine: MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Kernel {
+        Kernel::boot_with(
+            machine,
+            defenses,
+            &crate::params::Params::linux(),
+            OracleMode::default(),
+        )
+    }
+
+    /// Boots with the run's resolved parameters; the defenses read theirs in `configure`.
+    pub fn boot_with(
+        machine: MachineProfile,
+        mut defenses: Vec<Box<dyn Defense>>,
+        params: &crate::params::Params,
+        oracle: OracleMode,
+    ) -> Kernel {
+        let mut config = BootConfig {
+            oracle,
+            ..BootConfig::default()
+        };
         for d in defenses.iter_mut() {
-            d.configure(&mut config, &machine);
+            d.configure(&mut config, &machine, params);
         }
         let features = machine.cpu.features.clone();
         if !features.global_pages {
@@ -219,22 +234,17 @@ impl Kernel {
             tasks: vec![],
             violations: vec![],
             returns_to_user: 0,
-            pcp: vec![],
             pages: Default::default(),
             page_cache: vec![],
             rng: crate::sim::Pcg32::new(1, 0x6b68),
-            rq: vec![],
-            starting: vec![],
-            slice_start: vec![],
-            balance: vec![],
             fast_forward: false,
-            irq_calendar: vec![],
             direct_map_covered: vec![0; machine.numa_nodes() as usize],
             global_now: Time::ZERO,
-            spin_until: vec![],
             defenses: vec![],
             mem,
             config,
+            params: params::KernelParams::from(params),
+            run_params: params.clone(),
             machine,
         };
         k.map_kernel_half();
@@ -259,16 +269,15 @@ impl Kernel {
                 idle_stats: Stats::default(),
                 asid: Default::default(),
                 idle_estimate_ns: 0.0,
+                pcp: vec![],
+                rq: Default::default(),
+                starting: false,
+                slice_start: Time::ZERO,
+                balance: Default::default(),
+                irq_calendar: Default::default(),
+                spin_until: Time::ZERO,
             });
         }
-        let n = k.cpus.len();
-        k.pcp = vec![vec![]; n];
-        k.rq = vec![Default::default(); n];
-        k.starting = vec![false; n];
-        k.slice_start = vec![Time::ZERO; n];
-        k.balance = vec![Default::default(); n];
-        k.irq_calendar = vec![Default::default(); n];
-        k.spin_until = vec![Time::ZERO; n];
         k.defenses = defenses;
         k.with_defenses(|d, k| d.on_boot(k));
         k
@@ -348,7 +357,7 @@ impl Kernel {
     /// PCID); only the defense whose hook is running is skipped for the nested events.
     pub fn with_defenses(&mut self, mut f: impl FnMut(&mut dyn Defense, &mut Kernel)) {
         for i in 0..self.defenses.len() {
-            let mut d = std::mem::replace(&mut self.defenses[i], Box::new(crate::defense::Running));
+            let mut d = std::mem::replace(&mut self.defenses[i], Box::new(hooks::Running));
             f(d.as_mut(), self);
             self.defenses[i] = d;
         }
@@ -563,9 +572,7 @@ impl Kernel {
         if !self.config.oracle.due(self.returns_to_user) {
             return;
         }
-        let mut found: Vec<Violation> = crate::oracle::coherence::check(self, cpu)
-            .into_iter()
-            .collect();
+        let mut found: Vec<Violation> = coherence::check(self, cpu).into_iter().collect();
         for d in &self.defenses {
             if let Some(v) = d.check_user_mode(self, cpu) {
                 found.push(v);

@@ -40,10 +40,10 @@ pub struct PageInfo {
 impl Kernel {
     /// Allocates one order-0 page on `cpu`'s node.
     pub fn alloc_page(&mut self, cpu: CpuId, gfp: Gfp, owner: Option<TaskId>) -> Pfn {
-        if self.pcp[cpu].is_empty() {
+        if self.cpus[cpu].pcp.is_empty() {
             self.refill_pcp(cpu);
         }
-        let pfn = self.pcp[cpu].pop().expect("refilled");
+        let pfn = self.cpus[cpu].pcp.pop().expect("refilled");
         self.pages.insert(pfn, PageInfo { gfp, owner });
         self.cpus[cpu].stats.count(Counter::PagesAllocated);
         self.with_defenses(|d, k| d.on_page_alloc(k, cpu, pfn, gfp));
@@ -57,7 +57,7 @@ impl Kernel {
         let batch = self.take_frames(node, PCP_BATCH as u64);
         self.with_defenses(|d, k| d.on_pcp_refill(k, cpu, &batch));
         // Hand them out lowest first, as a fresh buddy block would be.
-        self.pcp[cpu].extend(batch.into_iter().rev());
+        self.cpus[cpu].pcp.extend(batch.into_iter().rev());
     }
 
     /// Takes `n` data frames from `node`, with the direct map covering every one of them.
@@ -92,8 +92,8 @@ impl Kernel {
         };
         self.with_defenses(|d, k| d.on_page_free(k, cpu, pfn, info.gfp));
         self.cpus[cpu].stats.count(Counter::PagesFreed);
-        if self.pcp[cpu].len() < PCP_HIGH {
-            self.pcp[cpu].push(pfn);
+        if self.cpus[cpu].pcp.len() < PCP_HIGH {
+            self.cpus[cpu].pcp.push(pfn);
         } else {
             self.mem.free_data(pfn);
         }

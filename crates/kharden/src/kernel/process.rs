@@ -4,34 +4,15 @@
 //! those (XPFO) see exactly the kernel's events.
 
 use super::page_alloc::Gfp;
-use super::syscall::{KTouch, ANON_FAULT_TOUCHES, ANON_FAULT_WORK_CYCLES};
+use super::syscall::{KTouch, ANON_FAULT_TOUCHES};
 use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::{Access, Pfn, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
 use crate::sim::{Counter, TimeCategory};
 
-/// Kernel work of fork() for a small process (copy_process, page-table copy, COW setup),
-/// beyond the page allocations it makes. ESTIMATE: ~25 µs at 3 GHz (lmbench lat_proc fork
-/// is ~50-100 µs including exit and wait).
-pub const FORK_CYCLES: f64 = 75_000.0;
-/// Kernel work of execve() (binary loading, mm teardown and setup). ESTIMATE: ~100 µs at
-/// 3 GHz (lmbench lat_proc exec ~300 µs including fork, exit and the dynamic loader).
-pub const EXEC_CYCLES: f64 = 300_000.0;
-/// Kernel work of exit() beyond freeing pages. ESTIMATE: ~15 µs at 3 GHz.
-pub const EXIT_CYCLES: f64 = 45_000.0;
-/// refcount_t operations of copy_process() in Linux 6.1, from reading kernel/fork.c: task
-/// usage (x2), struct pid (x2), sighand, signal->sigcnt, nsproxy, user_struct, uts/ipc/mnt/pid
-/// namespace counts (x4): about 12. exit releases as many; exec (de_thread, mm and creds
-/// swap, binfmt module refs) about 6. Other paths of the table take none on refcount_t
-/// (files use atomic_long_t f_count, dentries lockrefs).
-pub const FORK_REFCOUNT_OPS: u32 = 12;
-pub const EXIT_REFCOUNT_OPS: u32 = 12;
-pub const EXEC_REFCOUNT_OPS: u32 = 6;
-/// Kernel work per page of a buffered read() or write() besides the copy: page-cache lookup,
-/// iov_iter bookkeeping. ESTIMATE: ~300 cycles.
-pub const FILE_PAGE_CYCLES: f64 = 300.0;
-/// Copying one 4 KiB page with rep movsb from L2/L3: ESTIMATE ~ 4096 B / 16 B per cycle.
-pub const COPY_PAGE_CYCLES: f64 = 256.0;
+// The costs of these paths are parameters (kernel/params.rs, valued in kernels/linux.toml).
+// Other paths of the syscall table take no refcount_t (files use atomic_long_t f_count,
+// dentries lockrefs).
 
 impl Kernel {
     /// Runs `f` with the CPU in kernel mode, through the entry and exit paths (defenses see
@@ -111,7 +92,7 @@ impl Kernel {
             self.touch(cpu, uva, access)
                 .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
         }
-        self.compute(cpu, COPY_PAGE_CYCLES, TimeCategory::Kernel);
+        self.compute(cpu, self.params.copy_page_cycles, TimeCategory::Kernel);
         self.kunmap(cpu, pfn);
         Ok(())
     }
@@ -123,7 +104,7 @@ impl Kernel {
         self.cpus[cpu].stats.count(Counter::PageFaults);
         self.in_kernel(cpu, entry, |k| {
             k.path_touches(cpu, ANON_FAULT_TOUCHES)?;
-            k.compute(cpu, ANON_FAULT_WORK_CYCLES, TimeCategory::Kernel);
+            k.compute(cpu, k.params.anon_fault_cycles, TimeCategory::Kernel);
             let task = k.current_task(cpu);
             let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
             k.copy_page(cpu, pfn, Access::Write, None)?;
@@ -171,7 +152,7 @@ impl Kernel {
                     let j = k.rng.below(k.page_cache.len() as u32) as usize;
                     k.page_cache[j]
                 };
-                k.compute(cpu, FILE_PAGE_CYCLES, TimeCategory::Kernel);
+                k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
                 k.copy_page(
                     cpu,
                     pfn,
@@ -192,7 +173,7 @@ impl Kernel {
             for i in 0..pages {
                 let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
                 k.page_cache.push(pfn);
-                k.compute(cpu, FILE_PAGE_CYCLES, TimeCategory::Kernel);
+                k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
                 k.copy_page(
                     cpu,
                     pfn,
@@ -209,8 +190,8 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Forks);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.compute(cpu, FORK_CYCLES, TimeCategory::Kernel);
-            k.refcount_ops(cpu, FORK_REFCOUNT_OPS);
+            k.compute(cpu, k.params.fork_cycles, TimeCategory::Kernel);
+            k.refcount_ops(cpu, k.params.fork_refcount_ops);
             let child = k.spawn_on(cpu, name, Some(parent));
             k.tasks[child].last_cpu = Some(cpu);
             k.with_defenses(|d, k| d.on_task_forked(k, cpu, parent, child));
@@ -228,8 +209,8 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Execs);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.compute(cpu, EXEC_CYCLES, TimeCategory::Kernel);
-            k.refcount_ops(cpu, EXEC_REFCOUNT_OPS);
+            k.compute(cpu, k.params.exec_cycles, TimeCategory::Kernel);
+            k.refcount_ops(cpu, k.params.exec_refcount_ops);
             k.release_user_memory(cpu, task);
             Ok(())
         })
@@ -239,8 +220,8 @@ impl Kernel {
     pub fn exit(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.in_kernel(cpu, roundtrip, |k| {
-            k.compute(cpu, EXIT_CYCLES, TimeCategory::Kernel);
-            k.refcount_ops(cpu, EXIT_REFCOUNT_OPS);
+            k.compute(cpu, k.params.exit_cycles, TimeCategory::Kernel);
+            k.refcount_ops(cpu, k.params.exit_refcount_ops);
             let mm = k.tasks[task].mm;
             k.mms[mm].users = k.mms[mm].users.saturating_sub(1);
             if k.mms[mm].users == 0 {

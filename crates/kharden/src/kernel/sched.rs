@@ -6,14 +6,6 @@
 use super::{CpuId, Kernel, TaskId};
 use crate::sim::{Counter, Time, TimeCategory};
 
-/// Kernel work of one context switch (__schedule + context_switch without the CR3 write,
-/// which is charged on its own). ESTIMATE: ~1 µs at 3 GHz, the order lmbench lat_ctx shows
-/// for two small processes minus its pipe syscalls.
-pub const CONTEXT_SWITCH_CYCLES: f64 = 2000.0;
-/// CFS gives each runnable task about sched_min_granularity (3 ms with 8+ CPUs) before
-/// preempting it for a waiting task.
-pub const TIMESLICE: Time = Time(3_000_000_000);
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskState {
     Runnable,
@@ -26,7 +18,7 @@ pub enum TaskState {
 impl Kernel {
     /// Nothing running, nothing waiting, and no wake-up on its way.
     pub(super) fn is_idle(&self, cpu: CpuId) -> bool {
-        self.cpus[cpu].current.is_none() && self.rq[cpu].is_empty() && !self.starting[cpu]
+        self.cpus[cpu].current.is_none() && self.cpus[cpu].rq.is_empty() && !self.cpus[cpu].starting
     }
 
     /// Makes `task` runnable at time `at`; returns the CPU it was placed on when that CPU
@@ -45,20 +37,20 @@ impl Kernel {
         };
         match target {
             Some(cpu) => {
-                self.rq[cpu].push_back(task);
+                self.cpus[cpu].rq.push_back(task);
                 let exit = self.idle_exit_latency(cpu, at);
                 let c = &mut self.cpus[cpu];
                 c.now = c.now.max(at) + exit;
-                self.starting[cpu] = true;
+                self.cpus[cpu].starting = true;
                 Some(cpu)
             }
             None => {
                 // Everyone is busy: queue on the shortest run queue of the task's socket.
                 let cpu = (0..n)
                     .filter(|&c| self.socket_of(c) == self.socket_of(prev))
-                    .min_by_key(|&c| self.rq[c].len())
+                    .min_by_key(|&c| self.cpus[c].rq.len())
                     .unwrap_or(prev);
-                self.rq[cpu].push_back(task);
+                self.cpus[cpu].rq.push_back(task);
                 None
             }
         }
@@ -67,8 +59,8 @@ impl Kernel {
     /// Picks what `cpu` runs next: its own queue, else a task stolen from the longest queue
     /// (same socket first). Returns `None` and leaves the CPU idle (lazy TLB) if nothing waits.
     pub fn schedule(&mut self, cpu: CpuId) -> Option<TaskId> {
-        self.starting[cpu] = false;
-        let next = self.rq[cpu].pop_front().or_else(|| self.steal(cpu));
+        self.cpus[cpu].starting = false;
+        let next = self.cpus[cpu].rq.pop_front().or_else(|| self.steal(cpu));
         let prev = self.cpus[cpu].current;
         match next {
             Some(t) => {
@@ -92,15 +84,15 @@ impl Kernel {
     fn steal(&mut self, cpu: CpuId) -> Option<TaskId> {
         let n = self.cpus.len();
         let busiest = (0..n)
-            .filter(|&c| c != cpu && !self.rq[c].is_empty())
+            .filter(|&c| c != cpu && !self.cpus[c].rq.is_empty())
             .max_by_key(|&c| {
                 (
-                    self.rq[c].len(),
+                    self.cpus[c].rq.len(),
                     self.socket_of(c) == self.socket_of(cpu),
                     std::cmp::Reverse(c),
                 )
             })?;
-        self.rq[busiest].pop_back() // counted as a migration when it runs here
+        self.cpus[busiest].rq.pop_back() // counted as a migration when it runs here
     }
 
     fn context_switch(&mut self, cpu: CpuId, next: TaskId) {
@@ -113,27 +105,28 @@ impl Kernel {
         self.cpus[cpu].stats.count(Counter::ContextSwitches);
         self.cpus[cpu].user_mode = false;
         self.log_mode(cpu, false);
-        self.compute(cpu, CONTEXT_SWITCH_CYCLES, TimeCategory::Kernel);
+        self.compute(cpu, self.params.context_switch_cycles, TimeCategory::Kernel);
         self.switch_to(cpu, next);
         if self.tasks[next].last_cpu.is_some_and(|l| l != cpu) {
             self.cpus[cpu].stats.count(Counter::Migrations);
         }
         self.tasks[next].last_cpu = Some(cpu);
         self.tasks[next].state = TaskState::Running(cpu);
-        self.slice_start[cpu] = self.cpus[cpu].now;
+        self.cpus[cpu].slice_start = self.cpus[cpu].now;
         self.with_defenses(|d, k| d.on_task_switched_in(k, cpu, next));
     }
 
     /// True when the running task used its slice and someone waits on this CPU.
     pub fn should_preempt(&self, cpu: CpuId) -> bool {
-        !self.rq[cpu].is_empty() && self.cpus[cpu].now - self.slice_start[cpu] >= TIMESLICE
+        !self.cpus[cpu].rq.is_empty()
+            && self.cpus[cpu].now - self.cpus[cpu].slice_start >= self.params.timeslice
     }
 
     /// Puts the running task at the back of its queue.
     pub fn preempt(&mut self, cpu: CpuId) {
         if let Some(t) = self.cpus[cpu].current {
             self.tasks[t].state = TaskState::Runnable;
-            self.rq[cpu].push_back(t);
+            self.cpus[cpu].rq.push_back(t);
         }
     }
 }

@@ -164,9 +164,8 @@ pub const SYSCALLS: &[SyscallSpec] = &[
     },
 ];
 
-/// Work of the page-fault handler for an anonymous page (handle_mm_fault -> do_anonymous_page,
-/// including zeroing the page: 4 KiB at ~32 B/cycle). ESTIMATE, as the table above.
-pub const ANON_FAULT_WORK_CYCLES: f64 = 1000.0;
+/// What the page-fault handler for an anonymous page touches (its work is the parameter
+/// kernel.anon_fault_cycles).
 pub const ANON_FAULT_TOUCHES: &[KTouch] = &[
     Text(text::ENTRY),
     PerCpu,

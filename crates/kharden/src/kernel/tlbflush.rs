@@ -111,7 +111,7 @@ impl Kernel {
         }
         let partial = new_gen == local_gen + 1
             && new_gen == mm_gen
-            && pages <= self.config.tlb_single_page_flush_ceiling;
+            && pages <= self.params.tlb_single_page_flush_ceiling;
         if partial {
             for p in 0..pages {
                 self.invlpg(cpu, start.offset(p * 4096));
@@ -153,7 +153,7 @@ impl Kernel {
     /// above the ceiling) in every CPU's TLB, in every context; no IPI, no remote handler;
     /// the initiator waits for completion.
     fn broadcast_flush(&mut self, cpu: CpuId, start: VirtAddr, pages: u64, ns: f64) {
-        let all = pages > self.config.tlb_single_page_flush_ceiling;
+        let all = pages > self.params.tlb_single_page_flush_ceiling;
         for c in &mut self.cpus {
             if all {
                 c.mmu.invpcid(InvpcidType::AllInclGlobal);
@@ -182,7 +182,7 @@ impl Kernel {
         pages: u64,
         reason: FlushReason,
     ) {
-        if pages <= self.config.tlb_single_page_flush_ceiling {
+        if pages <= self.params.tlb_single_page_flush_ceiling {
             for p in 0..pages {
                 self.invlpg(cpu, start.offset(p * 4096));
             }

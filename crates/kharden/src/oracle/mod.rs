@@ -1,39 +1,10 @@
 //! The security oracle: each defense's property as an invariant checked during a run.
 
-pub mod coherence;
 pub mod pti;
 pub mod scenario;
 pub mod xpfo;
 
-use serde::Serialize;
-
-/// How often invariants are checked at returns to user mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OracleMode {
-    Off,
-    /// The first 16 returns, then every n-th (cheap enough for long runs).
-    Sampled(u64),
-    /// Every return (what `kharden check` uses).
-    Every,
-}
-
-impl OracleMode {
-    pub fn due(self, returns: u64) -> bool {
-        match self {
-            OracleMode::Off => false,
-            OracleMode::Every => true,
-            OracleMode::Sampled(n) => returns <= 16 || returns % n == 0,
-        }
-    }
-}
-
-/// A broken security property, with enough detail to find the cause.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    pub defense: String,
-    pub cpu: usize,
-    pub what: String,
-}
+pub use crate::kernel::hooks::{OracleMode, Violation};
 
 #[cfg(test)]
 mod tests {
@@ -50,8 +21,12 @@ mod tests {
 
     fn first_violation_on(m: machine::MachineProfile, defenses: &str) -> Option<String> {
         for name in syscall::names() {
-            let mut k = Kernel::boot(m.clone(), defense::parse_list(defenses).unwrap());
-            k.config.oracle = OracleMode::Every;
+            let mut k = Kernel::boot_with(
+                m.clone(),
+                defense::parse_list(defenses).unwrap(),
+                &crate::params::Params::linux(),
+                OracleMode::Every,
+            );
             SyscallLoop::new(name, 20).unwrap().run(&mut k).unwrap();
             if let Some(v) = k.violations.first() {
                 return Some(format!("{name}: {}", v.what));

@@ -9,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::kernel::page_alloc::Gfp;
 use crate::kernel::{syscall, tlbflush, CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
+use crate::params::Params;
 
 /// Runs a scenario on a machine under the given defenses; returns what the oracle found.
-pub type Run = fn(&MachineProfile, Vec<Box<dyn Defense>>) -> Result<Vec<Violation>>;
+pub type Run = fn(&MachineProfile, Vec<Box<dyn Defense>>, &Params) -> Result<Vec<Violation>>;
 
 /// A staged scenario: its name, what it stages, and the run.
 pub struct Scenario {
@@ -42,8 +43,9 @@ pub const ALL: &[Scenario] = &[
 pub fn page_handoff(
     machine: &MachineProfile,
     defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
 ) -> Result<Vec<Violation>> {
-    let mut k = boot(machine, defenses, "page-handoff")?;
+    let mut k = boot(machine, defenses, params, "page-handoff")?;
     let t = k.spawn("victim", None);
     let other = k.spawn("other", None);
     run_next(&mut k, 1, t);
@@ -68,8 +70,9 @@ pub fn page_handoff(
 pub fn sibling_thread(
     machine: &MachineProfile,
     defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
 ) -> Result<Vec<Violation>> {
-    let mut k = boot(machine, defenses, "sibling-thread")?;
+    let mut k = boot(machine, defenses, params, "sibling-thread")?;
     let t = k.spawn("victim", None);
     let s = k.spawn_thread(0, t, "sibling");
     run_next(&mut k, 0, t);
@@ -82,16 +85,24 @@ pub fn sibling_thread(
     Ok(k.violations)
 }
 
-fn boot(machine: &MachineProfile, defenses: Vec<Box<dyn Defense>>, name: &str) -> Result<Kernel> {
+fn boot(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+    name: &str,
+) -> Result<Kernel> {
     if machine.threads() < 2 {
         return Err(Error::new(format!(
             "{}: the {name} scenario needs two CPUs",
             machine.name
         )));
     }
-    let mut k = Kernel::boot(machine.clone(), defenses);
-    k.config.oracle = OracleMode::Every;
-    Ok(k)
+    Ok(Kernel::boot_with(
+        machine.clone(),
+        defenses,
+        params,
+        OracleMode::Every,
+    ))
 }
 
 /// A kernel page P that the kernel on `on` writes (an interrupt in the running task's
@@ -110,8 +121,8 @@ fn stale_kernel_alias(k: &mut Kernel, on: CpuId, to: CpuId) -> Result<Pfn> {
             .map_err(|f| Error::new(format!("kernel write to page {} faulted: {f:?}", p.0)))
     })?;
     k.free_page(on, p);
-    k.pcp[on].retain(|&f| f != p);
-    k.pcp[to].push(p);
+    k.cpus[on].pcp.retain(|&f| f != p);
+    k.cpus[to].pcp.push(p);
     Ok(p)
 }
 
@@ -126,12 +137,12 @@ fn fault_in(k: &mut Kernel, cpu: CpuId, t: TaskId, p: Pfn) -> Result<()> {
 
 /// Makes `cpu` switch to `task` (taken off any run queue) and return to user mode.
 fn run_next(k: &mut Kernel, cpu: CpuId, task: TaskId) {
-    for q in k.rq.iter_mut() {
+    for q in k.cpus.iter_mut().map(|c| &mut c.rq) {
         q.retain(|&x| x != task);
     }
     k.preempt(cpu);
-    k.rq[cpu].clear();
-    k.rq[cpu].push_back(task);
+    k.cpus[cpu].rq.clear();
+    k.cpus[cpu].rq.push_back(task);
     k.schedule(cpu);
     k.enter_user(cpu);
 }

@@ -1,5 +1,6 @@
 //! Reproduction reports: published vs simulated per table row, and the breakdown that explains it.
 
+pub mod stats_json;
 pub mod svg;
 pub mod table;
 
@@ -24,6 +25,10 @@ pub struct Row {
     /// tests then require it to miss (a fixed model must update the file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub known_miss: Option<String>,
+    /// A parameter was fitted to this row's published figure: its error says how well the
+    /// fit converged, not how well the model predicts, and it is never counted as a
+    /// prediction.
+    pub fitted: bool,
 }
 
 impl Row {
@@ -43,6 +48,7 @@ impl Row {
             tolerance_pct: Some(tolerance_pct),
             sampling_pct: None,
             known_miss: None,
+            fitted: false,
         }
     }
     pub fn predicted(label: &str, unit: &str, simulated: f64) -> Row {
@@ -55,6 +61,7 @@ impl Row {
             tolerance_pct: None,
             sampling_pct: None,
             known_miss: None,
+            fitted: false,
         }
     }
     /// True when the row has a target and misses it.
@@ -80,12 +87,28 @@ pub struct Reproduction {
     pub breakdowns: Vec<table::Table>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The resolved parameters the rows ran with (path -> value, unit, provenance), so any
+    /// figure can be re-run from this output; `None` where the experiment has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Value>,
 }
 
 impl Reproduction {
     /// Rows that have a target and miss it.
     pub fn misses(&self) -> usize {
         self.rows.iter().filter(|r| r.misses()).count()
+    }
+
+    /// Rows compared with a published figure that no parameter was fitted to.
+    pub fn predicted_rows(&self) -> impl Iterator<Item = &Row> {
+        self.rows
+            .iter()
+            .filter(|r| r.published.is_some() && !r.fitted)
+    }
+
+    /// Rows a parameter was fitted to.
+    pub fn fitted_rows(&self) -> usize {
+        self.rows.iter().filter(|r| r.fitted).count()
     }
 }
 
@@ -125,10 +148,12 @@ impl std::fmt::Display for Reproduction {
                 r.sampling_pct.map_or("-".into(), |e| format!("{e:.1}")),
                 r.error_pct.map_or("-".into(), |e| format!("{e:+.1}")),
                 r.tolerance_pct.map_or("-".into(), |t| format!("{t:.0}")),
-                match (r.misses(), &r.known_miss) {
-                    (false, _) => "ok".into(),
-                    (true, None) => "MISS".into(),
-                    (true, Some(_)) => "MISS (known)".into(),
+                match (r.misses(), r.fitted, &r.known_miss) {
+                    (false, true, _) => "fitted".into(),
+                    (false, false, _) => "ok".into(),
+                    (true, true, _) => "MISS (fitted)".into(),
+                    (true, false, None) => "MISS".into(),
+                    (true, false, Some(_)) => "MISS (known)".into(),
                 },
             ]);
         }

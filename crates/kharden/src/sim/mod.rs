@@ -10,5 +10,5 @@ pub mod time;
 pub use int_map::IntMap;
 pub use queue::EventQueue;
 pub use rng::Pcg32;
-pub use stats::{Counter, FlushReason, Stats, TimeCategory};
+pub use stats::{Counter, FlushReason, OwnedCounter, Stats, TimeCategory, OWNED_COUNTERS};
 pub use time::{Clock, Time};

@@ -2,7 +2,6 @@
 //! names follow Linux's own (vmstat `nr_tlb_*`, `tlb:tlb_flush` reasons, perf events).
 
 use super::Time;
-use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// Declares a closed enum with a stable name per variant and an array-backed index.
 macro_rules! named_enum {
@@ -128,12 +127,6 @@ named_enum! {
         PagesAllocated = "pages_allocated",
         PagesFreed = "pages_freed",
         DirectMapSplits = "direct_map_splits",
-        /// XPFO flush requests (allocations and kunmaps), whatever the policy does with them.
-        XpfoFlushes = "xpfo_flushes",
-        XpfoPendingPosted = "xpfo_pending_posted",
-        XpfoPendingExecuted = "xpfo_pending_executed",
-        /// Linux PTI: user-PCID flushes deferred to the next return to user space.
-        DeferredUserFlushes = "deferred_user_flushes",
         PageFaults = "page_faults",
         RefcountOps = "refcount_ops",
         /// Misses on kernel lines shared between CPUs outside the IPI path (kernel/shared_line.rs).
@@ -152,12 +145,21 @@ named_enum! {
     }
 }
 
+/// A counter a plug-in owns: a slot its registry entry assigns (defense::registry), so the
+/// engine's own enum lists only kernel and hardware events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnedCounter(pub u8);
+
+/// Slots for plug-in counters.
+pub const OWNED_COUNTERS: usize = 16;
+
 /// All stats of one simulation. Plain arrays: updating one is an index and an add.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
     time: [Time; TimeCategory::COUNT],
     counters: [u64; Counter::COUNT],
     flushes: [u64; FlushReason::COUNT],
+    owned: [u64; OWNED_COUNTERS],
 }
 
 impl Default for Stats {
@@ -166,6 +168,7 @@ impl Default for Stats {
             time: [Time::ZERO; TimeCategory::COUNT],
             counters: [0; Counter::COUNT],
             flushes: [0; FlushReason::COUNT],
+            owned: [0; OWNED_COUNTERS],
         }
     }
 }
@@ -184,6 +187,12 @@ impl Stats {
     }
     pub fn add(&mut self, c: Counter, n: u64) {
         self.counters[c as usize] += n;
+    }
+    pub fn count_owned(&mut self, c: OwnedCounter) {
+        self.owned[c.0 as usize] += 1;
+    }
+    pub fn owned(&self, c: OwnedCounter) -> u64 {
+        self.owned[c.0 as usize]
     }
     pub fn flush(&mut self, r: FlushReason) {
         self.flushes[r as usize] += 1;
@@ -223,6 +232,9 @@ impl Stats {
         for (a, b) in self.flushes.iter_mut().zip(&earlier.flushes) {
             *a -= b;
         }
+        for (a, b) in self.owned.iter_mut().zip(&earlier.owned) {
+            *a -= b;
+        }
     }
     /// Adds every counter of `other` (e.g. per-CPU stats into a machine total).
     pub fn merge(&mut self, other: &Stats) {
@@ -239,24 +251,9 @@ impl Stats {
         for (a, b) in self.flushes.iter_mut().zip(&other.flushes) {
             *a += b;
         }
-    }
-}
-
-/// Serialised grouped like gem5's stats: `time.<category>` in ns, `counters.<name>`,
-/// `tlb_flush.<reason>`.
-impl Serialize for Stats {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(None)?;
-        for &c in TimeCategory::ALL {
-            m.serialize_entry(&format!("time_ns.{}", c.name()), &self.time(c).ns())?;
+        for (a, b) in self.owned.iter_mut().zip(&other.owned) {
+            *a += b;
         }
-        for &c in Counter::ALL {
-            m.serialize_entry(&format!("counters.{}", c.name()), &self.counter(c))?;
-        }
-        for &r in FlushReason::ALL {
-            m.serialize_entry(&format!("tlb_flush.{}", r.name()), &self.flushes(r))?;
-        }
-        m.end()
     }
 }
 

@@ -6,7 +6,7 @@
 //! recorded profile (workloads/kbuild-job.toml); this file only spreads them over each
 //! process's life at constant rates.
 
-use super::program::Op;
+use super::program::{Op, Program};
 use crate::kernel::syscall::{self, SyscallSpec};
 use crate::sim::Pcg32;
 use std::collections::VecDeque;
@@ -69,39 +69,21 @@ impl JobSpec {
     }
 }
 
-/// A task's program.
-pub enum Program {
-    Make(Make),
-    Process(Process),
-    /// Operations streamed from a source (trace replay).
-    Stream(Box<dyn super::program::OpSource>),
-}
-
-impl std::fmt::Debug for Program {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Program::Stream(s) => write!(f, "Stream({})", s.name()),
-            Program::Make(m) => m.fmt(f),
-            Program::Process(p) => p.fmt(f),
-        }
+impl Program for Make {
+    fn next(&mut self, rng: &mut Pcg32) -> Op {
+        self.step(rng)
+    }
+    fn name(&self) -> &str {
+        "make"
     }
 }
 
-impl Program {
-    pub fn name(&self) -> &str {
-        match self {
-            Program::Make(_) => "make",
-            Program::Process(p) => &p.spec.processes[p.index].name,
-            Program::Stream(s) => s.name(),
-        }
+impl Program for Process {
+    fn next(&mut self, _rng: &mut Pcg32) -> Op {
+        self.step()
     }
-
-    pub fn next(&mut self, rng: &mut Pcg32) -> Op {
-        match self {
-            Program::Make(m) => m.next(rng),
-            Program::Process(p) => p.next(),
-            Program::Stream(s) => s.next(),
-        }
+    fn name(&self) -> &str {
+        &self.spec.processes[self.index].name
     }
 }
 
@@ -118,8 +100,8 @@ pub struct Make {
 
 impl Make {
     /// The program of a make -j`jobs` that starts `total` jobs of `spec`.
-    pub fn program(spec: JobSpec, jobs: u32, total: u64) -> Program {
-        Program::Make(Make {
+    pub fn program(spec: JobSpec, jobs: u32, total: u64) -> Box<dyn Program> {
+        Box::new(Make {
             spec: Arc::new(spec),
             limit: jobs.max(1),
             total,
@@ -129,7 +111,7 @@ impl Make {
         })
     }
 
-    fn next(&mut self, rng: &mut Pcg32) -> Op {
+    fn step(&mut self, rng: &mut Pcg32) -> Op {
         if std::mem::take(&mut self.waited) {
             self.running -= 1;
         }
@@ -143,10 +125,7 @@ impl Make {
             };
             self.started += 1;
             self.running += 1;
-            return Op::Fork(Box::new(Program::Process(Process::job(
-                self.spec.clone(),
-                phase,
-            ))));
+            return Op::Fork(Box::new(Process::job(self.spec.clone(), phase)));
         }
         if self.running > 0 {
             self.waited = true;
@@ -236,7 +215,7 @@ impl Process {
         }
     }
 
-    fn next(&mut self) -> Op {
+    fn step(&mut self) -> Op {
         if !self.execed {
             self.execed = true;
             return Op::Exec;
@@ -257,11 +236,7 @@ impl Process {
             Some(child) => {
                 let resume = self.resume.take();
                 self.wait_owed = true;
-                Op::Fork(Box::new(Program::Process(Process::new(
-                    self.spec.clone(),
-                    child,
-                    resume,
-                ))))
+                Op::Fork(Box::new(Process::new(self.spec.clone(), child, resume)))
             }
             None => Op::Exit,
         }
@@ -396,7 +371,7 @@ mod tests {
         let mut sh = Process::job(spec.clone(), 0.925);
         let mut rng = Pcg32::new(1, 1);
         let mut ops = vec![];
-        let mut op = Program::Process(std::mem::replace(
+        let mut op: Box<dyn Program> = Box::new(std::mem::replace(
             &mut sh,
             Process::new(spec.clone(), 0, None),
         ));
@@ -414,7 +389,7 @@ mod tests {
             match first {
                 Op::Fork(child) => {
                     ops.push(format!("fork {}", child.name()));
-                    op = *child;
+                    op = child;
                 }
                 other => panic!("expected a fork, got {other:?}"),
             }
@@ -459,7 +434,8 @@ mod xpfo_smoke {
                     "{m} {d}: sys {:.6} s user {:.6} s flushes {} ipis {} splits {} violations {}",
                     w.tasks.system_time().secs(),
                     w.tasks.user_time().secs(),
-                    w.tasks.counter(Counter::XpfoFlushes),
+                    w.tasks
+                        .owned(crate::defense::registry::counter("xpfo_flushes")),
                     w.tasks.counter(Counter::NrTlbRemoteFlush),
                     w.tasks.counter(Counter::DirectMapSplits),
                     r.k.violations.len()
@@ -472,7 +448,12 @@ mod xpfo_smoke {
                 if d == "xpfo:deferred" {
                     // Children inherit their parent's per-task mask (dup_task_struct copies it)
                     // and start on another CPU: the shell and gcc have faulted by then.
-                    assert!(w.tasks.counter(Counter::XpfoPendingExecuted) > 0, "{m}");
+                    assert!(
+                        w.tasks
+                            .owned(crate::defense::registry::counter("xpfo_pending_executed"))
+                            > 0,
+                        "{m}"
+                    );
                 }
                 sys.push(w.tasks.system_time());
             }

@@ -3,11 +3,15 @@
 
 pub mod kbuild;
 pub mod kbuild_profile;
+pub mod kbuild_run;
 pub mod program;
 pub mod run;
 pub mod syscall_loop;
 
 pub use syscall_loop::SyscallLoop;
+
+/// The workloads' declared parameters.
+pub use syscall_loop::PARAMS;
 
 use crate::error::{Error, Result};
 

@@ -2,6 +2,22 @@
 //! Every workload (generators, trace replay) speaks this language to the runner.
 
 use crate::kernel::syscall::{Effect, SyscallSpec};
+use crate::sim::Pcg32;
+
+/// A task's program: the operations it does, one at a time (a make, a compile job's
+/// process, a replayed trace's task).
+pub trait Program {
+    /// The next operation; `rng` is the run's, for programs that make random choices.
+    fn next(&mut self, rng: &mut Pcg32) -> Op;
+    /// The task's name (its command).
+    fn name(&self) -> &str;
+}
+
+impl std::fmt::Debug for dyn Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Program({})", self.name())
+    }
+}
 
 #[derive(Debug)]
 pub enum Op {
@@ -36,21 +52,14 @@ pub enum Op {
         effect: Option<Effect>,
     },
     /// fork() a child that runs `program`.
-    Fork(Box<super::kbuild::Program>),
+    Fork(Box<dyn Program>),
     /// clone(CLONE_VM | CLONE_THREAD): a thread of this task's process that runs `program`.
     /// Nobody waits for it; the process's memory goes when its last thread exits.
-    SpawnThread(Box<super::kbuild::Program>),
+    SpawnThread(Box<dyn Program>),
 
     /// execve() a new image.
     Exec,
     /// wait() for one child to exit (blocks while none has).
     WaitChild,
     Exit,
-}
-
-/// A program whose operations come from elsewhere (a replayed trace), one at a time.
-pub trait OpSource {
-    fn next(&mut self) -> Op;
-    /// The task's name (its command).
-    fn name(&self) -> &str;
 }

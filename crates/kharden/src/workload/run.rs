@@ -2,8 +2,7 @@
 //! busy CPU's next free moment), each running one operation of its task's program. Blocking,
 //! exiting and preemption go through the kernel's scheduler; wake-ups start idle CPUs.
 
-use super::kbuild::Program;
-use super::program::Op;
+use super::program::{Op, Program};
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::Result;
 use crate::kernel::layout::{USER_DATA, USER_STACK_TOP, USER_TEXT};
@@ -32,7 +31,7 @@ impl Window {
 
 pub struct Runner {
     pub k: Kernel,
-    programs: Vec<Option<Program>>,
+    programs: Vec<Option<Box<dyn Program>>>,
     queue: EventQueue<CpuId>,
     alive_children: Vec<u32>,
     exited_children: Vec<u32>,
@@ -45,7 +44,7 @@ pub struct Runner {
 
 impl Runner {
     /// A runner whose first task (on CPU 0) runs `init`.
-    pub fn new(mut k: Kernel, init: Program, seed: u64) -> Runner {
+    pub fn new(mut k: Kernel, init: Box<dyn Program>, seed: u64) -> Runner {
         let task = k.spawn(init.name(), None);
         k.tasks[task].last_cpu = Some(0);
         let mut r = Runner {
@@ -66,7 +65,7 @@ impl Runner {
         r
     }
 
-    fn adopt(&mut self, task: TaskId, program: Program) {
+    fn adopt(&mut self, task: TaskId, program: Box<dyn Program>) {
         let n = task + 1;
         if self.programs.len() < n {
             self.programs.resize_with(n, || None);
@@ -121,7 +120,7 @@ impl Runner {
             }
             if at > self.k.global_now {
                 self.k.global_now = at;
-                for c in self.k.irq_calendar.iter_mut() {
+                for c in self.k.cpus.iter_mut().map(|c| &mut c.irq_calendar) {
                     c.prune(at);
                 }
                 self.k.forget_modes_before(at);
@@ -239,7 +238,7 @@ impl Runner {
                 let name = program.name().to_string();
                 let child = k.fork(cpu, task, &name)?;
                 let now = k.cpus[cpu].now;
-                self.adopt(child, *program);
+                self.adopt(child, program);
                 self.alive_children[task] += 1;
                 self.wake(child, now);
             }
@@ -247,7 +246,7 @@ impl Runner {
                 let name = program.name().to_string();
                 let thread = k.spawn_thread(cpu, task, &name);
                 let now = k.cpus[cpu].now;
-                self.adopt(thread, *program);
+                self.adopt(thread, program);
                 self.is_thread[thread] = true;
                 self.wake(thread, now);
             }

@@ -6,11 +6,15 @@ use crate::error::{Error, Result};
 use crate::kernel::layout::{USER_DATA, USER_LIBC, USER_MMAP, USER_STACK_TOP, USER_TEXT};
 use crate::kernel::syscall::{self, Effect, SyscallSpec};
 use crate::kernel::Kernel;
+use crate::params::{Decl, Unit};
 use crate::sim::{Stats, Time};
 
-/// User-mode cycles of one iteration besides the syscall: loop compare on `alarm_fired`,
-/// call/ret into the libc stub, argument moves. ESTIMATE: about 10 instructions.
-pub const USER_CYCLES_PER_ITERATION: f64 = 10.0;
+pub const PARAMS: &[Decl] = &[Decl::num(
+    "workload.syscall_loop.user_cycles_per_iteration",
+    Unit::Cycles,
+    (0.0, 1e6),
+    "user-mode cycles of one iteration besides the syscall (loop compare, libc stub)",
+)];
 
 #[derive(Debug, Clone)]
 pub struct SyscallLoop {
@@ -18,6 +22,8 @@ pub struct SyscallLoop {
     /// Iterations simulated before measuring (to warm TLBs and caches).
     pub warmup: u64,
     pub iterations: u64,
+    /// workload.syscall_loop.user_cycles_per_iteration of the kernel's run (set by start).
+    user_cycles: f64,
 }
 
 /// What a measured loop did.
@@ -50,11 +56,13 @@ impl SyscallLoop {
             syscall: *spec,
             warmup: 200,
             iterations,
+            user_cycles: 0.0,
         })
     }
 
     /// Sets up the benchmark process on CPU 0 and returns it in user mode.
-    pub fn start(&self, k: &mut Kernel) -> Result<()> {
+    pub fn start(&mut self, k: &mut Kernel) -> Result<()> {
+        self.user_cycles = k.run_params.num(PARAMS[0].path);
         let parent = k.spawn("sh", None);
         let task = k.spawn("syscall_timing", Some(parent));
         k.switch_to(0, task);
@@ -75,7 +83,7 @@ impl SyscallLoop {
             (VirtAddr(USER_STACK_TOP - 0x100), Access::Write),
             (VirtAddr(USER_LIBC + 0x1_0a0), Access::Exec),
         ];
-        k.user_work(0, USER_CYCLES_PER_ITERATION, &touches)?;
+        k.user_work(0, self.user_cycles, &touches)?;
         k.syscall(0, &self.syscall)?;
         // The mmap test writes its page, so munmap has a PTE to clear and a flush to do.
         if let Effect::MmapAnon { .. } = self.syscall.effect {
@@ -87,7 +95,7 @@ impl SyscallLoop {
     }
 
     /// Runs `warmup` iterations, then `iterations` measured ones.
-    pub fn run(&self, k: &mut Kernel) -> Result<LoopResult> {
+    pub fn run(&mut self, k: &mut Kernel) -> Result<LoopResult> {
         self.start(k)?;
         for _ in 0..self.warmup {
             self.iteration(k)?;

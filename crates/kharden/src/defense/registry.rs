@@ -1,0 +1,97 @@
+//! The defenses this crate provides, one family per mechanism: its command-line variants,
+//! the parameters it declares and the counters it owns. Adding a mechanism is one file in
+//! defense/ and one line in FAMILIES.
+
+use super::{boot_options, pti, xpfo, Defense};
+use crate::params::Decl;
+use crate::sim::OwnedCounter;
+
+/// One command-line name of a family.
+pub struct Variant {
+    /// As given to --defense, e.g. "pti:linux".
+    pub name: &'static str,
+    /// Other spellings accepted for it ("pti", "pti=on").
+    pub aliases: &'static [&'static str],
+    pub description: &'static str,
+    /// A deliberately broken variant, which the oracle must catch.
+    pub broken: bool,
+    pub make: fn() -> Box<dyn Defense>,
+}
+
+/// A mechanism: its variants (at most one per run), parameters and counters.
+pub struct Family {
+    pub name: &'static str,
+    /// Boot options configure before defenses, which then see the final boot choices.
+    pub boot_option: bool,
+    pub variants: &'static [Variant],
+    pub params: &'static [Decl],
+    /// (counter name, what it counts): kept in every CPU's stats beside the kernel's own.
+    pub counters: &'static [(&'static str, &'static str)],
+}
+
+pub const FAMILIES: &[&Family] = &[&boot_options::NOPCID, &pti::FAMILY, &xpfo::FAMILY];
+
+pub fn variant(name: &str) -> Option<&'static Variant> {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.variants.iter())
+        .find(|v| v.name == name || v.aliases.contains(&name))
+}
+
+pub fn family_of(defense_name: &str) -> Option<&'static Family> {
+    FAMILIES
+        .iter()
+        .copied()
+        .find(|f| f.variants.iter().any(|v| v.name == defense_name))
+}
+
+/// Every owned counter's name, in slot order.
+pub fn counter_names() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.counters.iter().map(|(n, _)| *n))
+        .collect()
+}
+
+/// The slot of a counter a family declared (a missing name is a bug in the family).
+pub fn counter(name: &str) -> OwnedCounter {
+    let slot = counter_names()
+        .iter()
+        .position(|n| *n == name)
+        .unwrap_or_else(|| panic!("no family declares the counter {name}"));
+    OwnedCounter(slot as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_counters_are_unique_and_fit_the_stats() {
+        let names: Vec<&str> = FAMILIES
+            .iter()
+            .flat_map(|f| {
+                f.variants
+                    .iter()
+                    .flat_map(|v| std::iter::once(v.name).chain(v.aliases.iter().copied()))
+            })
+            .collect();
+        for (i, n) in names.iter().enumerate() {
+            assert!(!names[..i].contains(n), "{n} twice");
+            let built = (variant(n).unwrap().make)().name();
+            assert_eq!(
+                family_of(&built).map(|f| f.name),
+                Some(n.split([':', '=']).next().unwrap()),
+                "{n}"
+            );
+        }
+        let counters = counter_names();
+        assert!(counters.len() <= crate::sim::OWNED_COUNTERS);
+        for (i, c) in counters.iter().enumerate() {
+            assert!(
+                !counters[..i].contains(c)
+                    && crate::sim::Counter::ALL.iter().all(|k| k.name() != *c)
+            );
+        }
+    }
+}

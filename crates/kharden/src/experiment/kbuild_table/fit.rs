@@ -1,0 +1,169 @@
+//! Simulating an experiment's rows and fitting its parameters: every simulation is cached
+//! by what it depends on, so the fits and the final table never simulate the same thing
+//! twice.
+
+use super::{Experiment, RowSpec};
+use crate::defense::registry;
+use crate::error::{Error, Result};
+use crate::experiment::Fit;
+use crate::machine::MachineProfile;
+use crate::params::{Params, Provenance};
+use crate::workload::kbuild_profile::JobProfile;
+use crate::workload::kbuild_run::{calibrate, simulate, Measured, Sampling};
+use std::collections::BTreeMap;
+
+/// The values of the parameters a simulation depends on.
+type Fingerprint = Vec<(&'static str, String)>;
+
+pub(super) struct Rows<'a> {
+    e: &'a Experiment,
+    pub profile: JobProfile,
+    pub machines: BTreeMap<String, MachineProfile>,
+    /// The parameters at their current values (fits change them as they go).
+    pub params: Params,
+    /// (machine, jobs, kernel parameters) -> extra cycles per other syscall, and its note.
+    calibration: BTreeMap<(String, u32, Fingerprint), (f64, String)>,
+    /// (row, parameters of the kernel and the row's defenses) -> the row simulated.
+    simulated: BTreeMap<(String, Fingerprint), Measured>,
+}
+
+/// Parameters of the kernel and the workloads: what a run with no defense depends on.
+fn kernel_only(path: &str) -> bool {
+    !registry::FAMILIES
+        .iter()
+        .any(|f| path.starts_with(&format!("{}.", f.name)))
+}
+
+impl<'a> Rows<'a> {
+    pub fn new(
+        e: &'a Experiment,
+        profile: JobProfile,
+        machines: BTreeMap<String, MachineProfile>,
+        params: Params,
+    ) -> Rows<'a> {
+        Rows {
+            e,
+            profile,
+            machines,
+            params,
+            calibration: BTreeMap::new(),
+            simulated: BTreeMap::new(),
+        }
+    }
+
+    pub fn sampling(&self, r: &RowSpec) -> Sampling {
+        Sampling {
+            warmup_ms: self.e.warmup_ms,
+            window_ms: self.e.window_cpu_ms / r.jobs as f64,
+            seed: 1,
+            samples: self.e.samples,
+        }
+    }
+
+    /// Extra cycles per other syscall for `r`'s machine and jobs at the current kernel
+    /// parameters (the calibration runs without defenses, so no defense's parameter enters).
+    pub fn extra(&mut self, r: &RowSpec) -> Result<f64> {
+        let key = (
+            r.machine.clone(),
+            r.jobs,
+            self.params.fingerprint(kernel_only),
+        );
+        if !self.calibration.contains_key(&key) {
+            let m = &self.machines[&r.machine];
+            let calibrated = calibrate(m, r.jobs, &self.profile, self.sampling(r), &self.params)?;
+            self.calibration.insert(key.clone(), calibrated);
+        }
+        Ok(self.calibration[&key].0)
+    }
+
+    /// The calibration notes at the final parameters.
+    pub fn calibration_notes(&self) -> Vec<String> {
+        let now = self.params.fingerprint(kernel_only);
+        self.calibration
+            .iter()
+            .filter(|(k, _)| k.2 == now)
+            .map(|(_, (_, note))| note.clone())
+            .collect()
+    }
+
+    pub fn measure(&mut self, r: &RowSpec) -> Result<Measured> {
+        let families: Vec<&str> = r
+            .defense
+            .split(',')
+            .filter_map(|d| registry::variant(d.trim()))
+            .filter_map(|v| registry::family_of(v.name))
+            .map(|f| f.name)
+            .collect();
+        let relevant = |path: &str| {
+            kernel_only(path) || families.iter().any(|f| path.starts_with(&format!("{f}.")))
+        };
+        let key = (r.label.clone(), self.params.fingerprint(relevant));
+        if let Some(done) = self.simulated.get(&key) {
+            return Ok(done.clone());
+        }
+        let extra = self.extra(r)?;
+        let m = &self.machines[&r.machine];
+        let mut one = simulate(
+            m,
+            &r.defense,
+            r.jobs,
+            &self.profile,
+            extra,
+            self.sampling(r),
+            &self.params,
+        )?;
+        one.label = r.label.clone();
+        self.simulated.insert(key, one.clone());
+        Ok(one)
+    }
+
+    fn row(&mut self, label: &str) -> Result<Measured> {
+        let r = self.e.row_named(label).clone();
+        self.measure(&r)
+    }
+
+    /// The value of `f.parameter` at which `f.row`, scaled by the build's user work (fitted
+    /// to `base` at the current parameters), gives its published figure: secant steps on a
+    /// parameter the row's time grows with almost linearly, from `f.start` (or the current
+    /// value and four times it).
+    pub fn fit(&mut self, f: &Fit, base: &str) -> Result<f64> {
+        let build_user_cycles =
+            self.e.row_named(base).published / self.row(base)?.system_per_user_cycle();
+        let published = self.e.row_named(&f.row).published;
+        let path = f.parameter.as_str();
+        let max = self.params.get(path).map_or(f64::MAX, |p| p.decl.range.1);
+        let fitted = || Provenance::Fitted {
+            experiment: self.e.name.clone(),
+            row: f.row.clone(),
+        };
+        let error = |rows: &mut Self, v: f64| -> Result<f64> {
+            rows.params.set_num("[[fit]]", path, v, fitted())?;
+            Ok(rows.row(&f.row)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
+        };
+        let (mut a, mut b) = match f.start {
+            Some([a, b]) => (a, b),
+            None => {
+                let now = self.params.num(path);
+                (now, 4.0 * now)
+            }
+        };
+        if a == b {
+            return Err(Error::new(format!(
+                "[[fit]] {path}: the two starting points are equal ({a}); give start = [a, b]"
+            )));
+        }
+        let (mut fa, mut fb) = (error(self, a)?, error(self, b)?);
+        // At least one secant step, so the fitted value never is a starting point.
+        for step in 0..8 {
+            if (step > 0 && fb.abs() < 0.002) || fb == fa {
+                break;
+            }
+            let next = (b - fb * (b - a) / (fb - fa)).clamp(0.0, max).round();
+            (a, fa) = (b, fb);
+            b = next;
+            fb = error(self, b)?;
+        }
+        self.params.set_num("[[fit]]", path, b, fitted())?;
+        Ok(b)
+    }
+}

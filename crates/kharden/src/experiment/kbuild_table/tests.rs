@@ -1,0 +1,150 @@
+use super::*;
+use crate::params::Params;
+use crate::workload::kbuild_run::Sampling;
+
+const ROWS: &str = r#"
+name = "t"
+kind = "kbuild-table"
+title = "t"
+source = "t"
+tolerance_pct = 15.0
+warmup_ms = 1.0
+window_cpu_ms = 10.0
+[[row]]
+label = "base"
+machine = "ivybridge-i5-3550"
+jobs = 4
+defense = "pti:linux"
+published = 600.0
+[[row]]
+label = "xpfo"
+machine = "ivybridge-i5-3550"
+jobs = 4
+defense = "pti:linux,xpfo:immediate"
+published = 1600.0
+"#;
+
+fn with_fits(fits: &[(&str, &str)]) -> String {
+    let mut text = ROWS.to_string();
+    for (parameter, row) in fits {
+        text += &format!("[[fit]]\nparameter = \"{parameter}\"\nrow = \"{row}\"\n");
+    }
+    text
+}
+
+#[test]
+fn build_user_cycles_comes_first_and_kernel_costs_may_follow() {
+    assert_eq!(
+        parse("t.toml", &with_fits(&[("build_user_cycles", "base")]))
+            .unwrap()
+            .fit
+            .len(),
+        1
+    );
+    assert_eq!(
+        parse(
+            "t.toml",
+            &with_fits(&[
+                ("build_user_cycles", "base"),
+                ("kernel.irq_path_cycles", "xpfo")
+            ])
+        )
+        .unwrap()
+        .fit
+        .len(),
+        2
+    );
+    let both = [
+        ("build_user_cycles", "base"),
+        ("xpfo.page_cycles", "xpfo"),
+        ("kernel.irq_path_cycles", "xpfo"),
+    ];
+    assert_eq!(parse("t.toml", &with_fits(&both)).unwrap().fit.len(), 3);
+    for bad in [
+        vec![("kernel.irq_path_cycles", "xpfo")],
+        vec![],
+        vec![("build_user_cycles", "base"), ("ipi_latency", "xpfo")],
+        vec![("build_user_cycles", "nope")],
+        vec![
+            ("build_user_cycles", "base"),
+            ("xpfo.page_cycles", "xpfo"),
+            ("xpfo.page_cycles", "xpfo"),
+        ],
+        vec![("build_user_cycles", "base"), ("build_user_cycles", "base")],
+    ] {
+        let err = parse("t.toml", &with_fits(&bad)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.toml") && !err.contains('\n'),
+            "{bad:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn samples_pool_the_windows_of_consecutive_seeds() {
+    let m = machine::load("ivybridge-i5-3550").unwrap();
+    let profile = JobProfile::builtin();
+    let sampling = |seed, samples| Sampling {
+        warmup_ms: 1.0,
+        window_ms: 20.0,
+        seed,
+        samples,
+    };
+    let run = |seed, samples| {
+        simulate(
+            &m,
+            "pti:linux",
+            4,
+            &profile,
+            0.0,
+            sampling(seed, samples),
+            &Params::linux(),
+        )
+        .unwrap()
+    };
+    let (a, b, both) = (run(7, 1), run(8, 1), run(7, 2));
+    assert_eq!(a.sampling_error(), None);
+    assert_eq!(both.per_sample, [a.per_sample[0], b.per_sample[0]]);
+    assert_eq!(
+        both.window.tasks.system_time(),
+        a.window.tasks.system_time() + b.window.tasks.system_time()
+    );
+    assert_eq!(
+        both.user_work_cycles,
+        a.user_work_cycles + b.user_work_cycles
+    );
+    // Two different windows differ, and the standard error of two values is half their
+    // distance.
+    let (x, y) = (a.per_sample[0], b.per_sample[0]);
+    assert_ne!(x, y);
+    let se = both.sampling_error().unwrap() * both.system_per_user_cycle();
+    assert!(
+        (se - (x - y).abs() / 2.0).abs() < 1e-9 * se,
+        "{se} vs {x} {y}"
+    );
+    let bad = parse(
+        "t.toml",
+        &format!(
+            "samples = 0\n{}",
+            with_fits(&[("build_user_cycles", "base")])
+        ),
+    );
+    assert!(bad
+        .unwrap_err()
+        .to_string()
+        .contains("samples: expected 1 to 16"));
+    let bad = parse(
+        "t.toml",
+        &format!(
+            "set = {{ kernel.irq_time = \"sometimes\" }}\n{}",
+            with_fits(&[("build_user_cycles", "base")])
+        ),
+    );
+    let e = bad.unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "t.toml: set: kernel.irq_time: expected one of task-system, tick, excluded, got 'sometimes'"
+        ),
+        "{e}"
+    );
+}

@@ -1,0 +1,138 @@
+//! What the kernel offers plug-ins: the hooks it calls at named events (a defense implements
+//! the ones it needs), and the oracle's types it raises when a checked property breaks.
+//! Defined on the kernel's side so the kernel never imports a defense or the oracle.
+
+use super::page_alloc::Gfp;
+use super::{BootConfig, CpuId, Kernel, MmId, TaskId};
+use crate::arch::x86::{Pfn, VirtAddr};
+use crate::machine::MachineProfile;
+use crate::params::Params;
+use serde::Serialize;
+
+/// The hooks. All default to doing nothing.
+pub trait Defense {
+    /// Name as given on the command line, e.g. "pti:linux".
+    fn name(&self) -> String;
+
+    /// Before boot: adjust boot choices (global kernel mappings, PCID use, ...) and read
+    /// the defense's own parameters.
+    fn configure(&mut self, _config: &mut BootConfig, _machine: &MachineProfile, _params: &Params) {
+    }
+
+    /// After the kernel half is mapped and the CPUs are up.
+    fn on_boot(&mut self, _k: &mut Kernel) {}
+
+    /// A new address space exists (its kernel half is shared, its user half empty).
+    fn on_mm_created(&mut self, _k: &mut Kernel, _mm: MmId) {}
+
+    /// A user-half PGD slot of `mm` went from empty to populated (a new PUD/P4D).
+    fn on_user_pgd_populated(&mut self, _k: &mut Kernel, _mm: MmId, _slot: usize) {}
+
+    /// Just after entering the kernel from user mode (syscall, exception, interrupt).
+    fn on_kernel_entry(&mut self, _k: &mut Kernel, _cpu: CpuId) {}
+
+    /// Just before returning to user mode.
+    fn on_kernel_exit(&mut self, _k: &mut Kernel, _cpu: CpuId) {}
+
+    /// `cpu` switched to `mm`; `need_flush` when its ASID's TLB contents were stale.
+    fn on_switch_mm(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _need_flush: bool) {}
+
+    /// The kernel flushed user addresses [start, start + pages) of `mm` from this CPU's TLB
+    /// in the kernel's context (`pages` = kernel::tlbflush::FLUSH_ALL for a full flush).
+    fn on_user_tlb_flush(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _mm: MmId,
+        _start: VirtAddr,
+        _pages: u64,
+    ) {
+    }
+
+    /// A page was allocated (after the allocator's own work) / is being freed.
+    fn on_page_alloc(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
+    fn on_page_free(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn, _gfp: Gfp) {}
+
+    /// An empty per-CPU free list was refilled with `batch` from the node.
+    fn on_pcp_refill(&mut self, _k: &mut Kernel, _cpu: CpuId, _batch: &[Pfn]) {}
+
+    /// Before a measurement: every frame of `frames` was handed to user space and freed
+    /// earlier in the workload's life (a long-running build recycles its frames). Set up the
+    /// state that history leaves; nothing is charged.
+    fn on_frames_recycled(&mut self, _k: &mut Kernel, _frames: &[Pfn]) {}
+
+    /// A kernel path did `n` refcount_t operations (half increments, half decrements).
+    fn on_refcount_ops(&mut self, _k: &mut Kernel, _cpu: CpuId, _n: u32) {}
+
+    /// The kernel maps a page for a copy (kmap/kmap_atomic) and unmaps it afterwards.
+    fn on_kmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
+    fn on_kunmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
+
+    /// fork() created `child` from `parent` (dup_task_struct copies the parent's task_struct,
+    /// so per-task state is inherited).
+    fn on_task_forked(&mut self, _k: &mut Kernel, _cpu: CpuId, _parent: TaskId, _child: TaskId) {}
+
+    /// `task` was just switched in on `cpu` (after switch_mm; Linux's switch_mm_irqs_off
+    /// runs with the incoming task known).
+    fn on_task_switched_in(&mut self, _k: &mut Kernel, _cpu: CpuId, _task: TaskId) {}
+
+    /// The kernel flushed kernel addresses [start, start + pages) from this CPU's TLB page by
+    /// page (Linux __flush_tlb_one_kernel, which also calls flush_tlb_one_user for them).
+    fn on_kernel_page_flush(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _start: VirtAddr,
+        _pages: u64,
+    ) {
+    }
+
+    /// The security property, checked in user mode right after a return from the kernel.
+    fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {
+        None
+    }
+}
+
+/// Stands in for a defense while its own hook runs (see Kernel::with_defenses).
+pub struct Running;
+
+impl Defense for Running {
+    fn name(&self) -> String {
+        "(running)".into()
+    }
+}
+
+/// How often invariants are checked at returns to user mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OracleMode {
+    Off,
+    /// The first 16 returns, then every n-th (cheap enough for long runs).
+    Sampled(u64),
+    /// Every return (what `kharden check` uses).
+    Every,
+}
+
+impl Default for OracleMode {
+    /// Sampled, cheap enough for long runs.
+    fn default() -> Self {
+        OracleMode::Sampled(1024)
+    }
+}
+
+impl OracleMode {
+    pub fn due(self, returns: u64) -> bool {
+        match self {
+            OracleMode::Off => false,
+            OracleMode::Every => true,
+            OracleMode::Sampled(n) => returns <= 16 || returns % n == 0,
+        }
+    }
+}
+
+/// A broken security property, with enough detail to find the cause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub defense: String,
+    pub cpu: usize,
+    pub what: String,
+}

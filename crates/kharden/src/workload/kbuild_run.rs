@@ -1,0 +1,180 @@
+//! The kernel-build run driver: simulates windows of a `make -jN` build's steady state on a
+//! machine, pools independent windows (seeds), and calibrates the job's unmodelled kernel
+//! work so that the unhardened build's kernel cycles per user cycle equal the recording's.
+//! Experiments (experiment/kbuild_table) and sweeps build on it.
+
+use crate::defense;
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, OracleMode};
+use crate::machine::MachineProfile;
+use crate::params::Params;
+use crate::sim::{Time, TimeCategory};
+use crate::workload::kbuild::Make;
+use crate::workload::kbuild_profile::JobProfile;
+use crate::workload::run::{Runner, Window};
+
+/// One simulated row: its samples' windows pooled.
+#[derive(Clone)]
+pub struct Measured {
+    pub label: String,
+    pub machine: MachineProfile,
+    pub window: Window,
+    /// User work cycles done in the window.
+    pub user_work_cycles: f64,
+    /// System seconds per cycle of user work in each sample on its own.
+    pub per_sample: Vec<f64>,
+}
+
+impl Measured {
+    /// System seconds per cycle of user work.
+    pub fn system_per_user_cycle(&self) -> f64 {
+        self.window.tasks.system_time().secs() / self.user_work_cycles
+    }
+
+    /// Standard error of system_per_user_cycle() from the spread of the samples, as a
+    /// fraction of it; `None` with a single sample.
+    pub fn sampling_error(&self) -> Option<f64> {
+        let n = self.per_sample.len() as f64;
+        if n < 2.0 {
+            return None;
+        }
+        let mean = self.per_sample.iter().sum::<f64>() / n;
+        let var = self
+            .per_sample
+            .iter()
+            .map(|x| (x - mean).powi(2))
+            .sum::<f64>()
+            / (n - 1.0);
+        Some((var / n).sqrt() / self.system_per_user_cycle())
+    }
+}
+
+fn ms(v: f64) -> Time {
+    Time((v * 1e9) as u64)
+}
+
+/// How much simulated time a kbuild run covers.
+#[derive(Debug, Clone, Copy)]
+pub struct Sampling {
+    pub warmup_ms: f64,
+    pub window_ms: f64,
+    /// The first sample's seed; sample i runs with seed + i.
+    pub seed: u64,
+    /// Independent windows to simulate (in parallel) and pool.
+    pub samples: u32,
+}
+
+impl Default for Sampling {
+    /// One window (seed 1) of 25 ms after 4 ms of warm-up (the XPFO table's 96-thread rows).
+    fn default() -> Self {
+        Sampling {
+            warmup_ms: 4.0,
+            window_ms: 25.0,
+            seed: 1,
+            samples: 1,
+        }
+    }
+}
+
+/// Simulates the build's steady state on `m` under `defenses` with `params`.
+pub fn simulate(
+    m: &MachineProfile,
+    defenses: &str,
+    jobs: u32,
+    profile: &JobProfile,
+    extra: f64,
+    sampling: Sampling,
+    params: &Params,
+) -> Result<Measured> {
+    simulate_with(m, defenses, &[], jobs, profile, extra, sampling, params)
+}
+
+/// simulate() with defenses from other crates available. The samples run on threads of
+/// their own and are pooled in seed order, so the result does not depend on the host.
+pub fn simulate_with(
+    m: &MachineProfile,
+    defenses: &str,
+    extensions: &[defense::Extension],
+    jobs: u32,
+    profile: &JobProfile,
+    extra: f64,
+    sampling: Sampling,
+    params: &Params,
+) -> Result<Measured> {
+    // One window of the build: its stats and the user work cycles done in it.
+    let one_sample = |seed: u64| -> Result<(Window, f64)> {
+        let mut k = Kernel::boot_with(
+            m.clone(),
+            defense::parse_list_with(defenses, Some(m), extensions)?,
+            params,
+            OracleMode::default(),
+        );
+        k.recycle_frames(profile.steady_state_frames(jobs));
+        // Enough jobs that make never runs dry in the window.
+        let mut r = Runner::new(k, Make::program(profile.spec(extra), jobs, u64::MAX), seed);
+        let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
+        if let Some(v) = r.k.violations.first() {
+            return Err(Error::new(format!(
+                "{defenses} on {}: security oracle violation: {}",
+                m.name, v.what
+            )));
+        }
+        let user_work_cycles =
+            window.tasks.time(TimeCategory::User).secs() * m.cpu.frequency_ghz * 1e9;
+        if user_work_cycles <= 0.0 {
+            return Err(Error::new(format!(
+                "{defenses} on {}: no user work in the window; lengthen window_ms",
+                m.name
+            )));
+        }
+        Ok((window, user_work_cycles))
+    };
+    let one_sample = &one_sample;
+    let samples: Vec<Result<(Window, f64)>> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..sampling.samples.max(1) as u64)
+            .map(|i| s.spawn(move || one_sample(sampling.seed + i)))
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut pooled = Measured {
+        label: String::new(),
+        machine: m.clone(),
+        window: Window::default(),
+        user_work_cycles: 0.0,
+        per_sample: vec![],
+    };
+    for sample in samples {
+        let (window, user_work_cycles) = sample?;
+        pooled
+            .per_sample
+            .push(window.tasks.system_time().secs() / user_work_cycles);
+        pooled.window.merge(&window);
+        pooled.user_work_cycles += user_work_cycles;
+    }
+    Ok(pooled)
+}
+
+/// Extra kernel cycles per "other" syscall that make the unhardened build's kernel work
+/// per user cycle equal the recording's, on machine `m`.
+pub fn calibrate(
+    m: &MachineProfile,
+    jobs: u32,
+    profile: &JobProfile,
+    sampling: Sampling,
+    params: &Params,
+) -> Result<(f64, String)> {
+    let base = simulate(m, "none", jobs, profile, 0.0, sampling, params)?;
+    let modelled =
+        base.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9 / base.user_work_cycles;
+    let target = profile.system_cycles() / profile.user_cycles();
+    let spec = profile.spec(0.0);
+    let other_per_user_cycle = spec.other_syscalls / spec.user_cycles;
+    let extra = ((target - modelled) / other_per_user_cycle).max(0.0);
+    let note = format!(
+        "{}: modelled kernel paths give {:.3} kernel cycles per user cycle, the recording {:.3}; the {:.0} other syscalls per job carry {:.0} extra cycles each",
+        m.name, modelled, target, spec.other_syscalls, extra
+    );
+    Ok((extra, note))
+}

@@ -24,38 +24,15 @@ use crate::sim::TimeCategory;
 /// Bit 11 of the PCID marks the user half's tag.
 pub const USER_PCID_BIT: u16 = 1 << 11;
 
-const fn variant(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    description: &'static str,
-    v: Variant,
-) -> registry::Variant {
-    let make: fn() -> Box<dyn Defense> = match v {
-        Variant::FreeBsd => || Box::new(Pti::new(Variant::FreeBsd)),
-        Variant::Linux => || Box::new(Pti::new(Variant::Linux)),
-        Variant::BrokenGlobalText => || Box::new(Pti::new(Variant::BrokenGlobalText)),
-        Variant::BrokenUserMapsKernel => || Box::new(Pti::new(Variant::BrokenUserMapsKernel)),
-        Variant::BrokenNoUserFlush => || Box::new(Pti::new(Variant::BrokenNoUserFlush)),
-    };
-    let broken = !matches!(v, Variant::FreeBsd | Variant::Linux);
-    registry::Variant {
-        name,
-        aliases,
-        description,
-        broken,
-        make,
-    }
-}
-
 pub const FAMILY: registry::Family = registry::Family {
     name: "pti",
     boot_option: false,
     variants: &[
-        variant("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", Variant::FreeBsd),
-        variant("pti:linux", &["pti", "pti=on"], "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", Variant::Linux),
-        variant("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", Variant::BrokenGlobalText),
-        variant("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", Variant::BrokenUserMapsKernel),
-        variant("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", Variant::BrokenNoUserFlush),
+        registry::Variant::new("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", false, || Box::new(Pti::new(Variant::FreeBsd))),
+        registry::Variant::new("pti:linux", &["pti", "pti=on"], "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false, || Box::new(Pti::new(Variant::Linux))),
+        registry::Variant::new("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true, || Box::new(Pti::new(Variant::BrokenGlobalText))),
+        registry::Variant::new("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", true, || Box::new(Pti::new(Variant::BrokenUserMapsKernel))),
+        registry::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, || Box::new(Pti::new(Variant::BrokenNoUserFlush))),
     ],
     params: &[Decl::num("pti.switch_macro_cycles", Unit::Cycles, (0.0, 10_000.0), "the CR3-switch macro's own instructions at each kernel entry and exit")],
     counters: &[("deferred_user_flushes", "Linux PTI: user-PCID flushes deferred to the next return to user space")],

@@ -18,6 +18,24 @@ pub struct Variant {
     pub make: fn() -> Box<dyn Defense>,
 }
 
+impl Variant {
+    pub const fn new(
+        name: &'static str,
+        aliases: &'static [&'static str],
+        description: &'static str,
+        broken: bool,
+        make: fn() -> Box<dyn Defense>,
+    ) -> Variant {
+        Variant {
+            name,
+            aliases,
+            description,
+            broken,
+            make,
+        }
+    }
+}
+
 /// A mechanism: its variants (at most one per run), parameters and counters.
 pub struct Family {
     pub name: &'static str,

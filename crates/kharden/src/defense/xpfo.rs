@@ -53,51 +53,18 @@ pub enum Policy {
     BrokenPendingClearedEarly,
 }
 
-const fn variant(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    description: &'static str,
-    p: Policy,
-) -> registry::Variant {
-    let make: fn() -> Box<dyn Defense> = match p {
-        Policy::Immediate => || Box::new(Xpfo::new(Policy::Immediate)),
-        Policy::Deferred => || Box::new(Xpfo::new(Policy::Deferred)),
-        Policy::DeferredGlobal => || Box::new(Xpfo::new(Policy::DeferredGlobal)),
-        Policy::Batched => || Box::new(Xpfo::new(Policy::Batched)),
-        Policy::BatchedV8 => || Box::new(Xpfo::new(Policy::BatchedV8)),
-        Policy::NoFlush => || Box::new(Xpfo::new(Policy::NoFlush)),
-        Policy::BrokenDeferredNoSwitchFlush => {
-            || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))
-        }
-        Policy::BrokenPendingClearedEarly => {
-            || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))
-        }
-    };
-    let broken = matches!(
-        p,
-        Policy::BrokenDeferredNoSwitchFlush | Policy::BrokenPendingClearedEarly
-    );
-    registry::Variant {
-        name,
-        aliases,
-        description,
-        broken,
-        make,
-    }
-}
-
 pub const FAMILY: registry::Family = registry::Family {
     name: "xpfo",
     boot_option: false,
     variants: &[
-        variant("xpfo:immediate", &["xpfo"], "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", Policy::Immediate),
-        variant("xpfo:deferred", &[], "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", Policy::Deferred),
-        variant("xpfo:deferred-global", &[], "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", Policy::DeferredGlobal),
-        variant("xpfo:batched", &[], "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", Policy::Batched),
-        variant("xpfo:batched-v8", &[], "XPFO batched (v8 13/14): refilled movable pages marked user and unmapped with one flush per batch (still mapped until their first kunmap), freed pages mapped back; global pending mask", Policy::BatchedV8),
-        variant("xpfo:noflush", &[], "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", Policy::NoFlush),
-        variant("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", Policy::BrokenDeferredNoSwitchFlush),
-        variant("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", Policy::BrokenPendingClearedEarly),
+        registry::Variant::new("xpfo:immediate", &["xpfo"], "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", false, || Box::new(Xpfo::new(Policy::Immediate))),
+        registry::Variant::new("xpfo:deferred", &[], "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", false, || Box::new(Xpfo::new(Policy::Deferred))),
+        registry::Variant::new("xpfo:deferred-global", &[], "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", false, || Box::new(Xpfo::new(Policy::DeferredGlobal))),
+        registry::Variant::new("xpfo:batched", &[], "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", false, || Box::new(Xpfo::new(Policy::Batched))),
+        registry::Variant::new("xpfo:batched-v8", &[], "XPFO batched (v8 13/14): refilled movable pages marked user and unmapped with one flush per batch (still mapped until their first kunmap), freed pages mapped back; global pending mask", false, || Box::new(Xpfo::new(Policy::BatchedV8))),
+        registry::Variant::new("xpfo:noflush", &[], "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false, || Box::new(Xpfo::new(Policy::NoFlush))),
+        registry::Variant::new("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", true, || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))),
+        registry::Variant::new("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true, || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))),
     ],
     params: &[Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (charged in time category 'fitted')")],
     counters: &[

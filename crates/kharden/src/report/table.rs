@@ -22,21 +22,13 @@ impl Table {
         debug_assert_eq!(row.len(), self.header.len());
         self.rows.push(row);
     }
-    /// Comma-separated values with a header line (fields containing commas are quoted).
+    /// Comma-separated values with a header line, quoted and escaped by the `csv` crate.
     pub fn to_csv(&self) -> String {
-        let quote = |s: &String| {
-            if s.contains(',') {
-                format!("\"{s}\"")
-            } else {
-                s.clone()
-            }
-        };
-        let mut out = String::new();
+        let mut w = super::csv::writer();
         for line in std::iter::once(&self.header).chain(&self.rows) {
-            out += &line.iter().map(quote).collect::<Vec<_>>().join(",");
-            out.push('\n');
+            super::csv::record(&mut w, line);
         }
-        out
+        super::csv::finish(w)
     }
 }
 

@@ -140,8 +140,13 @@ mod tests {
         assert!(svg.contains("a &amp; b") && svg.contains("t &lt;1&gt;"));
         // two dots for the first series (y = 0 cannot be shown on a log axis), two for the second
         assert_eq!(svg.matches("<circle").count(), 4);
-        // y from 1 to 100: both decades labelled
-        assert!(svg.contains(">1<") || svg.contains(">1.0<"), "{svg}");
+        // y from 1 to 100 in decades, x labelled with the CPU counts
+        for label in ["1.0", "10.0", "100.0", "4", "8"] {
+            assert!(
+                svg.contains(&format!("\n{label}\n</text>")),
+                "{label}: {svg}"
+            );
+        }
     }
 
     #[test]

@@ -25,15 +25,17 @@ pub(super) fn costs(w: &mut Writer, cx: &Ctx, usable: &Usable) {
     } else {
         "TTBR0_EL1 write + ISB"
     };
-    w.kv(
+    cx.library(
+        w,
         "cr3_write_noflush_cycles",
         Val::Int(c.cr3_write_noflush_cycles as u64),
-        &from(&format!("{cr3} (no flush) cost (privileged)")),
+        &format!("{cr3} (no flush) cost (privileged)"),
     );
-    w.kv(
+    cx.library(
+        w,
         "cr3_write_flush_cycles",
         Val::Int(c.cr3_write_flush_cycles as u64),
-        &from(&format!("{cr3} (flushing) cost (privileged)")),
+        &format!("{cr3} (flushing) cost (privileged)"),
     );
     w.kv(
         "invlpg_cycles",
@@ -104,21 +106,24 @@ pub(super) fn costs(w: &mut Writer, cx: &Ctx, usable: &Usable) {
         let v = c
             .tlbi_broadcast_ns
             .unwrap_or(c.ipi_latency_ns.same_socket_ns);
-        w.kv(
+        cx.library(
+            w,
             "tlbi_broadcast_ns",
             Val::Float(v),
-            &from("TLBI ...IS + DSB ISH cost (privileged)"),
+            "TLBI ...IS + DSB ISH cost (privileged)",
         );
     }
-    w.kv(
+    cx.library(
+        w,
         "interrupt_entry_cycles",
         Val::Int(c.interrupt_entry_cycles as u64),
-        &from("interrupt entry + return cost"),
+        "interrupt entry + return cost",
     );
-    w.kv(
+    cx.library(
+        w,
         "ipi_send_cycles",
         Val::Int(c.ipi_send_cycles as u64),
-        &from("IPI send cost (APIC/GIC register write is privileged)"),
+        "IPI send cost (APIC/GIC register write is privileged)",
     );
 }
 
@@ -137,16 +142,18 @@ pub(super) fn ipi_latency(w: &mut Writer, cx: &Ctx) {
         Val::Float(l.same_core_ns),
         &format!("{}{shoot}", from("IPI delivery latency")),
     );
-    w.kv(
+    cx.library(
+        w,
         "same_socket_ns",
         Val::Float(l.same_socket_ns),
-        &from("IPI delivery latency"),
+        "IPI delivery latency",
     );
     if f.sockets.value > 1 {
-        w.kv(
+        cx.library(
+            w,
             "remote_socket_ns",
             Val::Float(l.remote_socket_ns),
-            &from("IPI delivery latency"),
+            "IPI delivery latency",
         );
     } else {
         w.kv(

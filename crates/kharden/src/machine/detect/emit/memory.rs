@@ -7,97 +7,128 @@ use crate::machine::detect::toml_text::{cycles, Val, Writer};
 
 /// `[paging_structure_cache]`: always from the library (no architectural way to read it).
 pub(super) fn paging_structure_cache(w: &mut Writer, cx: &Ctx) {
-    let fb = cx.fb;
-    let from = |what: &str| cx.from(what);
     w.table(&["paging_structure_cache"]);
-    let psc = &fb.paging_structure_cache;
-    w.kv(
-        "pml4e_entries",
-        Val::Int(psc.pml4e_entries as u64),
-        &from("PML4E cache size (no architectural way to read it)"),
-    );
-    w.kv(
-        "pdpte_entries",
-        Val::Int(psc.pdpte_entries as u64),
-        &from("PDPTE cache size"),
-    );
-    w.kv(
-        "pde_entries",
-        Val::Int(psc.pde_entries as u64),
-        &from("PDE cache size"),
-    );
+    let psc = &cx.fb.paging_structure_cache;
+    for (key, entries, what) in [
+        (
+            "pml4e_entries",
+            psc.pml4e_entries,
+            "PML4E cache size (no architectural way to read it)",
+        ),
+        ("pdpte_entries", psc.pdpte_entries, "PDPTE cache size"),
+        ("pde_entries", psc.pde_entries, "PDE cache size"),
+    ] {
+        cx.library(w, key, Val::Int(entries as u64), what);
+    }
 }
 
 /// `[memory]`: size, ways and hit latency of each cache, then DRAM.
 pub(super) fn caches_and_dram(w: &mut Writer, cx: &Ctx) {
-    let (f, fb, m, ghz) = (cx.f, cx.fb, cx.m, cx.ghz);
-    let from = |what: &str| cx.from(what);
+    let (f, m, fm) = (cx.f, cx.m, &cx.fb.memory);
     w.table(&["memory"]);
-    let fm = &fb.memory;
-    let cache = |w: &mut Writer,
-                 pre: &str,
-                 c: &Option<CacheInfo>,
-                 fb_kib: u32,
-                 fb_ways: u32,
-                 per_socket: bool,
-                 label: &str| {
-        match c {
-            Some(c) => {
-                let kib = if per_socket {
-                    c.kib * c.instances_in_package.max(1)
-                } else {
-                    c.kib
-                };
-                let lines = kib as u64 * 1024 / 64;
-                let mut ways = if c.ways == 0 { lines as u32 } else { c.ways };
-                let mut note = String::new();
-                if lines % ways as u64 != 0 {
-                    let g = gcd(lines, ways as u64) as u32;
-                    note = format!(
-                        "; sysfs reports {ways} ways, modelled as {g} (must divide the line count)"
-                    );
-                    ways = g.max(1);
-                }
-                let size_how = if per_socket && c.instances_in_package > 1 {
-                    format!(
-                        "sysfs cache/index* of cpu0: {label} of {} KiB x {} instances in package 0",
-                        c.kib, c.instances_in_package
-                    )
-                } else {
-                    format!("sysfs cache/index* of cpu0: {label} size")
-                };
-                let size_key = if per_socket {
-                    format!("{pre}_kib_per_socket")
-                } else {
-                    format!("{pre}_kib")
-                };
-                w.kv(&size_key, Val::Int(kib as u64), &size_how);
-                w.kv(
-                    &format!("{pre}_ways"),
-                    Val::Int(ways as u64),
-                    &format!("sysfs ways_of_associativity{note}"),
-                );
-            }
-            None => {
-                let size_key = if per_socket {
-                    format!("{pre}_kib_per_socket")
-                } else {
-                    format!("{pre}_kib")
-                };
-                w.kv(
-                    &size_key,
-                    Val::Int(fb_kib as u64),
-                    &from(&format!("{label} size (sysfs has none)")),
-                );
-                w.kv(
-                    &format!("{pre}_ways"),
-                    Val::Int(fb_ways as u64),
-                    &from(&format!("{label} associativity")),
-                );
-            }
+    Cache::private("l1d", "L1 data cache").geometry(w, cx, &f.l1d, fm.l1d_kib, fm.l1d_ways);
+    hit_latency(
+        w,
+        cx,
+        "l1d_hit_cycles",
+        m.l1_ns,
+        fm.l1d_hit_cycles,
+        "half the L1D",
+    );
+    Cache::private("l2", "L2 cache").geometry(w, cx, &f.l2, fm.l2_kib, fm.l2_ways);
+    hit_latency(
+        w,
+        cx,
+        "l2_hit_cycles",
+        m.l2_ns,
+        fm.l2_hit_cycles,
+        "a buffer between the L1D and L2 sizes",
+    );
+    llc(w, cx);
+    dram(w, cx);
+}
+
+/// One cache's `<prefix>_kib` (or `_kib_per_socket`) and `<prefix>_ways`.
+struct Cache {
+    prefix: &'static str,
+    label: &'static str,
+    /// Size summed over the instances in package 0 (the LLC), not one instance.
+    per_socket: bool,
+}
+
+impl Cache {
+    /// A cache whose size is given per instance.
+    fn private(prefix: &'static str, label: &'static str) -> Cache {
+        Cache {
+            prefix,
+            label,
+            per_socket: false,
         }
-    };
-    let lat = |w: &mut Writer, key: &str, ns: Option<f64>, fb_cycles: u32, what: &str| match ns {
+    }
+    fn geometry(
+        &self,
+        w: &mut Writer,
+        cx: &Ctx,
+        found: &Option<CacheInfo>,
+        fb_kib: u32,
+        fb_ways: u32,
+    ) {
+        let (pre, label) = (self.prefix, self.label);
+        let size_key = if self.per_socket {
+            format!("{pre}_kib_per_socket")
+        } else {
+            format!("{pre}_kib")
+        };
+        let ways_key = format!("{pre}_ways");
+        let Some(c) = found else {
+            w.kv(
+                &size_key,
+                Val::Int(fb_kib as u64),
+                &cx.from(&format!("{label} size (sysfs has none)")),
+            );
+            w.kv(
+                &ways_key,
+                Val::Int(fb_ways as u64),
+                &cx.from(&format!("{label} associativity")),
+            );
+            return;
+        };
+        let kib = if self.per_socket {
+            c.kib * c.instances_in_package.max(1)
+        } else {
+            c.kib
+        };
+        let lines = kib as u64 * 1024 / 64;
+        let mut ways = if c.ways == 0 { lines as u32 } else { c.ways };
+        let mut note = String::new();
+        if lines % ways as u64 != 0 {
+            let g = gcd(lines, ways as u64) as u32;
+            note = format!(
+                "; sysfs reports {ways} ways, modelled as {g} (must divide the line count)"
+            );
+            ways = g.max(1);
+        }
+        let size_how = if self.per_socket && c.instances_in_package > 1 {
+            format!(
+                "sysfs cache/index* of cpu0: {label} of {} KiB x {} instances in package 0",
+                c.kib, c.instances_in_package
+            )
+        } else {
+            format!("sysfs cache/index* of cpu0: {label} size")
+        };
+        w.kv(&size_key, Val::Int(kib as u64), &size_how);
+        w.kv(
+            &ways_key,
+            Val::Int(ways as u64),
+            &format!("sysfs ways_of_associativity{note}"),
+        );
+    }
+}
+
+/// A cache hit latency: measured by pointer chasing within `what`, else the library's.
+fn hit_latency(w: &mut Writer, cx: &Ctx, key: &str, ns: Option<f64>, fb_cycles: u32, what: &str) {
+    let ghz = cx.ghz;
+    match ns {
         Some(ns) => w.kv(
             key,
             Val::Int(cycles(ns, ghz)),
@@ -106,69 +137,55 @@ pub(super) fn caches_and_dram(w: &mut Writer, cx: &Ctx) {
         None => w.kv(
             key,
             Val::Int(fb_cycles as u64),
-            &from(&format!("{what} latency (not measured)")),
+            &cx.from(&format!("{what} latency (not measured)")),
         ),
-    };
-    cache(
-        w,
-        "l1d",
-        &f.l1d,
-        fm.l1d_kib,
-        fm.l1d_ways,
-        false,
-        "L1 data cache",
-    );
-    lat(
-        w,
-        "l1d_hit_cycles",
-        m.l1_ns,
-        fm.l1d_hit_cycles,
-        "half the L1D",
-    );
-    cache(w, "l2", &f.l2, fm.l2_kib, fm.l2_ways, false, "L2 cache");
-    lat(
-        w,
-        "l2_hit_cycles",
-        m.l2_ns,
-        fm.l2_hit_cycles,
-        "a buffer between the L1D and L2 sizes",
-    );
+    }
+}
+
+/// The last-level cache's geometry and latency; a reading too close to DRAM's is not used.
+fn llc(w: &mut Writer, cx: &Ctx) {
+    let (f, m, fm) = (cx.f, cx.m, &cx.fb.memory);
     let llc_is_l2 = f.llc.is_some()
         && f.llc.as_ref().map(|c| c.kib) == f.l2.as_ref().map(|c| c.kib)
         && f.llc.as_ref().map(|c| c.instances_in_package)
             == f.l2.as_ref().map(|c| c.instances_in_package);
-    cache(
-        w,
-        "llc",
-        &f.llc,
-        fm.llc_kib_per_socket,
-        fm.llc_ways,
-        true,
-        if llc_is_l2 {
+    let llc = Cache {
+        prefix: "llc",
+        label: if llc_is_l2 {
             "last-level (L2) cache"
         } else {
             "last-level cache"
         },
-    );
+        per_socket: true,
+    };
+    llc.geometry(w, cx, &f.llc, fm.llc_kib_per_socket, fm.llc_ways);
     let llc_ns = if llc_is_l2 { m.l2_ns } else { m.llc_ns };
     match (llc_ns, m.dram_local_ns) {
         (Some(l), Some(d)) if l > 0.6 * d => w.kv(
             "llc_hit_cycles",
             Val::Int(fm.llc_hit_cycles as u64),
-            &format!("measured {l:.1} ns, too close to the {d:.1} ns DRAM reading to be LLC hits (LLC shared with other cores or tenants?), so not used; LLC latency {}", from("").trim_start()),
+            &format!("measured {l:.1} ns, too close to the {d:.1} ns DRAM reading to be LLC hits (LLC shared with other cores or tenants?), so not used; LLC latency {}", cx.from("").trim_start()),
         ),
-        _ => lat(w, "llc_hit_cycles", llc_ns, fm.llc_hit_cycles, "a quarter of one LLC instance"),
+        _ => hit_latency(w, cx, "llc_hit_cycles", llc_ns, fm.llc_hit_cycles, "a quarter of one LLC instance"),
     }
+}
+
+/// Local DRAM latency (measured or the library's) and remote (measured, or local times the
+/// library's NUMA factor).
+fn dram(w: &mut Writer, cx: &Ctx) {
+    let (f, m, fm) = (cx.f, cx.m, &cx.fb.memory);
+    let from = |what: &str| cx.from(what);
     let local = match m.dram_local_ns {
         Some(ns) => {
             w.kv("dram_local_ns", Val::Float(ns), "measured: cold random pointer chase, one line in each of 16384 pages (huge pages where granted), after writing twice the LLC elsewhere");
             ns
         }
         None => {
-            w.kv(
+            cx.library(
+                w,
                 "dram_local_ns",
                 Val::Float(fm.dram_local_ns),
-                &from("DRAM latency (not measured)"),
+                "DRAM latency (not measured)",
             );
             fm.dram_local_ns
         }

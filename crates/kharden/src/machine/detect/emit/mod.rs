@@ -27,6 +27,10 @@ impl Ctx<'_> {
     pub(super) fn from(&self, what: &str) -> String {
         format!("{what} not detectable from user space; taken from {}, whose comment on the same field gives the value's own source", self.why)
     }
+    /// `key = value` taken from the library profile, with `what` it stands for.
+    pub(super) fn library(&self, w: &mut Writer, key: &str, value: Val, what: &str) {
+        w.kv(key, value, &self.from(what));
+    }
     pub(super) fn is_x86(&self) -> bool {
         self.f.arch == Arch::X86_64
     }
@@ -211,27 +215,25 @@ pub(super) fn features(w: &mut Writer, cx: &Ctx) -> Usable {
     } else {
         w.kv("pcid", Val::Bool(false), "arm64 has ASIDs, not PCIDs");
         w.kv("invpcid", Val::Bool(false), "x86 only");
-        w.kv(
+        cx.library(
+            w,
             "global_pages",
             Val::Bool(ff.global_pages),
-            &from("global mappings (nG=0)"),
+            "global mappings (nG=0)",
         );
         w.kv("invlpgb", Val::Bool(false), "x86 (AMD) only");
-        w.kv(
-            "gbpages",
-            Val::Bool(ff.gbpages),
-            &from("1 GiB block mappings"),
-        );
+        cx.library(w, "gbpages", Val::Bool(ff.gbpages), "1 GiB block mappings");
         w.kv(
             "tlbi_broadcast",
             Val::Bool(true),
             "every ARMv8-A core implements TLBI ...IS broadcast to the inner-shareable domain",
         );
         feat(w, "lse_atomics", &f.lse_atomics, ff.lse_atomics);
-        w.kv(
+        cx.library(
+            w,
             "asid_bits",
             Val::Int(ff.asid_bits as u64),
-            &from("ID_AA64MMFR0_EL1.ASIDBits"),
+            "ID_AA64MMFR0_EL1.ASIDBits",
         );
     }
     let pcid = f.pcid.as_ref().map_or(ff.pcid, |g| g.value);

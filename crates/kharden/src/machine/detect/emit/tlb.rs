@@ -72,16 +72,18 @@ pub(super) fn arrays(w: &mut Writer, cx: &Ctx) {
         } else if let Some(c) = stlb_hit {
             w.kv("hit_cycles", Val::Int(c), &format!("measured: chase over more 4 KiB pages than the L1 DTLB holds minus over 8 pages, {:.1} ns at {ghz:.2} GHz", m.stlb_hit_ns.unwrap_or(0.0)));
         } else if detected_tlbs {
-            w.kv(
+            cx.library(
+                w,
                 "hit_cycles",
                 Val::Int(fb_stlb_hit as u64),
-                &from("second-level TLB hit latency"),
+                "second-level TLB hit latency",
             );
         } else {
-            w.kv(
+            cx.library(
+                w,
                 "hit_cycles",
                 Val::Int(a.hit_cycles as u64),
-                &from("second-level TLB hit latency"),
+                "second-level TLB hit latency",
             );
         }
         let per_thread = if detected_tlbs { false } else { a.per_thread };

@@ -74,23 +74,7 @@ fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
         };
         println!("{}", text.map_err(|e| Error::new(e.to_string()))?);
     } else if args.csv {
-        println!("experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted");
-        let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v}"));
-        for rep in reps {
-            for r in rep.rows.iter().chain(&rep.predictions) {
-                println!(
-                    "{},\"{}\",{},{},{},{},{},{}",
-                    rep.experiment,
-                    r.label.replace('"', "\"\""),
-                    r.unit,
-                    opt(r.published),
-                    r.simulated,
-                    opt(r.error_pct),
-                    opt(r.tolerance_pct),
-                    r.fitted
-                );
-            }
-        }
+        print!("{}", kharden::report::csv::reproductions(reps));
     } else {
         let rows: usize = reps.iter().map(|r| r.rows.len()).sum();
         let predicted: Vec<&kharden::report::Row> =

@@ -1,5 +1,6 @@
 //! Reproduction reports: published vs simulated per table row, and the breakdown that explains it.
 
+pub mod csv;
 pub mod stats_json;
 pub mod svg;
 pub mod table;

@@ -1,6 +1,8 @@
-//! A small SVG line chart: log2 x axis (CPU counts), log10 y axis, one polyline per series.
+//! A line chart in SVG, drawn by `plotters` (SVG backend only): log2 x axis (CPU counts), log10
+//! y axis, one line per series with a dot at each point, and a legend.
 
-use std::fmt::Write;
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
 
 pub struct Series {
     pub label: String,
@@ -8,119 +10,147 @@ pub struct Series {
     pub dashed: bool,
 }
 
-const COLORS: &[&str] = &[
-    "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
+/// Dark2 (ColorBrewer): six colours that stay distinct in print and for most colour vision.
+const COLORS: [RGBColor; 6] = [
+    RGBColor(0x1b, 0x9e, 0x77),
+    RGBColor(0xd9, 0x5f, 0x02),
+    RGBColor(0x75, 0x70, 0xb3),
+    RGBColor(0xe7, 0x29, 0x8a),
+    RGBColor(0x66, 0xa6, 0x1e),
+    RGBColor(0xe6, 0xab, 0x02),
 ];
 
+/// The chart as SVG text. Points a log axis cannot show (x or y not finite and positive) are
+/// left out.
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let (w, h, left, right, top, bottom) = (760.0, 460.0, 70.0, 200.0, 40.0, 50.0);
-    let pts = series.iter().flat_map(|s| s.points.iter());
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in pts {
-        x0 = x0.min(x.log2());
-        x1 = x1.max(x.log2());
-        y0 = y0.min(y.max(1e-9).log10());
-        y1 = y1.max(y.max(1e-9).log10());
-    }
-    if x0 >= x1 {
-        x1 = x0 + 1.0;
-    }
-    y0 = y0.floor();
-    y1 = y1.ceil().max(y0 + 1.0);
-    let px = |x: f64| left + (x.log2() - x0) / (x1 - x0) * (w - left - right);
-    let py = |y: f64| top + (1.0 - (y.max(1e-9).log10() - y0) / (y1 - y0)) * (h - top - bottom);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        s,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="22" font-size="15">{}</text>"#,
-        escape(title)
-    );
-    let (plot_bottom, plot_right) = (h - bottom, w - right);
-    let _ = writeln!(
-        s,
-        r#"<line x1="{left}" y1="{plot_bottom}" x2="{plot_right}" y2="{plot_bottom}" stroke="black"/><line x1="{left}" y1="{top}" x2="{left}" y2="{plot_bottom}" stroke="black"/>"#
-    );
-    let mut xt = x0.floor();
-    while xt <= x1 {
-        let x = px(2f64.powf(xt));
-        let _ = writeln!(
-            s,
-            r##"<line x1="{x}" y1="{top}" x2="{x}" y2="{plot_bottom}" stroke="#ddd"/><text x="{x}" y="{}" text-anchor="middle">{}</text>"##,
-            plot_bottom + 16.0,
-            2f64.powf(xt)
-        );
-        xt += 1.0;
-    }
-    for e in y0 as i32..=y1 as i32 {
-        let y = py(10f64.powi(e));
-        let _ = writeln!(
-            s,
-            r##"<line x1="{left}" y1="{y}" x2="{plot_right}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-            left - 6.0,
-            y + 4.0,
-            10f64.powi(e)
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-        (left + plot_right) / 2.0,
-        h - 12.0,
-        escape(x_label)
-    );
-    let _ = writeln!(
-        s,
-        r#"<text x="16" y="{}" transform="rotate(-90 16 {})" text-anchor="middle">{}</text>"#,
-        (top + plot_bottom) / 2.0,
-        (top + plot_bottom) / 2.0,
-        escape(y_label)
-    );
-    for (i, ser) in series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let dash = if ser.dashed {
-            r#" stroke-dasharray="6 4""#
-        } else {
-            ""
-        };
-        let path: Vec<String> = ser
-            .points
-            .iter()
-            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
-            .collect();
-        let _ = writeln!(
-            s,
-            r#"<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"#,
-            path.join(" ")
-        );
-        for &(x, y) in &ser.points {
-            let _ = writeln!(
-                s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>"#,
-                px(x),
-                py(y)
-            );
-        }
-        let ly = top + 16.0 * i as f64;
-        let _ = writeln!(
-            s,
-            r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/><text x="{}" y="{}">{}</text>"#,
-            plot_right + 10.0,
-            plot_right + 30.0,
-            plot_right + 35.0,
-            ly + 4.0,
-            escape(&ser.label)
-        );
-    }
-    s.push_str("</svg>\n");
-    s
+    let shown: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| x.is_finite() && x > 0.0 && y.is_finite() && y > 0.0)
+                .collect()
+        })
+        .collect();
+    let mut svg = String::new();
+    draw(&mut svg, [title, x_label, y_label], series, &shown)
+        // The SVG backend writes into a String and the ranges are finite and positive.
+        .unwrap_or_else(|e| unreachable!("plotters failed on an in-memory SVG: {e}"));
+    svg.push('\n');
+    svg
 }
 
-fn escape(t: &str) -> String {
-    t.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+/// The axis ranges: the data's x extent, and y widened to whole decades.
+fn ranges(points: impl Iterator<Item = (f64, f64)>) -> ((f64, f64), (f64, f64)) {
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for (x, y) in points {
+        (x0, x1) = (x0.min(x), x1.max(x));
+        (y0, y1) = (y0.min(y), y1.max(y));
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (1.0, 2.0, 1.0, 10.0); // nothing to show
+    }
+    if x0 >= x1 {
+        x1 = x0 * 2.0;
+    }
+    let (d0, d1) = (y0.log10().floor(), y1.log10().ceil());
+    ((x0, x1), (10f64.powf(d0), 10f64.powf(d1.max(d0 + 1.0))))
+}
+
+/// Draws `series` (with the points of each that are `shown`) under `[title, x label, y label]`.
+fn draw(
+    svg: &mut String,
+    [title, x_label, y_label]: [&str; 3],
+    series: &[Series],
+    shown: &[Vec<(f64, f64)>],
+) -> Result<(), String> {
+    let ((x0, x1), (y0, y1)) = ranges(shown.iter().flatten().copied());
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    let root = SVGBackend::with_string(svg, (760, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(e)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 15))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d((x0..x1).log_scale().base(2.0), (y0..y1).log_scale())
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .x_label_formatter(&|x| format!("{x}"))
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(e)?;
+    for (i, (s, pts)) in series.iter().zip(shown).enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let style = color.stroke_width(2);
+        let line = if s.dashed {
+            chart.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))
+        } else {
+            chart.draw_series(LineSeries::new(pts.clone(), style))
+        };
+        let dashed = s.dashed;
+        line.map_err(e)?
+            .label(s.label.as_str())
+            .legend(move |(x, y)| {
+                let ends = vec![(x, y), (x + 20, y)];
+                if dashed {
+                    DashedPathElement::new(ends, 6, 4, style).into_dyn()
+                } else {
+                    PathElement::new(ends, style).into_dyn()
+                }
+            });
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chart_has_every_series_and_escapes_labels() {
+        let s = [
+            Series {
+                label: "a & b".into(),
+                points: vec![(4.0, 1.5), (8.0, 3.0), (16.0, 0.0)],
+                dashed: false,
+            },
+            Series {
+                label: "c".into(),
+                points: vec![(4.0, 20.0), (8.0, 30.0)],
+                dashed: true,
+            },
+        ];
+        let svg = line_chart("t <1>", "x", "y", &s);
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert!(svg.contains("a &amp; b") && svg.contains("t &lt;1&gt;"));
+        // two dots for the first series (y = 0 cannot be shown on a log axis), two for the second
+        assert_eq!(svg.matches("<circle").count(), 4);
+        // y from 1 to 100 in decades, x labelled with the CPU counts
+        for label in ["1.0", "10.0", "100.0", "4", "8"] {
+            assert!(
+                svg.contains(&format!("\n{label}\n</text>")),
+                "{label}: {svg}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_chart_is_still_a_chart() {
+        assert!(line_chart("t", "x", "y", &[]).contains("</svg>"));
+    }
 }

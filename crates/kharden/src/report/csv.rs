@@ -1,0 +1,99 @@
+//! CSV output of reproductions, written by the `csv` crate so that labels with commas, quotes
+//! or line breaks are quoted and escaped as RFC 4180 says.
+
+use super::Reproduction;
+
+/// One line per row and prediction of every reproduction, under a header line.
+pub fn reproductions(reps: &[Reproduction]) -> String {
+    let mut w = writer();
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    record(
+        &mut w,
+        [
+            "experiment",
+            "label",
+            "unit",
+            "published",
+            "simulated",
+            "error_pct",
+            "tolerance_pct",
+            "fitted",
+        ]
+        .map(String::from),
+    );
+    for rep in reps {
+        for r in rep.rows.iter().chain(&rep.predictions) {
+            record(
+                &mut w,
+                [
+                    rep.experiment.clone(),
+                    r.label.clone(),
+                    r.unit.clone(),
+                    opt(r.published),
+                    r.simulated.to_string(),
+                    opt(r.error_pct),
+                    opt(r.tolerance_pct),
+                    r.fitted.to_string(),
+                ],
+            );
+        }
+    }
+    finish(w)
+}
+
+/// A CSV writer into memory.
+pub(crate) fn writer() -> csv::Writer<Vec<u8>> {
+    csv::Writer::from_writer(vec![])
+}
+
+/// Appends one record (writing into memory cannot fail).
+pub(crate) fn record<I, T>(w: &mut csv::Writer<Vec<u8>>, fields: I)
+where
+    I: IntoIterator<Item = T>,
+    T: AsRef<[u8]>,
+{
+    w.write_record(fields)
+        .expect("writing CSV into memory cannot fail");
+}
+
+/// The text written so far (the fields were `String`s, so it is UTF-8).
+pub(crate) fn finish(w: csv::Writer<Vec<u8>>) -> String {
+    let bytes = w
+        .into_inner()
+        .expect("flushing CSV into memory cannot fail");
+    String::from_utf8(bytes).expect("CSV of UTF-8 fields is UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{table::Table, Row};
+
+    #[test]
+    fn labels_with_commas_and_quotes_are_escaped() {
+        let rep = Reproduction {
+            experiment: "x".into(),
+            source: String::new(),
+            rows: vec![Row::compared("a, \"b\"", "%", 2.0, 2.5, 10.0)],
+            fitted_parameters: 0,
+            fitted: vec![],
+            predictions: vec![Row::predicted("plain", "s", 1.5)],
+            breakdowns: vec![],
+            notes: vec![],
+            params: None,
+        };
+        assert_eq!(
+            reproductions(&[rep]),
+            "experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted\n\
+             x,\"a, \"\"b\"\"\",%,2,2.5,25,10,false\n\
+             x,plain,s,,1.5,,,false\n"
+        );
+    }
+
+    #[test]
+    fn tables_quote_what_needs_it() {
+        let mut t = Table::new("t", &["k", "v"]);
+        t.push(vec!["a\nb".into(), "1".into()]);
+        assert_eq!(t.to_csv(), "k,v\n\"a\nb\",1\n");
+    }
+}

@@ -10,7 +10,9 @@ pub mod format;
 pub mod gfp;
 pub mod perf;
 pub mod profile;
+pub mod progress;
 pub mod replay;
+pub mod scratch;
 pub mod stats;
 
 pub use format::{open, Event, GfpClass, Meta, Op, TraceError, TraceReader, TraceWriter};

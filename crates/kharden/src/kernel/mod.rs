@@ -13,6 +13,7 @@ pub mod layout;
 pub mod mode_log;
 pub mod page_alloc;
 pub mod process;
+pub mod reap;
 pub mod sched;
 pub mod shared_line;
 pub mod syscall;

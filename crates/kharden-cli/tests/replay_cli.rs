@@ -55,18 +55,20 @@ fn bad_traces_are_one_line_errors() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--scale-jobs"));
 }
 
+/// Run by scripts/test.sh (`--ignored perf_`) where perf records system-wide tracepoints.
 #[test]
-fn replays_a_recorded_make() {
+#[ignore = "needs perf (system-wide tracepoints, as root), gcc and make"]
+fn perf_replays_a_recorded_make() {
     let perf_ok = Command::new("perf")
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
     let gcc_ok = Command::new("gcc").arg("--version").output().is_ok();
     let make_ok = Command::new("make").arg("--version").output().is_ok();
-    if !(perf_ok && gcc_ok && make_ok) {
-        eprintln!("SKIPPED replays_a_recorded_make: needs perf, gcc and make");
-        return;
-    }
+    assert!(
+        perf_ok && gcc_ok && make_ok,
+        "perf_replays_a_recorded_make cannot run here: needs perf, gcc and make"
+    );
     let d = scratch("make");
     for i in 0..4 {
         std::fs::write(
@@ -94,17 +96,11 @@ fn replays_a_recorded_make() {
         ])
         .output()
         .unwrap();
-    if !o.status.success() {
-        eprintln!(
-            "SKIPPED replays_a_recorded_make: {}",
-            String::from_utf8_lossy(&o.stderr)
-                .trim()
-                .lines()
-                .last()
-                .unwrap_or("")
-        );
-        return;
-    }
+    assert!(
+        o.status.success(),
+        "record failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let host = d.join("host.toml");
     let o = kharden(&["machines", "detect"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -7,6 +7,8 @@
 //! so a replayer can demultiplex it by tid into one stream of operations per task.
 
 pub mod format;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod gfp;
 pub mod perf;
 pub mod profile;

@@ -22,7 +22,11 @@ impl Progress {
 
     /// Replaces the line with `text` (if the last redraw is 100 ms old).
     pub fn show(&mut self, text: &str) {
-        if !self.enabled || self.last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+        if !self.enabled
+            || self
+                .last
+                .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
             return;
         }
         self.last = Some(Instant::now());

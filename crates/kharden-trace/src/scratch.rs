@@ -152,10 +152,12 @@ impl Output {
             tmp,
             tmp_path,
         } = self;
-        let done = tmp
-            .persist(&dest)
-            .map(|_| ())
-            .map_err(|e| Error::at(dest.display(), format!("cannot rename into place: {}", e.error)));
+        let done = tmp.persist(&dest).map(|_| ()).map_err(|e| {
+            Error::at(
+                dest.display(),
+                format!("cannot rename into place: {}", e.error),
+            )
+        });
         unregister(&tmp_path);
         done
     }

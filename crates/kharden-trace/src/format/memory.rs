@@ -32,7 +32,13 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    pub(super) fn put_page_free(&mut self, time: u64, tid: u32, pfn: u64, order: u8) -> io::Result<()> {
+    pub(super) fn put_page_free(
+        &mut self,
+        time: u64,
+        tid: u32,
+        pfn: u64,
+        order: u8,
+    ) -> io::Result<()> {
         let slot = self.slot_of(tid)?;
         self.head(op::PAGE_FREE, time);
         self.varint(slot);
@@ -138,9 +144,9 @@ impl<R: Read> TraceReader<R> {
             0 => true,
             1 => false,
             k => {
-                return Err(self.malformed(format!(
-                    "page fault kind {k} unknown (0 user, 1 kernel)"
-                )))
+                return Err(
+                    self.malformed(format!("page fault kind {k} unknown (0 user, 1 kernel)"))
+                )
             }
         };
         let address = self.prev_addr.wrapping_add(unzigzag(self.varint()?) as u64);

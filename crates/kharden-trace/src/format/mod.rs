@@ -10,8 +10,8 @@
 //! decoding with its semantic checks: task.rs, sched.rs, syscall.rs, memory.rs.
 
 mod block;
-mod reader;
 mod memory;
+mod reader;
 mod sched;
 mod syscall;
 mod task;
@@ -253,7 +253,9 @@ pub struct Event {
 }
 
 /// Opens a trace file for streaming.
-pub fn open(path: &std::path::Path) -> Result<TraceReader<std::io::BufReader<std::fs::File>>, TraceError> {
+pub fn open(
+    path: &std::path::Path,
+) -> Result<TraceReader<std::io::BufReader<std::fs::File>>, TraceError> {
     let name = path.display().to_string();
     let f = std::fs::File::open(path).map_err(|e| TraceError::Io {
         name: name.clone(),
@@ -282,7 +284,6 @@ pub fn fuzz_read(data: &[u8]) -> u64 {
     }
     n
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -398,6 +398,10 @@ impl<R: Read> TraceReader<R> {
 
     fn next_event(&mut self) -> Result<Option<Event>, TraceError> {
         loop {
+            // Load the next block first, so that the record's offset is inside it.
+            if self.pos == self.end {
+                self.refill()?;
+            }
             self.rec_start = self.offset();
             self.rec_what = "a record";
             let code = match self.byte_opt()? {

@@ -22,7 +22,13 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    pub(super) fn put_migrate(&mut self, time: u64, tid: u32, from: u32, to: u32) -> io::Result<()> {
+    pub(super) fn put_migrate(
+        &mut self,
+        time: u64,
+        tid: u32,
+        from: u32,
+        to: u32,
+    ) -> io::Result<()> {
         let slot = self.slot_of(tid)?;
         self.head(op::MIGRATE, time);
         self.varint(slot);

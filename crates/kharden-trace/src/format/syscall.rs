@@ -31,7 +31,13 @@ impl<W: Write> TraceWriter<W> {
         Ok(())
     }
 
-    pub(super) fn put_sys_exit(&mut self, time: u64, tid: u32, nr: u32, ret: i64) -> io::Result<()> {
+    pub(super) fn put_sys_exit(
+        &mut self,
+        time: u64,
+        tid: u32,
+        nr: u32,
+        ret: i64,
+    ) -> io::Result<()> {
         let slot = self.slot_of(tid)?;
         self.define_syscall(nr);
         self.head(op::SYS_EXIT, time);

@@ -264,7 +264,11 @@ fn errors_are_one_line_and_name_the_offset() {
     );
     let mut v1 = bytes.clone();
     v1[8] = 1;
-    assert!(err(&v1).contains("version 1 is no longer read"), "{}", err(&v1));
+    assert!(
+        err(&v1).contains("version 1 is no longer read"),
+        "{}",
+        err(&v1)
+    );
 }
 
 /// Length of the header (magic, version, metadata and its checksum) of trace `bytes`.
@@ -295,5 +299,4 @@ fn every_bit_flip_is_detected() {
             assert!(!ok, "flip of bit {bit} of byte {i} read as a valid trace");
         }
     }
-}
 }

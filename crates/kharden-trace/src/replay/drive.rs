@@ -12,8 +12,9 @@ use kharden::workload::run::{Runner, Window};
 use kharden::Result;
 use std::collections::HashMap;
 
-/// Simulated time between two reaping and progress points: 10 ms.
-const SLICE: Time = Time(10_000_000_000);
+/// Simulated time between two reaping and progress points: 1 ms (tasks that exit within one
+/// slice are freed together at its end).
+const SLICE: Time = Time(1_000_000_000);
 
 /// Where a replay is.
 #[derive(Debug, Clone, Copy)]
@@ -103,7 +104,13 @@ pub fn drive(
             break;
         }
     }
-    window.elapsed = runner.k.cpus.iter().map(|c| c.now).max().unwrap_or(Time::ZERO);
+    window.elapsed = runner
+        .k
+        .cpus
+        .iter()
+        .map(|c| c.now)
+        .max()
+        .unwrap_or(Time::ZERO);
     Ok(Outcome {
         runner,
         window,

@@ -208,5 +208,9 @@ pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Program {
         scale: scale_jobs.max(1),
         makes: split.makes.clone(),
     });
-    Program::Stream(Box::new(FileSource::open(shared, split.root, "root".into())))
+    Program::Stream(Box::new(FileSource::open(
+        shared,
+        split.root,
+        "root".into(),
+    )))
 }

@@ -5,6 +5,7 @@
 pub mod kbuild_table;
 pub mod sweep;
 pub mod syscall_table;
+pub mod validate;
 
 use crate::error::{Error, Result};
 use crate::report::Reproduction;
@@ -47,6 +48,7 @@ fn kind_of(place: &str, text: &str) -> Result<String> {
 
 /// Parses and runs an experiment file's text.
 pub fn run_text(place: &str, text: &str) -> Result<Reproduction> {
+    validate::check(place, text)?;
     match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?),

@@ -7,8 +7,8 @@
 //! (small) entry in `tasks`, a reaped mm its entry in `mms`. PTI's second user PGD, when a
 //! defense made one, is not freed.
 
-use super::layout::{DIRECT_MAP, KERNEL_STACK_BYTES, USER_DATA, USER_LIBC, USER_STACK_TOP};
 use super::layout::USER_TEXT;
+use super::layout::{DIRECT_MAP, KERNEL_STACK_BYTES, USER_DATA, USER_LIBC, USER_STACK_TOP};
 use super::sched::TaskState;
 use super::{CpuId, Kernel, MmId, TaskId};
 use crate::arch::x86::{paging, Pfn, VirtAddr};
@@ -32,7 +32,8 @@ impl Kernel {
         }
         let stack = self.tasks[task].stack;
         for p in 0..KERNEL_STACK_BYTES / 4096 {
-            if let Some(leaf) = paging::unmap(&mut self.mem, self.kernel_root, stack.offset(p * 4096))
+            if let Some(leaf) =
+                paging::unmap(&mut self.mem, self.kernel_root, stack.offset(p * 4096))
             {
                 self.free_page(cpu, leaf.page.pfn());
             }

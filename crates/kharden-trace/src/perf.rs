@@ -99,9 +99,13 @@ fn find_command(program: &str) -> Result<()> {
     if found {
         Ok(())
     } else if program.contains('/') {
-        Err(Error::at(program, "record: no such executable file"))
+        Err(Error::new(format!(
+            "record: '{program}' is not an executable file"
+        )))
     } else {
-        Err(Error::at(program, "record: command not found in PATH"))
+        Err(Error::new(format!(
+            "record: command '{program}' not found in PATH"
+        )))
     }
 }
 

@@ -128,6 +128,11 @@ impl Output {
             .suffix(".tmp")
             .tempfile_in(parent)
             .map_err(|e| Error::at(dest.display(), format!("cannot write here: {e}")))?;
+        // tempfile makes it private (0600); an output is an ordinary file.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
         register(tmp.path());
         Ok(Output {
             dest: dest.to_path_buf(),

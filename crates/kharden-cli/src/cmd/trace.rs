@@ -108,8 +108,18 @@ fn human_bytes(n: u64) -> String {
 }
 
 pub fn record(args: RecordArgs) -> Result<()> {
+    // clap drops a "--" that comes first (`kharden record -- CMD`); put it back.
+    let mut raw = args.args.clone();
+    if std::env::args()
+        .skip_while(|a| a != "record")
+        .nth(1)
+        .as_deref()
+        == Some("--")
+    {
+        raw.insert(0, "--".into());
+    }
     let p = parse(
-        &args.args,
+        &raw,
         &["-o", "--output", "--mmap-pages"],
         &["--keep-perf-data", "--no-cgroup", "--force", "-h", "--help"],
         RECORD_USAGE,

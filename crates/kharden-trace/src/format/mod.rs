@@ -264,6 +264,12 @@ pub fn open(
     TraceReader::new(std::io::BufReader::new(f), &name)
 }
 
+/// Appends one checksummed block holding `payload` (tests build damaged traces with it).
+#[doc(hidden)]
+pub fn write_raw_block(out: &mut Vec<u8>, payload: &[u8]) {
+    block::write_block(out, payload).expect("writing to a Vec");
+}
+
 /// Reads `data` as a trace to its end or its first error (the fuzz target's body). Returns
 /// the number of events read. Never panics.
 #[doc(hidden)]

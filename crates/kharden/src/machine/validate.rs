@@ -109,7 +109,6 @@ pub fn topology(place: &str, p: &MachineProfile) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
 
     fn profile_with(edit: &str, with: &str) -> String {
         let text = crate::machine::source_text("ivybridge-i5-3550").unwrap();

@@ -36,6 +36,12 @@ impl Progress {
         let _ = e.flush();
     }
 
+    /// Replaces the line with `text` now (for steps that are seconds apart).
+    pub fn show_now(&mut self, text: &str) {
+        self.last = None;
+        self.show(text);
+    }
+
     /// Erases the line.
     pub fn clear(&mut self) {
         if self.shown {

@@ -55,6 +55,13 @@ pub fn run(args: Args) -> Result<()> {
     if !(0.0..=1e6).contains(&args.xpfo_page_cycles) {
         return Err(Error::new("--xpfo-page-cycles: expected 0..1000000"));
     }
+    // sweep::run reports no progress of its own: one line says what is running.
+    let mut progress = kharden_trace::progress::Progress::on_terminal();
+    progress.show_now(&format!(
+        "sweep: {} machine families x {} sizes, each under every configuration...",
+        profiles.len(),
+        args.cpus.len()
+    ));
     let points = sweep::run(
         &profiles,
         &args.cpus,
@@ -62,6 +69,7 @@ pub fn run(args: Args) -> Result<()> {
         args.irq_path_cycles,
         args.xpfo_page_cycles,
     )?;
+    progress.clear();
     if args.json {
         println!(
             "{}",

@@ -211,6 +211,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
     };
     let perf_pid = child.id();
+    crate::scratch::stop_on_signal(perf_pid);
     if let Some(cg) = &cgroup {
         cg.release_once_forked(perf_pid);
     }
@@ -232,6 +233,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let status = child
         .wait()
         .map_err(|e| Error::new(format!("record: waiting for perf: {e}")));
+    crate::scratch::forget_child(perf_pid);
     let last = tail.join().unwrap_or_default();
     let filtered = cgroup.is_some();
     if let Some(cg) = cgroup {

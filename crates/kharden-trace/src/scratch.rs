@@ -13,6 +13,8 @@ use std::sync::Mutex;
 
 /// Paths to remove if the process is interrupted.
 static ON_SIGNAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Child processes (perf) to stop first if the process is interrupted.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// Installs the handler (once; later calls do nothing): on SIGINT, SIGTERM or SIGHUP, the
 /// registered paths are removed and the process exits with status 130.
@@ -20,6 +22,15 @@ pub fn remove_on_signal() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = ctrlc::set_handler(|| {
+            // A SIGTERM sent to kharden alone must stop perf (and so the recorded command)
+            // too; from a terminal, Ctrl-C reaches them already.
+            let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
+            for pid in children {
+                // SAFETY: kill(2) with a pid this process started and a valid signal.
+                unsafe {
+                    libc::kill(pid as libc::pid_t, libc::SIGTERM);
+                }
+            }
             let paths = match ON_SIGNAL.lock() {
                 Ok(p) => p.clone(),
                 Err(p) => p.into_inner().clone(),
@@ -47,6 +58,20 @@ pub fn remove_on_signal() {
 pub fn remove_on_signal_dir(dir: &Path) {
     remove_on_signal();
     register(dir);
+}
+
+/// Child process `pid` receives SIGTERM if this process is interrupted, until `forget_child`.
+pub fn stop_on_signal(pid: u32) {
+    remove_on_signal();
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.push(pid);
+    }
+}
+
+pub fn forget_child(pid: u32) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.retain(|&p| p != pid);
+    }
 }
 
 /// Forgets a path registered with `remove_on_signal_dir`.

@@ -5,5 +5,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    kharden_trace::format::fuzz_read(data);
+    let _ = kharden_trace::fuzz::trace_reader(data);
 });

@@ -103,7 +103,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("make -j4, 32 jobs, i5-3550", |b| {
         b.iter(|| {
             let split = replay::split(&trace, &dir.join("ops")).unwrap();
-            let program = replay::root_program(&split, 2.6, 1).unwrap();
+            let program = replay::root_program(&split, 2.6, 1);
             let mut r = Runner::new(Kernel::boot(m.clone(), vec![]), program, 1);
             r.run(Time::ZERO, Time(u64::MAX / 4)).unwrap()
         })

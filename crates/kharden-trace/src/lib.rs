@@ -7,10 +7,14 @@
 //! so a replayer can demultiplex it by tid into one stream of operations per task.
 
 pub mod format;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod gfp;
 pub mod perf;
 pub mod profile;
+pub mod progress;
 pub mod replay;
+pub mod scratch;
 pub mod stats;
 
 pub use format::{open, Event, GfpClass, Meta, Op, TraceError, TraceReader, TraceWriter};

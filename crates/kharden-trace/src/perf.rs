@@ -7,6 +7,7 @@
 
 use crate::format::{Event, GfpClass, Meta, Op, TraceWriter};
 use crate::gfp::GfpBits;
+use crate::scratch::{Output, Scratch};
 use kharden::{Error, Result};
 use linux_perf_data::linux_perf_event_reader::{EventRecord, RawData};
 use linux_perf_data::{Feature, PerfFileReader, PerfFileRecord};
@@ -75,10 +76,37 @@ pub struct RecordOptions {
     pub command: Vec<String>,
     /// Keep the intermediate perf.data (next to the output, `<output>.perf.data`).
     pub keep_perf_data: bool,
+    /// Replace an existing output (and kept perf.data).
+    pub force: bool,
     /// perf's ring buffer size per CPU, in pages.
     pub mmap_pages: u32,
     /// Limit the high-volume events to a cgroup of the command where cgroup v2 allows it.
     pub cgroup_filter: bool,
+}
+
+/// Checks that `program` can be run (a path to an executable, or a name found in PATH).
+fn find_command(program: &str) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let found = if program.contains('/') {
+        runnable(Path::new(program))
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| runnable(&d.join(program))))
+    };
+    if found {
+        Ok(())
+    } else if program.contains('/') {
+        Err(Error::new(format!(
+            "record: '{program}' is not an executable file"
+        )))
+    } else {
+        Err(Error::new(format!(
+            "record: command '{program}' not found in PATH"
+        )))
+    }
 }
 
 /// Runs `perf --version`; Err says plainly why perf cannot be used.
@@ -114,6 +142,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             "record: no command given; usage: kharden record [-o FILE] -- COMMAND...",
         ));
     }
+    // Refuse a bad or existing output before anything runs.
+    drop(Output::create(&opts.output, opts.force)?);
+    find_command(&opts.command[0])?;
     perf_available()?;
     let mut events: Vec<&str> = REQUIRED_TRACEPOINTS.to_vec();
     for tp in REQUIRED_TRACEPOINTS {
@@ -126,7 +157,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             events.push(tp);
         }
     }
-    let perf_data = PathBuf::from(format!("{}.perf.data", opts.output.display()));
+    // perf's data stays in a private scratch directory (perf would rename an existing file
+    // beside the output to .old, destroying the previous .old).
+    let scratch = Scratch::new("record")?;
+    let perf_data = scratch.path().join("perf.data");
     // Scheduler and TLB events stay system-wide (a task is switched in from another task's
     // context; idle CPUs take shootdowns); the high-volume ones are filtered in the kernel to
     // a cgroup holding perf and the command, when a cgroup v2 hierarchy allows it.
@@ -177,6 +211,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         }
     };
     let perf_pid = child.id();
+    crate::scratch::stop_on_signal(perf_pid);
     if let Some(cg) = &cgroup {
         cg.release_once_forked(perf_pid);
     }
@@ -198,6 +233,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     let status = child
         .wait()
         .map_err(|e| Error::new(format!("record: waiting for perf: {e}")));
+    crate::scratch::forget_child(perf_pid);
     let last = tail.join().unwrap_or_default();
     let filtered = cgroup.is_some();
     if let Some(cg) = cgroup {
@@ -231,14 +267,27 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             perf_data.display()
         )));
     }
-    let convert = convert(&perf_data, &opts.output, Some(perf_pid), &opts.command);
-    if !opts.keep_perf_data {
-        let _ = std::fs::remove_file(&perf_data);
+    let convert = convert(
+        &perf_data,
+        &opts.output,
+        opts.force,
+        Some(perf_pid),
+        &opts.command,
+    )?;
+    let kept = PathBuf::from(format!("{}.perf.data", opts.output.display()));
+    if opts.keep_perf_data {
+        let mut out = Output::create(&kept, opts.force)?;
+        std::io::copy(
+            &mut std::fs::File::open(&perf_data).map_err(|e| Error::at(perf_data.display(), e))?,
+            out.file(),
+        )
+        .map_err(|e| Error::at(kept.display(), format!("cannot write: {e}")))?;
+        out.commit()?;
     }
     Ok(RecordSummary {
-        perf_data,
+        perf_data: kept,
         perf_data_bytes: size,
-        convert: convert?,
+        convert,
         command_status: status.code(),
         cgroup_filtered: filtered,
     })
@@ -286,6 +335,7 @@ impl RecordCgroup {
             let _ = std::fs::remove_dir(&dir);
             return None;
         }
+        crate::scratch::remove_on_signal_dir(&dir);
         Some(RecordCgroup { dir, name, home })
     }
 
@@ -313,7 +363,14 @@ impl RecordCgroup {
     /// processes behind in it).
     fn remove(self) {
         self.go_home();
-        let _ = std::fs::remove_dir(&self.dir);
+        // The command's last processes may take a moment to leave the group.
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        crate::scratch::forget(&self.dir);
     }
 }
 
@@ -517,6 +574,7 @@ struct Live {
 pub fn convert(
     perf_data: &Path,
     out: &Path,
+    overwrite: bool,
     perf_pid: Option<u32>,
     command: &[String],
 ) -> Result<ConvertSummary> {
@@ -620,7 +678,9 @@ pub fn convert(
     };
     let outname = out.display().to_string();
     let werr = |e: std::io::Error| Error::at(&outname, format!("cannot write: {e}"));
-    let f = std::fs::File::create(out).map_err(werr)?;
+    // Written beside `out` and renamed into place once complete.
+    let mut output = Output::create(out, overwrite)?;
+    let f = output.file().try_clone().map_err(werr)?;
     let mut w = TraceWriter::new(BufWriter::with_capacity(1 << 16, f), &meta).map_err(werr)?;
     for (nr, n) in syscall_names(&arch) {
         w.set_syscall_name(nr, &n);
@@ -933,7 +993,12 @@ pub fn convert(
     }
     sum.events = w.events();
     sum.tasks = ever.len() as u64;
-    let (_, bytes) = w.finish().map_err(werr)?;
+    let (f, bytes) = w.finish().map_err(werr)?;
+    f.into_inner()
+        .map_err(|e| werr(e.into_error()))?
+        .sync_all()
+        .map_err(werr)?;
+    output.commit()?;
     sum.trace_bytes = bytes;
     Ok(sum)
 }

@@ -162,10 +162,10 @@ impl StatsBuilder {
     }
 
     fn finish_task(&mut self, tid: u32, t: TaskState) {
-        self.s.cpu_ns_total += t.cpu_ns;
+        self.s.cpu_ns_total = self.s.cpu_ns_total.saturating_add(t.cpu_ns);
         let c = self.by_comm.entry(t.comm.clone()).or_default();
         c.0 += 1;
-        c.1 += t.cpu_ns;
+        c.1 = c.1.saturating_add(t.cpu_ns);
         self.finished.push(TaskTime {
             tid,
             pid: t.pid,

@@ -7,7 +7,14 @@ use kharden::report::table::Table;
 pub const EXTENSIONS: &[Extension] = &[kharden_refcount::plugin::EXTENSION];
 
 /// Parses a --defense list for `machine`, the workspace's plug-ins included.
+/// An empty list or an empty item (`--defense ''`, `a,,b`) is an error: "none" says no defense.
 pub fn parse(spec: &str, machine: &MachineProfile) -> kharden::Result<Vec<Box<dyn Defense>>> {
+    if spec.split(',').any(|item| item.trim().is_empty()) {
+        return Err(kharden::Error::at(
+            "--defense",
+            format!("empty defense name in '{spec}' (expected a comma-separated list of names from 'kharden defenses', or 'none')"),
+        ));
+    }
     defense::parse_list_with(spec, Some(machine), EXTENSIONS)
 }
 

@@ -3,10 +3,10 @@
 
 use clap::Args as ClapArgs;
 use kharden::kernel::Kernel;
-use kharden::sim::Time;
-use kharden::workload::run::Runner;
 use kharden::{machine, Error, Result};
+use kharden_trace::progress::Progress;
 use kharden_trace::replay;
+use kharden_trace::scratch::Scratch;
 use std::path::PathBuf;
 
 #[derive(ClapArgs)]
@@ -58,16 +58,24 @@ pub fn run(args: Args) -> Result<()> {
         }
         None => this_host_ghz()?,
     };
-    let dir = std::env::temp_dir().join(format!("kharden-replay-{}", std::process::id()));
-    let split = replay::split(&args.trace, &dir);
-    let result = split.and_then(|split| {
-        let program = replay::root_program(&split, host_ghz, args.scale_jobs)?;
-        let mut runner = Runner::new(Kernel::boot(m.clone(), defenses), program, 1);
-        let w = runner.run(Time::ZERO, Time(u64::MAX / 4))?;
-        Ok((split.recorded, w, runner.ops))
-    });
-    std::fs::remove_dir_all(&dir).ok();
-    let (rec, w, ops) = result?;
+    // A private scratch directory, removed on return and on Ctrl-C.
+    let scratch = Scratch::new("replay")?;
+    let split = replay::split(&args.trace, scratch.path())?;
+    let program = replay::root_program(&split, host_ghz, args.scale_jobs);
+    let mut progress = Progress::on_terminal();
+    let out = replay::drive(Kernel::boot(m.clone(), defenses), program, |p| {
+        progress.show(&format!(
+            "replay: {:.2} s simulated, {} tasks ({} live), {} operations",
+            p.simulated.secs(),
+            p.tasks_created,
+            p.tasks_live,
+            p.operations
+        ));
+        Ok(())
+    })?;
+    progress.clear();
+    drop(scratch);
+    let (rec, w, ops) = (split.recorded, out.window, out.runner.ops);
     let (user, sys) = (w.tasks.user_time().secs(), w.tasks.system_time().secs());
     let (ru, rs) = (rec.user_ns as f64 / 1e9, rec.system_ns as f64 / 1e9);
     let err = |sim: f64, recd: f64| {

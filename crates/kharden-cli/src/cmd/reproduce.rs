@@ -37,8 +37,7 @@ fn run_one(name: &str, overrides: &Overrides) -> Result<Reproduction> {
 pub fn run(args: Args) -> Result<()> {
     let overrides = args.set.overrides()?;
     if args.name.ends_with(".toml") {
-        let text = std::fs::read_to_string(&args.name)
-            .map_err(|e| Error::at(&args.name, format!("cannot read experiment file: {e}")))?;
+        let text = kharden::machine::validate::read_bounded(&args.name, "experiment file")?;
         let rep = experiment::run_text(&args.name, &text, &overrides)?;
         return print(&args, &[rep]);
     }
@@ -54,9 +53,12 @@ pub fn run(args: Args) -> Result<()> {
         )));
     };
     let mut reps = vec![];
-    for n in names {
+    let mut progress = kharden_trace::progress::Progress::on_terminal();
+    for (i, n) in names.iter().enumerate() {
+        progress.show_now(&format!("reproduce: {n} ({} of {})", i + 1, names.len()));
         reps.push(run_one(n, &overrides)?);
     }
+    progress.clear();
     print(&args, &reps)
 }
 

@@ -57,9 +57,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.workload == "kbuild" {
         return run_kbuild(&args, &m, &params, &overrides);
     }
-    if args.loops == 0 {
-        return Err(Error::new("--loops: expected a positive number"));
-    }
+    kharden::workload::bounds::syscall_loop(args.loops, args.iterations)?;
     let _ = args.seed; // the syscall loop makes no random choices
     let mut k = Kernel::boot_with(
         m.clone(),
@@ -202,6 +200,11 @@ fn run_kbuild(
         seed: args.seed,
         ..Sampling::default()
     };
+    let mut progress = kharden_trace::progress::Progress::on_terminal();
+    progress.show_now(&format!(
+        "run: make -j{jobs} on {}: calibrating, then simulating...",
+        m.name
+    ));
     let (extra, note) = calibrate(m, jobs, &profile, sampling, params)?;
     let r = simulate_with(
         m,

@@ -48,7 +48,15 @@ pub fn run(args: Args) -> Result<()> {
     if !(args.window_cpu_ms > 0.0 && args.window_cpu_ms <= 100_000.0) {
         return Err(Error::new("--window-cpu-ms: expected 0 < ms <= 100000"));
     }
+    // sweep::run reports no progress of its own: one line says what is running.
+    let mut progress = kharden_trace::progress::Progress::on_terminal();
+    progress.show_now(&format!(
+        "sweep: {} machine families x {} sizes, each under every configuration...",
+        profiles.len(),
+        args.cpus.len()
+    ));
     let points = sweep::run(&profiles, &args.cpus, args.window_cpu_ms, &params)?;
+    progress.clear();
     if args.json {
         let v = serde_json::json!({ "points": points, "set": overrides.to_json(), "params": params.to_json() });
         println!(

@@ -23,7 +23,7 @@ pub struct TraceArgs {
     args: Vec<String>,
 }
 
-const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--keep-perf-data] [--mmap-pages N] [--no-cgroup] -- COMMAND...";
+const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--force] [--keep-perf-data] [--mmap-pages N] [--no-cgroup] -- COMMAND...";
 const TRACE_USAGE: &str =
     "usage: kharden trace stats FILE [--json] | convert PERF_DATA [-o FILE] | profile TRACE... [-o FILE] [--name NAME] [--note TEXT]... | dump FILE [--limit N]";
 
@@ -108,10 +108,20 @@ fn human_bytes(n: u64) -> String {
 }
 
 pub fn record(args: RecordArgs) -> Result<()> {
+    // clap drops a "--" that comes first (`kharden record -- CMD`); put it back.
+    let mut raw = args.args.clone();
+    if std::env::args()
+        .skip_while(|a| a != "record")
+        .nth(1)
+        .as_deref()
+        == Some("--")
+    {
+        raw.insert(0, "--".into());
+    }
     let p = parse(
-        &args.args,
+        &raw,
         &["-o", "--output", "--mmap-pages"],
-        &["--keep-perf-data", "--no-cgroup", "-h", "--help"],
+        &["--keep-perf-data", "--no-cgroup", "--force", "-h", "--help"],
         RECORD_USAGE,
     )?;
     if p.has("-h") || p.has("--help") {
@@ -146,6 +156,7 @@ pub fn record(args: RecordArgs) -> Result<()> {
         output: output.clone(),
         command: p.rest.clone(),
         keep_perf_data: p.has("--keep-perf-data"),
+        force: p.has("--force"),
         mmap_pages,
         cgroup_filter: !p.has("--no-cgroup"),
     };
@@ -172,10 +183,14 @@ pub fn record(args: RecordArgs) -> Result<()> {
         },
         match s.command_status {
             Some(0) | None => String::new(),
-            Some(c) => format!("; perf exited with status {c}"),
+            Some(c) => format!("; the command exited with status {c}"),
         }
     );
-    Ok(())
+    // Exit as the recorded command did (perf passes its status on), like `time` does.
+    match s.command_status {
+        Some(0) | None => Ok(()),
+        Some(c) => std::process::exit(c),
+    }
 }
 
 pub fn trace(args: TraceArgs) -> Result<()> {
@@ -185,6 +200,10 @@ pub fn trace(args: TraceArgs) -> Result<()> {
         )));
     };
     match sub.as_str() {
+        "-h" | "--help" | "help" => {
+            out(&format!("Inspect kharden traces.\n{TRACE_USAGE}\n"));
+            Ok(())
+        }
         "stats" => {
             let p = parse(rest, &[], &["--json"], TRACE_USAGE)?;
             let file = one_file(&p, "trace stats")?;
@@ -212,7 +231,7 @@ pub fn trace(args: TraceArgs) -> Result<()> {
                     Error::at("--perf-pid", format!("expected a process id, got '{v}'"))
                 })?),
             };
-            let s = perf::convert(&file, &out, perf_pid, &[])?;
+            let s = perf::convert(&file, &out, true, perf_pid, &[])?;
             eprintln!(
                 "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired",
                 s.perf_samples,
@@ -247,8 +266,14 @@ pub fn trace(args: TraceArgs) -> Result<()> {
                 .collect();
             let text = prof.to_toml(p.value(&["--name"]).unwrap_or("kbuild"), &notes);
             match p.value(&["-o", "--output"]) {
-                Some(out) => std::fs::write(out, text)
-                    .map_err(|e| Error::at(out, format!("cannot write: {e}")))?,
+                Some(out) => {
+                    use std::io::Write;
+                    let mut o = kharden_trace::scratch::Output::create(out.as_ref(), true)?;
+                    o.file()
+                        .write_all(text.as_bytes())
+                        .map_err(|e| Error::at(out, format!("cannot write: {e}")))?;
+                    o.commit()?
+                }
                 None => out(&text),
             }
             Ok(())

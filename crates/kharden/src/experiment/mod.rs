@@ -5,6 +5,7 @@
 pub mod kbuild_table;
 pub mod sweep;
 pub mod syscall_table;
+pub mod validate;
 
 use crate::error::{Error, Result};
 use crate::params::Overrides;
@@ -51,6 +52,7 @@ fn kind_of(place: &str, text: &str) -> Result<String> {
 
 /// Parses and runs an experiment file's text with the command line's `--set` overrides.
 pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reproduction> {
+    validate::check(place, text)?;
     match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),

@@ -16,6 +16,7 @@ pub mod mode_log;
 pub mod page_alloc;
 pub mod params;
 pub mod process;
+pub mod reap;
 pub mod sched;
 pub mod shared_line;
 pub mod syscall;

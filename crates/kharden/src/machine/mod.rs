@@ -3,11 +3,11 @@
 
 pub mod detect;
 pub mod profile;
+pub mod validate;
 
 pub use profile::*;
 
 use crate::error::{Error, Result};
-use std::path::Path;
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/machines.rs"));
@@ -35,8 +35,7 @@ pub fn load(name_or_path: &str) -> Result<MachineProfile> {
         return parse(&format!("machines/{name_or_path}.toml"), text);
     }
     if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
-        let text = std::fs::read_to_string(Path::new(name_or_path))
-            .map_err(|e| Error::at(name_or_path, format!("cannot read machine file: {e}")))?;
+        let text = validate::read_bounded(name_or_path, "machine file")?;
         return parse(name_or_path, &text);
     }
     Err(Error::new(format!(
@@ -47,8 +46,10 @@ pub fn load(name_or_path: &str) -> Result<MachineProfile> {
 
 /// Parses and validates one profile; `place` names the file in errors.
 pub fn parse(place: &str, text: &str) -> Result<MachineProfile> {
+    validate::finite_numbers(place, text)?;
     let profile: MachineProfile =
         toml::from_str(text).map_err(|e| Error::at(place, toml_message(&e, text)))?;
+    validate::topology(place, &profile)?;
     profile.validate().map_err(|e| Error::at(place, e))?;
     Ok(profile)
 }

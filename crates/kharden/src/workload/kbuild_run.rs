@@ -101,6 +101,7 @@ pub fn simulate_with(
     sampling: Sampling,
     params: &Params,
 ) -> Result<Measured> {
+    crate::workload::bounds::kbuild_jobs(m, profile, jobs)?;
     // One window of the build: its stats and the user work cycles done in it.
     let one_sample = |seed: u64| -> Result<(Window, f64)> {
         let mut k = Kernel::boot_with(

@@ -1,6 +1,7 @@
 //! Workloads: generators of what tasks do. Each drives the kernel model through the same
 //! calls (user work, syscalls, faults).
 
+pub mod bounds;
 pub mod kbuild;
 pub mod kbuild_profile;
 pub mod kbuild_run;

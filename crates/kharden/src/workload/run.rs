@@ -87,6 +87,11 @@ impl Runner {
         (tasks, idle)
     }
 
+    /// True once no CPU has anything left to do (every task has exited or waits forever).
+    pub fn finished(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Runs until simulated time `warmup`, then measures until `warmup + window` (or until
     /// every task has exited).
     pub fn run(&mut self, warmup: Time, window: Time) -> Result<Window> {

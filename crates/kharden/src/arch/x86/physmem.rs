@@ -19,6 +19,8 @@ pub struct PhysMem {
     /// Next never-used data frame per node, and frames given back.
     next_data: Vec<u64>,
     free_data: Vec<Vec<Pfn>>,
+    /// Page-table pages given back (free_table), reused before new ones.
+    free_tables: Vec<Vec<Pfn>>,
 }
 
 impl PhysMem {
@@ -28,6 +30,7 @@ impl PhysMem {
             tables: vec![Vec::new(); n],
             next_data: vec![0; n],
             free_data: vec![Vec::new(); n],
+            free_tables: vec![Vec::new(); n],
         }
     }
 
@@ -47,6 +50,10 @@ impl PhysMem {
 
     /// A zeroed page-table page on `node`.
     pub fn alloc_table(&mut self, node: u32) -> Pfn {
+        if let Some(pfn) = self.free_tables[node as usize].pop() {
+            *self.table_mut(pfn) = [Pte::EMPTY; 512];
+            return pfn;
+        }
         let tables = &mut self.tables[node as usize];
         tables.push(Box::new([Pte::EMPTY; 512]));
         Pfn(node as u64 * NODE_FRAMES + TABLE_OFFSET + tables.len() as u64 - 1)
@@ -65,6 +72,13 @@ impl PhysMem {
         let pfn = Pfn(node as u64 * NODE_FRAMES + self.next_data[n]);
         self.next_data[n] += 1;
         pfn
+    }
+
+    /// Gives a page-table page back for reuse (kernel/reap.rs; nothing else frees tables, so
+    /// runs that never reap allocate exactly as before).
+    pub fn free_table(&mut self, pfn: Pfn) {
+        let node = self.node_of(pfn) as usize;
+        self.free_tables[node].push(pfn);
     }
 
     pub fn free_data(&mut self, pfn: Pfn) {

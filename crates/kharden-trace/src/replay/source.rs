@@ -1,0 +1,208 @@
+//! Pass 2's programs: each task's op file, read as the scheduler runs the task (several
+//! programs read one file when --scale-jobs copies a job).
+
+use super::ops::{self, file_of, io, Visits};
+use super::Split;
+use kharden::kernel::syscall::{self, Effect};
+use kharden::sim::Pcg32;
+use kharden::workload::program::{Op, Program};
+use kharden::{Error, Result};
+use std::collections::{HashSet, VecDeque};
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+enum Record {
+    User(f64),
+    /// On-CPU ns, whether it was a wait, pages it flushed from the address space.
+    Syscall(f64, bool, u64),
+    Faults(u32),
+    Fork(u32),
+    Thread(u32),
+    Exec,
+    Exit,
+}
+
+/// What every task's program shares: the scratch directory, the clock of the recording
+/// host, how many copies of each job a make forks (--scale-jobs) and which tasks are makes.
+struct Shared {
+    dir: PathBuf,
+    /// Cycles per recorded nanosecond (the recording host's clock in GHz).
+    host_ghz: f64,
+    scale: u32,
+    makes: HashSet<u32>,
+}
+
+/// One task's op file, read as the task runs.
+pub struct FileSource {
+    input: BufReader<Visits>,
+    shared: Rc<Shared>,
+    name: String,
+    is_make: bool,
+    pending: VecDeque<Op>,
+    failed: bool,
+}
+
+impl FileSource {
+    fn open(shared: Rc<Shared>, seq: u32, name: String) -> FileSource {
+        let path = file_of(&shared.dir, seq);
+        FileSource {
+            input: BufReader::with_capacity(4096, Visits::new(path)),
+            is_make: shared.makes.contains(&seq),
+            shared,
+            name,
+            pending: VecDeque::new(),
+            failed: false,
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.input.get_ref().path
+    }
+
+    fn bytes<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut b = [0u8; N];
+        self.input
+            .read_exact(&mut b)
+            .map_err(|e| io(&self.input.get_ref().path, e))?;
+        Ok(b)
+    }
+
+    /// The next byte, left unread; `None` at the end of the file.
+    fn peek(&mut self) -> Result<Option<u8>> {
+        match self.input.fill_buf() {
+            Ok(buf) => Ok(buf.first().copied()),
+            Err(e) => Err(io(self.path(), e)),
+        }
+    }
+
+    fn read_record(&mut self) -> Result<Option<Record>> {
+        let Some(tag) = self.peek()? else {
+            return Ok(None);
+        };
+        self.input.consume(1);
+        let rec = match tag {
+            ops::USER => Record::User(f64::from_le_bytes(self.bytes()?)),
+            ops::SYSCALL => {
+                let ns = f64::from_le_bytes(self.bytes()?);
+                // Markers may follow: a wait, then the pages it flushed.
+                let wait = self.take_marker(ops::WAIT)?;
+                let flushed = if self.take_marker(ops::FLUSH)? {
+                    u64::from_le_bytes(self.bytes()?)
+                } else {
+                    0
+                };
+                Record::Syscall(ns, wait, flushed)
+            }
+            ops::FAULTS => Record::Faults(u32::from_le_bytes(self.bytes()?)),
+            ops::FORK => {
+                let b: [u8; 5] = self.bytes()?;
+                Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            }
+            ops::THREAD => Record::Thread(u32::from_le_bytes(self.bytes()?)),
+            ops::EXEC => Record::Exec,
+            ops::EXIT => Record::Exit,
+            t => {
+                return Err(Error::at(
+                    self.path().display(),
+                    format!("corrupt replay file: tag {t}"),
+                ))
+            }
+        };
+        Ok(Some(rec))
+    }
+
+    /// Consumes the next byte if it is the marker `tag`.
+    fn take_marker(&mut self, tag: u8) -> Result<bool> {
+        let found = self.peek()? == Some(tag);
+        if found {
+            self.input.consume(1);
+        }
+        Ok(found)
+    }
+
+    fn child(&self, seq: u32) -> FileSource {
+        FileSource::open(self.shared.clone(), seq, format!("task {seq}"))
+    }
+
+    fn next_op(&mut self) -> Result<Op> {
+        if let Some(op) = self.pending.pop_front() {
+            return Ok(op);
+        }
+        let Some(rec) = self.read_record()? else {
+            return Ok(Op::Exit);
+        };
+        let generic = syscall::lookup("getpid").expect("getpid is in the table");
+        let ghz = self.shared.host_ghz;
+        Ok(match rec {
+            Record::User(ns) => Op::User {
+                cycles: ns * ghz,
+                touches: 8,
+            },
+            Record::Syscall(ns, wait, flushed) => {
+                let op = Op::Syscall {
+                    spec: generic,
+                    count: 1,
+                    extra_cycles: (ns * ghz - generic.work_cycles).max(0.0),
+                    // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
+                    effect: (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed }),
+                };
+                if wait {
+                    // A make waits for each copy of its jobs.
+                    let copies = if self.is_make { self.shared.scale } else { 1 };
+                    for _ in 0..copies {
+                        self.pending.push_back(Op::WaitChild);
+                    }
+                }
+                op
+            }
+            Record::Faults(n) => Op::AnonFaults(n),
+            Record::Fork(seq) => {
+                let copies = if self.is_make && !self.shared.makes.contains(&seq) {
+                    self.shared.scale
+                } else {
+                    1
+                };
+                for _ in 1..copies {
+                    self.pending.push_back(Op::Fork(Box::new(self.child(seq))));
+                }
+                Op::Fork(Box::new(self.child(seq)))
+            }
+            Record::Thread(seq) => Op::SpawnThread(Box::new(self.child(seq))),
+            Record::Exec => Op::Exec,
+            Record::Exit => Op::Exit,
+        })
+    }
+}
+
+impl Program for FileSource {
+    fn next(&mut self, _rng: &mut Pcg32) -> Op {
+        if self.failed {
+            return Op::Exit;
+        }
+        match self.next_op() {
+            Ok(op) => op,
+            Err(e) => {
+                // The engine's programs cannot fail; a broken scratch file ends the task and
+                // is reported on stderr once.
+                eprintln!("kharden: replay: {e}");
+                self.failed = true;
+                Op::Exit
+            }
+        }
+    }
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The root task's program for pass 2.
+pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Box<dyn Program> {
+    let shared = Rc::new(Shared {
+        dir: split.dir.clone(),
+        host_ghz,
+        scale: scale_jobs.max(1),
+        makes: split.makes.clone(),
+    });
+    Box::new(FileSource::open(shared, split.root, "root".into()))
+}

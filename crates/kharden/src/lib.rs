@@ -13,6 +13,7 @@ pub mod machine;
 pub mod oracle;
 pub mod report;
 pub mod sim;
+pub mod virt;
 pub mod workload;
 
 pub use error::{Error, Result};

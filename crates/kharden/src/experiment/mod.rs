@@ -3,6 +3,7 @@
 //! parameter it may fit; the runner simulates every row and reports published vs simulated.
 
 pub mod kbuild_table;
+pub mod kvm_table;
 pub mod sweep;
 pub mod syscall_table;
 
@@ -50,9 +51,10 @@ pub fn run_text(place: &str, text: &str) -> Result<Reproduction> {
     match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?),
+        "kvm-table" => kvm_table::run(&kvm_table::parse(place, text)?),
         other => Err(Error::at(
             place,
-            format!("kind: expected \"syscall-table\" or \"kbuild-table\", got \"{other}\""),
+            format!("kind: expected \"syscall-table\", \"kbuild-table\" or \"kvm-table\", got \"{other}\""),
         )),
     }
 }

@@ -20,6 +20,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(variant) = args.defense.strip_prefix("kvm-cr0wp:") {
+        return super::kvm::check(variant, &args.machine);
+    }
     let machines = if args.machine.is_empty() {
         ["haswell-i7-4770", "sandybridge-i7-2600", "nehalem-i7-920"]
             .iter()

@@ -51,9 +51,25 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// ssdd: the hypervisor the guest runs under (kvm).
+    #[arg(long)]
+    virt: Option<String>,
+    /// ssdd: KVM's MMU: legacy, tdp or shadow.
+    #[arg(long, default_value = "tdp")]
+    mmu: String,
+    /// ssdd: KVM's CR0 handling: base, keep-roots, guest-owned-wp, broken-keep-roots.
+    #[arg(long, default_value = "base")]
+    kvm_variant: String,
+    /// ssdd: guest vCPUs.
+    #[arg(long, default_value_t = 1)]
+    vcpus: u64,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if args.workload == "ssdd" {
+        let v = args.virt.as_deref();
+        return super::kvm::run_ssdd(&args.machine, v, &args.mmu, &args.kvm_variant, args.vcpus);
+    }
     let m = machine::load(&args.machine)?;
     workload::check_name(&args.workload)?;
     if args.workload == "kbuild" {

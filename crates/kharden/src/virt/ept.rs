@@ -224,7 +224,7 @@ impl VcpuTlb {
     /// current tag, and its paging-structure entries (SDM vol. 3A 4.10.4.1).
     pub fn guest_cr3_flush(&mut self, tag: Pcid) {
         for (a, _) in self.arrays.iter_mut() {
-            a.invalidate_where(|e| e.pcid == tag && !e.global);
+            a.invalidate_where(|e| e.pcid == tag && !e.flags.global);
         }
         self.psc.invalidate_where(|p| p == tag);
     }

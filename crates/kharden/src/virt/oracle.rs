@@ -22,3 +22,58 @@ pub(crate) fn check_after_cr0_write(v: &mut Vcpu) {
         }
     }
 }
+
+/// Runs a short ssdd with the oracle on for every MMU flavour the machine supports; returns
+/// each flavour's violations.
+pub fn check_variant(
+    m: &crate::machine::MachineProfile,
+    variant: super::Variant,
+) -> crate::error::Result<Vec<(super::MmuFlavour, Vec<String>)>> {
+    let mut out = vec![];
+    for flavour in super::MmuFlavour::ALL {
+        if super::ssdd::check_support(m, flavour).is_err() {
+            continue;
+        }
+        let mut cfg = super::SsddConfig::new(flavour, variant);
+        cfg.oracle = true;
+        cfg.warmup_steps = 0;
+        cfg.sample_steps = 40;
+        cfg.guest.wp_pairs_other_per_step = 1.5;
+        out.push((flavour, super::run_ssdd(m, &cfg)?.violations));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::virt::{MmuFlavour, Variant};
+
+    #[test]
+    fn correct_variants_hold_and_the_broken_one_is_caught_on_every_mmu() {
+        let m = crate::machine::load("skylake-i7-6700k").unwrap();
+        for v in [Variant::Base, Variant::KeepRoots, Variant::GuestOwnedWp] {
+            for (f, found) in check_variant(&m, v).unwrap() {
+                assert!(found.is_empty(), "{v:?} on {f:?}: {:?}", found.first());
+            }
+        }
+        let broken = check_variant(&m, Variant::BrokenKeepRoots).unwrap();
+        assert_eq!(broken.len(), 3);
+        for (f, found) in broken {
+            assert!(!found.is_empty(), "broken variant not caught on {f:?}");
+            if f == MmuFlavour::Shadow {
+                assert!(found.iter().any(|v| v.contains("hardware")), "{found:?}");
+            } else {
+                assert!(found.iter().any(|v| v.contains("emulated")), "{found:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shadow_on_a_profile_without_virt_is_a_one_line_error() {
+        let m = crate::machine::load("nehalem-i7-920").unwrap();
+        let e = crate::virt::ssdd::check_support(&m, MmuFlavour::Shadow).unwrap_err();
+        assert!(e.to_string().contains("[virt]"), "{e}");
+        assert!(!e.to_string().contains('\n'));
+    }
+}

@@ -434,7 +434,9 @@ impl<'a> Vcpu<'a> {
                     vpn: va.page_number(size),
                     size,
                     pcid: tag,
-                    global: e.global(),
+                    // The guest's G bit exempts an entry from guest CR3 writes (kept in
+                    // flags), never from another EPTP or VPID tag.
+                    global: false,
                     page: PhysAddr(hpage.0 + off),
                     flags: PteFlags {
                         writable: w,

@@ -102,6 +102,10 @@ pub struct GuestParams {
     /// Whether the host backs guest RAM with 2 MiB pages (THP), so EPT maps 2 MiB leaves.
     /// ESTIMATE: QEMU's default anonymous memory with THP enabled.
     pub host_thp: bool,
+    /// Cache lines each guest page touch reads or writes, so the guest's data competes
+    /// with page-walk entries in the caches (its cycles are in the guest work). ESTIMATE:
+    /// a kernel object access touches a few lines, a stack frame several.
+    pub lines_per_touch: u64,
 }
 
 impl Default for GuestParams {
@@ -114,6 +118,7 @@ impl Default for GuestParams {
             guest_work_cycles_per_step: 0.0,
             guest_ram_mib: 2048,
             host_thp: true,
+            lines_per_touch: 8,
         }
     }
 }

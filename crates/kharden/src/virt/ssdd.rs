@@ -381,7 +381,13 @@ impl<'a> Vcpu<'a> {
 
     /// A guest access; returns whether the hardware let it through.
     pub(crate) fn access(&mut self, va: VirtAddr, write: bool, user: bool) -> bool {
-        let (flags, _) = self.translate(va);
+        let (flags, page) = self.translate(va);
+        let in_page = va.0 & 0xfff & !0x1ff;
+        for i in 0..self.cfg.guest.lines_per_touch {
+            // Guest data through the same caches the walks use (cycles: guest work).
+            let pa = page.0 + ((in_page + i * 64) & 0xfff);
+            self.caches.load(0, 0, pa, false);
+        }
         let hw_wp = !self.cfg.flavour.direct() || self.wp();
         let denied = (user && !flags.user) || (write && !flags.writable && (user || hw_wp));
         !denied

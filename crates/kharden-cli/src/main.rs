@@ -40,6 +40,8 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Refcount implementations: native benchmark (LKDTM style).
     Refcount(cmd::refcount::Args),
+    /// KVM: a native CR0.WP toggle benchmark through /dev/kvm beside the model.
+    Kvm(cmd::kvm::Args),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +82,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::trace::record(args),
         Command::Trace(args) => cmd::trace::trace(args),
         Command::Replay(args) => cmd::replay::run(args),
+        Command::Kvm(args) => cmd::kvm::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -93,3 +93,87 @@ pub fn run_ssdd(
     }
     Ok(())
 }
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: KvmCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum KvmCommand {
+    /// A minimal guest through /dev/kvm toggling CR0.WP, timed natively, beside the model.
+    Bench {
+        /// CR0 writes per KVM_RUN round trip.
+        #[arg(long, default_value_t = 1000)]
+        toggles: u32,
+        /// KVM_RUN round trips timed.
+        #[arg(long, default_value_t = 2000)]
+        exits: u64,
+        /// Machine profile the model's figures are computed for.
+        #[arg(long, default_value = "skylake-i7-6700k")]
+        machine: String,
+    },
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        KvmCommand::Bench {
+            toggles,
+            exits,
+            machine: name,
+        } => bench(toggles, exits, &name),
+    }
+}
+
+fn bench(toggles: u32, exits: u64, name: &str) -> Result<()> {
+    let m = machine::load(name)?;
+    println!("model, {name}: one CR0.WP write per MMU and KVM variant (exit, handler, MMU work; refills excluded):");
+    let hw = m
+        .virt
+        .clone()
+        .ok_or_else(|| Error::new(format!("machines/{name}.toml: no [virt] section")))?;
+    let c = kharden::virt::params::KvmCosts::default();
+    let exit = hw.vmexit_cycles + hw.vmentry_cycles + c.exit_software_cycles;
+    let ns = |cycles: f64| cycles / m.cpu.frequency_ghz;
+    for v in Variant::ALL {
+        for f in MmuFlavour::ALL {
+            let mut mmu = kharden::virt::kvm_mmu::KvmMmu::new(
+                f,
+                v,
+                0,
+                kharden::virt::vmx::CR0_PG | kharden::virt::vmx::CR0_WP,
+            );
+            let root = kharden::arch::x86::Pfn(1);
+            mmu.load(root, &c);
+            let owned = v == Variant::GuestOwnedWp && f.direct();
+            let mut cycles = if owned {
+                0.0
+            } else {
+                exit + c.cr0_handler_cycles
+            };
+            if !owned {
+                cycles += mmu.post_set_cr0(
+                    kharden::virt::vmx::CR0_PG | kharden::virt::vmx::CR0_WP,
+                    kharden::virt::vmx::CR0_PG,
+                    &c,
+                );
+                if mmu.current_root().is_none() {
+                    let (l, _) = mmu.load(root, &c);
+                    cycles += l.handler + l.root_alloc + hw.invept_cycles;
+                }
+            }
+            println!("  {:<18} {:<7} {:>8.0} ns", v.name(), f.name(), ns(cycles));
+        }
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let r = virt::native::bench(toggles, exits)?;
+        println!(
+            "native, this host (/dev/kvm): {:.1} ns per CR0.WP write ({} writes), {:.0} ns per KVM_RUN round trip with an I/O exit",
+            r.ns_per_toggle, r.toggles, r.ns_per_io_exit
+        );
+        println!("  (a toggle far below one round trip means the host kernel does not exit on CR0.WP writes: guest-owned WP on VMX since 6.4, or no CR0 write intercept on SVM with NPT)");
+    }
+    Ok(())
+}

@@ -7,6 +7,8 @@
 pub mod ept;
 pub mod guest;
 pub mod kvm_mmu;
+#[cfg(target_os = "linux")]
+pub mod native;
 pub mod oracle;
 pub mod params;
 pub mod ssdd;

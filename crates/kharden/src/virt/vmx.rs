@@ -16,8 +16,8 @@ pub const CR0_PG: u64 = 1 << 31;
 pub enum VirtFlavour {
     /// Intel VT-x: CR0 writes exit per the guest/host mask; EPT; VPID.
     Vmx,
-    /// AMD-V: every CR0 write exits (the selective CR0 intercept only covers bits other
-    /// than TS/MP; KVM intercepts CR0 writes whenever it needs any bit); NPT; ASIDs.
+    /// AMD-V: no per-bit CR0 mask; while KVM sets the CR0 write intercept every write
+    /// exits (KVM clears it under NPT when guest and host CR0 agree, svm_set_cr0); NPT.
     Svm,
 }
 

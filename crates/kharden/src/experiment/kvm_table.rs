@@ -60,22 +60,9 @@ const TOGGLES: &str = "wp_pairs_other_per_step";
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
     for f in &e.fit {
-        if f.parameter != WORK && f.parameter != TOGGLES {
-            return Err(Error::at(
-                place,
-                format!(
-                    "fit.parameter: expected \"{WORK}\" or \"{TOGGLES}\", got \"{}\"",
-                    f.parameter
-                ),
-            ));
-        }
-        if !e.row.iter().any(|r| r.label == f.row) {
-            return Err(Error::at(
-                place,
-                format!("fit.row: no [[row]] labelled \"{}\"", f.row),
-            ));
-        }
+        f.check(place, &[WORK, TOGGLES], &labels)?;
     }
     for (label, mmu, variant) in e
         .row

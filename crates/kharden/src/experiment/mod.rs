@@ -23,6 +23,33 @@ pub struct Fit {
     pub row: String,
 }
 
+impl Fit {
+    /// Checks that the parameter is one the runner can fit and that the row exists.
+    pub fn check(&self, place: &str, parameters: &[&str], row_labels: &[&str]) -> Result<()> {
+        if !parameters.contains(&self.parameter.as_str()) {
+            return Err(Error::at(
+                place,
+                format!(
+                    "fit.parameter: expected {}, got \"{}\"",
+                    parameters
+                        .iter()
+                        .map(|p| format!("\"{p}\""))
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                    self.parameter
+                ),
+            ));
+        }
+        if !row_labels.contains(&self.row.as_str()) {
+            return Err(Error::at(
+                place,
+                format!("fit.row: no [[row]] labelled \"{}\"", self.row),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Experiments this library runs (others, like refcount, are run by their own crates).
 pub fn names() -> Vec<&'static str> {
     embedded::EXPERIMENT_FILES.iter().map(|(n, _)| *n).collect()

@@ -144,12 +144,7 @@ impl VcpuTlb {
             .iter()
             .filter(|a| a.serves != TlbServes::Instruction)
             .map(|a| {
-                let sizes = a
-                    .page_sizes
-                    .iter()
-                    .map(|&s| PageSize::from_name(s))
-                    .collect();
-                let arr = TlbArray::new(&a.name, sizes, a.entries as usize, a.ways as usize);
+                let arr = TlbArray::from_profile(a);
                 (
                     arr,
                     if a.level == 1 {

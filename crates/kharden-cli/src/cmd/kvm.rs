@@ -40,14 +40,8 @@ pub fn check(variant: &str, machines: &[String]) -> Result<()> {
 }
 
 /// `run --workload ssdd`: prints run time and the VM's counters per ssdd step.
-pub fn run_ssdd(
-    machine_name: &str,
-    virt: Option<&str>,
-    mmu: &str,
-    variant: &str,
-    vcpus: u64,
-) -> Result<()> {
-    match virt {
+pub fn run_ssdd(args: &super::run::Args) -> Result<()> {
+    match args.virt.as_deref() {
         Some("kvm") => {}
         Some(other) => return Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
         None => {
@@ -56,13 +50,21 @@ pub fn run_ssdd(
             ))
         }
     }
-    let m = machine::load(machine_name)?;
+    let (mmu, variant, vcpus) = (&args.mmu, &args.kvm_variant, args.vcpus);
+    let m = machine::load(&args.machine)?;
     let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
     cfg.vcpus = vcpus;
+    cfg.guest.guest_work_cycles_per_step = args.guest_work_cycles;
+    cfg.guest.wp_pairs_other_per_step = args.wp_pairs_other;
+    if !(args.guest_work_cycles >= 0.0 && args.wp_pairs_other >= 0.0) {
+        return Err(Error::new(
+            "--guest-work-cycles, --wp-pairs-other: expected non-negative numbers",
+        ));
+    }
     let r = virt::run_ssdd(&m, &cfg)?;
     println!(
-        "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest work per step not fitted here: see `reproduce kvm-cr0wp`)",
-        mmu, variant, vcpus, m.name, r.seconds
+        "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest work {:.0} cycles and {:.2} extra toggle pairs per step: `reproduce kvm-cr0wp` prints the fitted values)",
+        mmu, variant, vcpus, m.name, r.seconds, args.guest_work_cycles, args.wp_pairs_other
     );
     let n = r.measured_steps as f64;
     for (i, reason) in virt::vmx::ExitReason::ALL.iter().enumerate() {

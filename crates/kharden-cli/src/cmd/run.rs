@@ -11,7 +11,7 @@ use kharden::{machine, Error, Result};
 pub struct Args {
     /// Machine name from `kharden machines`, or a path to a profile TOML.
     #[arg(long)]
-    machine: String,
+    pub(crate) machine: String,
     /// Workload: syscall-loop (FreeBSD syscall_timing style) or kbuild (make -jN of compile
     /// jobs from the recorded profile).
     #[arg(long)]
@@ -53,22 +53,29 @@ pub struct Args {
     json: bool,
     /// ssdd: the hypervisor the guest runs under (kvm).
     #[arg(long)]
-    virt: Option<String>,
+    pub(crate) virt: Option<String>,
     /// ssdd: KVM's MMU: legacy, tdp or shadow.
     #[arg(long, default_value = "tdp")]
-    mmu: String,
+    pub(crate) mmu: String,
     /// ssdd: KVM's CR0 handling: base, keep-roots, guest-owned-wp, broken-keep-roots.
     #[arg(long, default_value = "base")]
-    kvm_variant: String,
+    pub(crate) kvm_variant: String,
     /// ssdd: guest vCPUs.
     #[arg(long, default_value_t = 1)]
-    vcpus: u64,
+    pub(crate) vcpus: u64,
+    /// ssdd: guest cycles per step beyond the modelled touches and exits
+    /// (`reproduce kvm-cr0wp` prints the fitted value). Default: none.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) guest_work_cycles: f64,
+    /// ssdd: KERNEXEC toggle pairs per step beyond one per context switch
+    /// (`reproduce kvm-cr0wp` prints the fitted value). Default: none.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) wp_pairs_other: f64,
 }
 
 pub fn run(args: Args) -> Result<()> {
     if args.workload == "ssdd" {
-        let v = args.virt.as_deref();
-        return super::kvm::run_ssdd(&args.machine, v, &args.mmu, &args.kvm_variant, args.vcpus);
+        return super::kvm::run_ssdd(&args);
     }
     let m = machine::load(&args.machine)?;
     workload::check_name(&args.workload)?;

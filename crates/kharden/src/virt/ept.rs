@@ -235,3 +235,60 @@ pub fn load_cycles(caches: &mut CacheHierarchy, hpa: u64) -> f64 {
     let hit = caches.load(0, 0, hpa, false);
     caches.cycles(hit)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(va: u64, tag: u16, guest_global: bool) -> TlbEntry {
+        TlbEntry {
+            vpn: VirtAddr(va).page_number(PageSize::Size4K),
+            size: PageSize::Size4K,
+            pcid: Pcid(tag),
+            global: false,
+            page: PhysAddr(0x1000),
+            flags: PteFlags::KERNEL_DATA.with_global(guest_global),
+        }
+    }
+
+    #[test]
+    fn invept_drops_one_eptp_and_guest_cr3_spares_guest_globals() {
+        let m = crate::machine::load("skylake-i7-6700k").unwrap();
+        let mut t = VcpuTlb::new(&m);
+        let k = 0xffff_8880_0000_0000;
+        t.insert(entry(k, 1, true));
+        t.insert(entry(0x40_0000, 1, false));
+        t.insert(entry(k, 2, true));
+        assert!(
+            t.lookup(VirtAddr(k), Pcid(3)).is_none(),
+            "G never crosses EPTPs"
+        );
+        t.guest_cr3_flush(Pcid(1));
+        assert!(t.lookup(VirtAddr(k), Pcid(1)).is_some());
+        assert!(t.lookup(VirtAddr(0x40_0000), Pcid(1)).is_none());
+        t.invalidate_tag(Pcid(1));
+        assert!(t.lookup(VirtAddr(k), Pcid(1)).is_none());
+        assert!(t.lookup(VirtAddr(k), Pcid(2)).is_some());
+    }
+
+    #[test]
+    fn zapped_roots_return_their_tables() {
+        let mut h = HostTables::default();
+        let root = h.alloc();
+        let n = h.map(
+            root,
+            0x20_0000,
+            PhysAddr(1 << 40),
+            PageSize::Size2M,
+            PteFlags::KERNEL_DATA,
+        );
+        assert_eq!(n, 2);
+        assert!(h.walk(root, 0x20_1234, &mut |_| {}).is_some());
+        assert_eq!(h.zap(root), (3, 1));
+        let again = h.alloc();
+        assert!(
+            h.walk(again, 0x20_1234, &mut |_| {}).is_none(),
+            "reused tables are zeroed"
+        );
+    }
+}

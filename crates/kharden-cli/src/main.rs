@@ -42,6 +42,8 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Refcount implementations: native benchmark (LKDTM style).
     Refcount(cmd::refcount::Args),
+    /// KVM: a native CR0.WP toggle benchmark through /dev/kvm beside the model.
+    Kvm(cmd::kvm::Args),
 }
 
 fn main() -> ExitCode {
@@ -83,10 +85,14 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::trace::record(args),
         Command::Trace(args) => cmd::trace::trace(args),
         Command::Replay(args) => cmd::replay::run(args),
+        Command::Kvm(args) => cmd::kvm::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // An error caused by an interrupt (its scratch vanished under it) is the
+            // interrupt: the signal handler is cleaning up and exits with 130.
+            kharden_trace::scratch::wait_if_interrupted();
             eprintln!("kharden: {e}");
             ExitCode::from(2)
         }

@@ -15,6 +15,16 @@ use std::sync::Mutex;
 static ON_SIGNAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// Child processes (perf) to stop first if the process is interrupted.
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Set when SIGINT/SIGTERM arrives, before the handler starts removing files.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// After an interrupt, waits for the handler (which exits with 130) instead of reporting
+/// an error the interrupt caused; returns at once otherwise.
+pub fn wait_if_interrupted() {
+    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_secs(10));
+    }
+}
 
 /// Installs the handler (once; later calls do nothing): on SIGINT, SIGTERM or SIGHUP, the
 /// registered paths are removed and the process exits with status 130.
@@ -22,6 +32,7 @@ pub fn remove_on_signal() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = ctrlc::set_handler(|| {
+            INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
             // A SIGTERM sent to kharden alone must stop perf (and so the recorded command)
             // too; from a terminal, Ctrl-C reaches them already.
             let children = CHILDREN.lock().map(|c| c.clone()).unwrap_or_default();
@@ -36,6 +47,15 @@ pub fn remove_on_signal() {
                 Err(p) => p.into_inner().clone(),
             };
             for p in paths {
+                // Rename a scratch directory first: the main thread, still running, can then
+                // create nothing more under the old path, so the removal cannot race with it.
+                let mut dead = p.clone().into_os_string();
+                dead.push(".interrupted");
+                let p = if !p.starts_with("/sys/fs/cgroup") && std::fs::rename(&p, &dead).is_ok() {
+                    PathBuf::from(dead)
+                } else {
+                    p
+                };
                 // rmdir first: a cgroup is emptied by its processes exiting, not by unlinking.
                 for _ in 0..50 {
                     let gone = std::fs::remove_dir(&p)

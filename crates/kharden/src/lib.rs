@@ -14,6 +14,7 @@ pub mod oracle;
 pub mod params;
 pub mod report;
 pub mod sim;
+pub mod virt;
 pub mod workload;
 
 pub use error::{Error, Result};

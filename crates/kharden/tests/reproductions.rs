@@ -61,3 +61,9 @@ fn xpfo_v8_rows() {
 fn xpfo_v9_rows() {
     check("xpfo-v9", 3);
 }
+
+#[test]
+fn kvm_cr0wp_rows() {
+    // 6 rows, 2 fitted (the guest's work per step and the extra KERNEXEC toggles).
+    check("kvm-cr0wp", 2);
+}

@@ -23,6 +23,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let overrides = args.set.overrides()?;
+    if let Some(variant) = args.defense.strip_prefix("kvm-cr0wp:") {
+        return super::kvm::check(variant, &args.machine, &overrides);
+    }
     let mut params = kharden::params::Params::linux();
     overrides.apply(&mut params)?;
     let machines = if args.machine.is_empty() {

@@ -12,7 +12,7 @@ use kharden::{machine, Error, Result};
 pub struct Args {
     /// Machine name from `kharden machines`, or a path to a profile TOML.
     #[arg(long)]
-    machine: String,
+    pub(crate) machine: String,
     /// Workload: syscall-loop (FreeBSD syscall_timing style) or kbuild (make -jN of compile
     /// jobs from the recorded profile).
     #[arg(long)]
@@ -46,10 +46,25 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// ssdd: the hypervisor the guest runs under (kvm).
+    #[arg(long)]
+    pub(crate) virt: Option<String>,
+    /// ssdd: KVM's MMU: legacy, tdp or shadow.
+    #[arg(long, default_value = "tdp")]
+    pub(crate) mmu: String,
+    /// ssdd: KVM's CR0 handling: base, keep-roots, guest-owned-wp, broken-keep-roots.
+    #[arg(long, default_value = "base")]
+    pub(crate) kvm_variant: String,
+    /// ssdd: guest vCPUs.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) vcpus: u64,
 }
 
 pub fn run(args: Args) -> Result<()> {
     let overrides = args.set.overrides()?;
+    if args.workload == "ssdd" {
+        return super::kvm::run_ssdd(&args, &overrides);
+    }
     let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;

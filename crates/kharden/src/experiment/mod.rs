@@ -3,6 +3,7 @@
 //! parameter it may fit; the runner simulates every row and reports published vs simulated.
 
 pub mod kbuild_table;
+pub mod kvm_table;
 pub mod sweep;
 pub mod syscall_table;
 pub mod validate;
@@ -25,6 +26,33 @@ pub struct Fit {
     /// Two starting values of the search (default: the parameter's value and four times it).
     #[serde(default)]
     pub start: Option<[f64; 2]>,
+}
+
+impl Fit {
+    /// Checks that the parameter is one the runner can fit and that the row exists.
+    pub fn check(&self, place: &str, parameters: &[&str], row_labels: &[&str]) -> Result<()> {
+        if !parameters.contains(&self.parameter.as_str()) {
+            return Err(Error::at(
+                place,
+                format!(
+                    "fit.parameter: expected {}, got \"{}\"",
+                    parameters
+                        .iter()
+                        .map(|p| format!("\"{p}\""))
+                        .collect::<Vec<_>>()
+                        .join(" or "),
+                    self.parameter
+                ),
+            ));
+        }
+        if !row_labels.contains(&self.row.as_str()) {
+            return Err(Error::at(
+                place,
+                format!("fit.row: no [[row]] labelled \"{}\"", self.row),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Experiments this library runs (others, like refcount, are run by their own crates).
@@ -56,9 +84,10 @@ pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reprod
     match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),
+        "kvm-table" => kvm_table::run(&kvm_table::parse(place, text)?, overrides),
         other => Err(Error::at(
             place,
-            format!("kind: expected \"syscall-table\" or \"kbuild-table\", got \"{other}\""),
+            format!("kind: expected \"syscall-table\", \"kbuild-table\" or \"kvm-table\", got \"{other}\""),
         )),
     }
 }

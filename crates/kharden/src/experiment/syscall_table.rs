@@ -60,21 +60,8 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
     if let Some(fit) = &e.fit {
-        if fit.parameter != "syscall_work_cycles" {
-            return Err(Error::at(
-                place,
-                format!(
-                    "fit.parameter: expected \"syscall_work_cycles\", got \"{}\"",
-                    fit.parameter
-                ),
-            ));
-        }
-        if !e.row.iter().any(|r| r.label == fit.row) {
-            return Err(Error::at(
-                place,
-                format!("fit.row: no [[row]] labelled \"{}\"", fit.row),
-            ));
-        }
+        let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
+        fit.check(place, &["syscall_work_cycles"], &labels)?;
     }
     if e.iterations == 0 {
         return Err(Error::at(place, "iterations: expected a positive number"));

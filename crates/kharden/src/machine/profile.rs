@@ -43,6 +43,9 @@ pub struct MachineProfile {
     /// fields above; these readings are kept so a profile shows the evidence behind them.
     #[serde(default)]
     pub measured: Option<HostMeasurements>,
+    /// Hardware virtualization (VMX/SVM exits, EPT, VPID), for KVM guests (virt/).
+    #[serde(default)]
+    pub virt: Option<crate::virt::VirtHardware>,
 }
 
 /// One idle state: how long leaving it takes, and how long an idle period must be for the

@@ -77,12 +77,7 @@ impl Mmu {
         let mut l1d = vec![];
         let mut l2 = vec![];
         for a in &m.tlb {
-            let sizes = a
-                .page_sizes
-                .iter()
-                .map(|&s| PageSize::from_name(s))
-                .collect();
-            let arr = TlbArray::new(&a.name, sizes, a.entries as usize, a.ways as usize);
+            let arr = TlbArray::from_profile(a);
             match (a.level, a.serves) {
                 (1, TlbServes::Instruction) => l1i.push(arr),
                 (1, TlbServes::Data) => l1d.push(arr),

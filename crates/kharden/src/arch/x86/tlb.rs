@@ -94,6 +94,16 @@ impl TlbArray {
         }
     }
 
+    /// An array with a machine profile's geometry.
+    pub fn from_profile(a: &crate::machine::TlbArray) -> TlbArray {
+        let sizes = a
+            .page_sizes
+            .iter()
+            .map(|&s| PageSize::from_name(s))
+            .collect();
+        TlbArray::new(&a.name, sizes, a.entries as usize, a.ways as usize)
+    }
+
     pub fn holds(&self, size: PageSize) -> bool {
         self.sizes.contains(&size)
     }

@@ -1,0 +1,182 @@
+//! KVM commands: `kharden check --defense kvm-cr0wp:VARIANT` (the CR0.WP oracle on every
+//! MMU) and `kharden run --workload ssdd --virt kvm --mmu M` (one guest run's counters).
+
+use kharden::params::{Overrides, Params};
+use kharden::virt::params::{GuestParams, KvmCosts};
+use kharden::virt::{self, MmuFlavour, SsddConfig, Variant};
+use kharden::{machine, Error, Result};
+
+pub fn check(variant: &str, machines: &[String], overrides: &Overrides) -> Result<()> {
+    let variant = Variant::parse(variant)?;
+    let names = if machines.is_empty() {
+        vec!["skylake-i7-6700k".to_string()]
+    } else {
+        machines.to_vec()
+    };
+    let mut violations = 0;
+    for name in &names {
+        let m = overrides.apply_machine(&machine::load(name)?)?;
+        for (flavour, found) in virt::oracle::check_variant(&m, variant)? {
+            let verdict = match found.first() {
+                None => "ok".to_string(),
+                Some(v) => {
+                    violations += 1;
+                    format!("VIOLATION ({} times): {v}", found.len())
+                }
+            };
+            println!("{name:<22} {:<14} {verdict}", flavour.name());
+        }
+    }
+    println!("property: after every CR0 write, guest supervisor writes to read-only pages fault iff CR0.WP=1 (hardware and KVM-emulated)");
+    if violations > 0 {
+        return Err(Error::new(format!(
+            "check: kvm-cr0wp:{} violated its security property on {violations} MMUs",
+            variant.name()
+        )));
+    }
+    println!(
+        "kvm-cr0wp:{}: security property held in every run",
+        variant.name()
+    );
+    Ok(())
+}
+
+/// `run --workload ssdd`: prints run time and the VM's counters per ssdd step. The guest's
+/// fitted quantities are parameters: `--set guest.guest_work_cycles_per_step=54021
+/// --set guest.wp_pairs_other_per_step=57.7` (`reproduce kvm-cr0wp` prints the fitted values).
+pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
+    match args.virt.as_deref() {
+        Some("kvm") => {}
+        Some(other) => return Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
+        None => {
+            return Err(Error::new(
+                "--workload ssdd runs in a guest: add --virt kvm",
+            ))
+        }
+    }
+    let (mmu, variant, vcpus) = (&args.mmu, &args.kvm_variant, args.vcpus);
+    let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
+    let mut params = Params::linux();
+    overrides.apply(&mut params)?;
+    let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
+    cfg.vcpus = vcpus;
+    cfg.guest = GuestParams::from(&params);
+    cfg.costs = KvmCosts::from(&params);
+    let r = virt::run_ssdd(&m, &cfg)?;
+    println!(
+        "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest work {:.0} cycles and {:.2} extra toggle pairs per step: `reproduce kvm-cr0wp` prints the fitted values)",
+        mmu, variant, vcpus, m.name, r.seconds, cfg.guest.guest_work_cycles_per_step, cfg.guest.wp_pairs_other_per_step
+    );
+    let n = r.measured_steps as f64;
+    for (i, reason) in virt::vmx::ExitReason::ALL.iter().enumerate() {
+        println!(
+            "{:>12.2}  exits {} per step",
+            r.counts.exits[i] as f64 / n,
+            reason.name()
+        );
+    }
+    for (v, what) in [
+        (r.counts.cr0_writes, "CR0 writes"),
+        (r.mmu.resets, "kvm_mmu_reset_context"),
+        (r.mmu.roots_freed, "roots put"),
+        (r.mmu.roots_built, "roots built"),
+        (r.mmu.roots_zapped, "roots zapped"),
+        (r.counts.ept_violations, "EPT violations"),
+        (r.counts.shadow_pf, "shadow #PF exits"),
+        (r.counts.walks, "TLB-miss walks"),
+        (r.counts.flushes, "INVEPT/INVVPID"),
+    ] {
+        println!("{:>12.2}  {what} per step", v as f64 / n);
+    }
+    for (name, c) in r.per_step.named() {
+        println!(
+            "{:>12.3}  us per step {name}",
+            c / m.cpu.frequency_ghz / 1e3
+        );
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: KvmCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum KvmCommand {
+    /// A minimal guest through /dev/kvm toggling CR0.WP, timed natively, beside the model.
+    Bench {
+        /// CR0 writes per KVM_RUN round trip.
+        #[arg(long, default_value_t = 1000)]
+        toggles: u32,
+        /// KVM_RUN round trips timed.
+        #[arg(long, default_value_t = 2000)]
+        exits: u64,
+        /// Machine profile the model's figures are computed for.
+        #[arg(long, default_value = "skylake-i7-6700k")]
+        machine: String,
+    },
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.command {
+        KvmCommand::Bench {
+            toggles,
+            exits,
+            machine: name,
+        } => bench(toggles, exits, &name),
+    }
+}
+
+fn bench(toggles: u32, exits: u64, name: &str) -> Result<()> {
+    let m = machine::load(name)?;
+    println!("model, {name}: one CR0.WP write per MMU and KVM variant (exit, handler, MMU work; refills excluded):");
+    let hw = m
+        .virt
+        .clone()
+        .ok_or_else(|| Error::new(format!("machines/{name}.toml: no [virt] section")))?;
+    let c = kharden::virt::params::KvmCosts::default();
+    let exit = hw.vmexit_cycles + hw.vmentry_cycles + c.exit_software_cycles;
+    let ns = |cycles: f64| cycles / m.cpu.frequency_ghz;
+    for v in Variant::ALL {
+        for f in MmuFlavour::ALL {
+            let mut mmu = kharden::virt::kvm_mmu::KvmMmu::new(
+                f,
+                v,
+                0,
+                kharden::virt::vmx::CR0_PG | kharden::virt::vmx::CR0_WP,
+            );
+            let root = kharden::arch::x86::Pfn(1);
+            mmu.load(root, &c);
+            let owned = v == Variant::GuestOwnedWp && f.direct();
+            let mut cycles = if owned {
+                0.0
+            } else {
+                exit + c.cr0_handler_cycles
+            };
+            if !owned {
+                cycles += mmu.post_set_cr0(
+                    kharden::virt::vmx::CR0_PG | kharden::virt::vmx::CR0_WP,
+                    kharden::virt::vmx::CR0_PG,
+                    &c,
+                );
+                if mmu.current_root().is_none() {
+                    let (l, _) = mmu.load(root, &c);
+                    cycles += l.handler + l.root_alloc + hw.invept_cycles;
+                }
+            }
+            println!("  {:<18} {:<7} {:>8.0} ns", v.name(), f.name(), ns(cycles));
+        }
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let r = virt::native::bench(toggles, exits)?;
+        println!(
+            "native, this host (/dev/kvm): {:.1} ns per CR0.WP write ({} writes), {:.0} ns per KVM_RUN round trip with an I/O exit",
+            r.ns_per_toggle, r.toggles, r.ns_per_io_exit
+        );
+        println!("  (a toggle far below one round trip means the host kernel does not exit on CR0.WP writes: guest-owned WP on VMX since 6.4, or no CR0 write intercept on SVM with NPT)");
+    }
+    Ok(())
+}

@@ -1,0 +1,277 @@
+//! KVM CR0.WP tables (seed 004): `ssdd` in a KERNEXEC guest under each KVM MMU and patch
+//! variant, run time in seconds, published vs simulated, with a `perf kvm stat`-like
+//! breakdown per ssdd step.
+
+use super::Fit;
+use crate::error::{Error, Result};
+use crate::machine::{self, MachineProfile};
+use crate::params::{Overrides, Params};
+use crate::report::table::Table;
+use crate::report::{Reproduction, Row};
+use crate::virt::params::{GuestParams, KvmCosts};
+use crate::virt::vmx::ExitReason;
+use crate::virt::{run_ssdd, MmuFlavour, SsddConfig, SsddResult, Variant};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    /// Always "kvm-table" here.
+    pub kind: String,
+    pub title: String,
+    pub source: String,
+    pub machine: String,
+    pub vcpus: u64,
+    pub tolerance_pct: f64,
+    pub warmup_steps: u64,
+    pub sample_steps: u64,
+    /// `guest_work_cycles_per_step` and `wp_pairs_other_per_step`, each fitted to one row.
+    pub fit: Vec<Fit>,
+    pub row: Vec<RowSpec>,
+    #[serde(default)]
+    pub prediction: Vec<PredictionSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowSpec {
+    pub label: String,
+    pub mmu: String,
+    pub variant: String,
+    pub published: f64,
+    #[serde(default)]
+    pub known_miss: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionSpec {
+    pub label: String,
+    pub mmu: String,
+    pub variant: String,
+    #[serde(default)]
+    pub vcpus: Option<u64>,
+    #[serde(default)]
+    pub machine: Option<String>,
+}
+
+const WORK: &str = "guest.guest_work_cycles_per_step";
+const TOGGLES: &str = "guest.wp_pairs_other_per_step";
+
+pub fn parse(place: &str, text: &str) -> Result<Experiment> {
+    let e: Experiment =
+        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
+    for f in &e.fit {
+        f.check(place, &[WORK, TOGGLES], &labels)?;
+    }
+    for (label, mmu, variant) in e
+        .row
+        .iter()
+        .map(|r| (&r.label, &r.mmu, &r.variant))
+        .chain(e.prediction.iter().map(|p| (&p.label, &p.mmu, &p.variant)))
+    {
+        MmuFlavour::parse(mmu).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
+        Variant::parse(variant).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
+    }
+    if e.sample_steps == 0 || e.vcpus == 0 {
+        return Err(Error::at(
+            place,
+            "sample_steps, vcpus: expected positive numbers",
+        ));
+    }
+    Ok(e)
+}
+
+struct Runner<'a> {
+    e: &'a Experiment,
+    params: &'a Params,
+    work: f64,
+    toggles: f64,
+}
+
+impl Runner<'_> {
+    fn run(&self, m: &MachineProfile, mmu: &str, variant: &str, vcpus: u64) -> Result<SsddResult> {
+        let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
+        cfg.vcpus = vcpus;
+        cfg.warmup_steps = self.e.warmup_steps;
+        cfg.sample_steps = self.e.sample_steps;
+        cfg.guest = GuestParams::from(self.params);
+        cfg.costs = KvmCosts::from(self.params);
+        cfg.guest.guest_work_cycles_per_step = self.work;
+        cfg.guest.wp_pairs_other_per_step = self.toggles;
+        run_ssdd(m, &cfg)
+    }
+
+    fn row_spec(&self, fits: &[Fit], param: &str) -> Option<&RowSpec> {
+        let f = fits.iter().find(|f| f.parameter == param)?;
+        self.e.row.iter().find(|r| r.label == f.row)
+    }
+}
+
+/// Fits the extra toggles to the difference between the two fit rows (the guest work
+/// cancels there), then the guest work to the work row: one parameter per row.
+fn fit(r: &mut Runner, m: &MachineProfile, fits: &[Fit]) -> Result<Vec<String>> {
+    let mut fitted = vec![];
+    let vcpus = r.e.vcpus;
+    let work_row = r.row_spec(fits, WORK).cloned();
+    if let (Some(tr), Some(wr)) = (r.row_spec(fits, TOGGLES).cloned(), &work_row) {
+        let gap = |r: &Runner, t: f64| -> Result<f64> {
+            let runner = Runner { toggles: t, ..*r };
+            Ok(runner.run(m, &tr.mmu, &tr.variant, vcpus)?.seconds
+                - runner.run(m, &wr.mmu, &wr.variant, vcpus)?.seconds)
+        };
+        let want = tr.published - wr.published;
+        let (g0, g1) = (gap(r, 0.0)?, gap(r, 4.0)?);
+        let mut t = (want - g0) / (g1 - g0) * 4.0;
+        // One secant step from the nearer end: the cost per toggle is nearly constant.
+        let gt = gap(r, t.max(0.0))?;
+        let slope = (g1 - g0) / 4.0;
+        t = (t.max(0.0) + (want - gt) / slope).max(0.0);
+        r.toggles = t;
+        fitted.push(format!(
+            "{TOGGLES} = {t:.3} toggle pairs per step (to \"{}\" minus \"{}\")",
+            tr.label, wr.label
+        ));
+    }
+    if let Some(wr) = work_row {
+        let base = Runner { work: 0.0, ..*r }.run(m, &wr.mmu, &wr.variant, vcpus)?;
+        let work = (wr.published - base.seconds) * m.cpu.frequency_ghz * 1e9 / base.steps as f64;
+        r.work = work.max(0.0);
+        fitted.push(format!(
+            "{WORK} = {:.0} cycles ({:.2} us) per step (to \"{}\")",
+            r.work,
+            r.work / m.cpu.frequency_ghz / 1e3,
+            wr.label
+        ));
+    }
+    Ok(fitted)
+}
+
+pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
+    let m = overrides.apply_machine(&machine::load(&e.machine)?)?;
+    let mut params = Params::linux();
+    overrides.apply(&mut params)?;
+    let guest = GuestParams::from(&params);
+    let mut r = Runner {
+        e,
+        params: &params,
+        work: guest.guest_work_cycles_per_step,
+        toggles: guest.wp_pairs_other_per_step,
+    };
+    // A parameter the command line sets is not fitted (the run is a what-if).
+    let set = |path: &str| overrides.software.iter().any(|(p, _)| p == path);
+    let fits: Vec<Fit> = e
+        .fit
+        .iter()
+        .filter(|f| !set(&f.parameter))
+        .cloned()
+        .collect();
+    let fitted = fit(&mut r, &m, &fits)?;
+    let fitted_rows: Vec<&str> = fits.iter().map(|f| f.row.as_str()).collect();
+    let mut rows = vec![];
+    let mut breakdown = breakdown_table(&format!(
+        "\nper ssdd step, {} ({} vCPU{}; the busiest vCPU runs {} pairs):",
+        m.name,
+        e.vcpus,
+        if e.vcpus == 1 { "" } else { "s" },
+        10u64.div_ceil(e.vcpus)
+    ));
+    let mut time = time_table();
+    for spec in &e.row {
+        let res = r.run(&m, &spec.mmu, &spec.variant, e.vcpus)?;
+        let mut row = Row::compared(
+            &spec.label,
+            "s",
+            spec.published,
+            res.seconds,
+            e.tolerance_pct,
+        );
+        row.known_miss = spec.known_miss.clone();
+        row.fitted = fitted_rows.contains(&spec.label.as_str());
+        rows.push(row);
+        push_breakdown(&mut breakdown, &mut time, &spec.label, &res, &m);
+        check_oracle(&spec.label, &res)?;
+    }
+    let mut predictions = vec![];
+    for p in &e.prediction {
+        let pm = match &p.machine {
+            Some(name) => overrides.apply_machine(&machine::load(name)?)?,
+            None => m.clone(),
+        };
+        let res = r.run(&pm, &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))?;
+        predictions.push(Row::predicted(&p.label, "s", res.seconds));
+        push_breakdown(&mut breakdown, &mut time, &p.label, &res, &pm);
+    }
+    Ok(Reproduction {
+        experiment: e.name.clone(),
+        source: e.source.clone(),
+        rows,
+        fitted_parameters: fitted.len() as u32,
+        fitted,
+        predictions,
+        breakdowns: vec![breakdown, time],
+        notes: vec![format!(
+            "ssdd 10 50000 with early-2023 rt-tests runs 10 pairs x 10000 steps (getopt_long ignores positional arguments); {} guest steps sampled after {} warm-up steps and scaled",
+            e.sample_steps, e.warmup_steps
+        )],
+        params: Some(params.to_json()),
+    })
+}
+
+fn check_oracle(label: &str, res: &SsddResult) -> Result<()> {
+    match res.violations.first() {
+        Some(v) => Err(Error::new(format!("{label}: model fault: {v}"))),
+        None => Ok(()),
+    }
+}
+
+fn breakdown_table(title: &str) -> Table {
+    let mut h = vec!["row"];
+    h.extend(ExitReason::ALL.iter().map(|r| r.name()));
+    h.extend([
+        "CR0 writes",
+        "roots freed",
+        "roots built",
+        "EPT viol.",
+        "shadow #PF",
+        "walks",
+        "refs/walk",
+    ]);
+    Table::new(title, &h)
+}
+
+fn time_table() -> Table {
+    let mut h = vec!["row", "us/step"];
+    h.extend(
+        crate::virt::ssdd::Breakdown::default()
+            .named()
+            .map(|(n, _)| n),
+    );
+    Table::new("\ntime per ssdd step by category, us:", &h)
+}
+
+fn push_breakdown(b: &mut Table, t: &mut Table, label: &str, r: &SsddResult, m: &MachineProfile) {
+    let n = r.measured_steps as f64;
+    let per = |x: u64| format!("{:.2}", x as f64 / n);
+    let mut row = vec![label.to_string()];
+    row.extend(r.counts.exits.iter().map(|&x| per(x)));
+    row.extend([
+        per(r.counts.cr0_writes),
+        per(r.mmu.roots_freed),
+        per(r.mmu.roots_built),
+        per(r.counts.ept_violations),
+        per(r.counts.shadow_pf),
+        per(r.counts.walks),
+        format!(
+            "{:.1}",
+            r.counts.walk_refs as f64 / r.counts.walks.max(1) as f64
+        ),
+    ]);
+    b.push(row);
+    let us = |c: f64| format!("{:.2}", c / m.cpu.frequency_ghz / 1e3);
+    let mut row = vec![label.to_string(), us(r.per_step.total())];
+    row.extend(r.per_step.named().map(|(_, c)| us(c)));
+    t.push(row);
+}

@@ -1,0 +1,300 @@
+//! The guest: a KERNEXEC kernel's address spaces in simulated guest-physical memory (real
+//! 4-level tables), and the path of one `ssdd` step as explicit page touches, CR3 writes,
+//! CR0.WP toggles and the debug trap. This is a guest *path model*, not the kernel model of
+//! `kernel/` booted inside a VM: what each step touches is listed here (ESTIMATE, from the
+//! Linux functions the step runs), and its instructions are one fitted cycle count.
+
+use super::params::GuestParams;
+use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, PhysMem, PteFlags, VirtAddr};
+use crate::sim::rng::Pcg32;
+
+/// One thing the guest does, in order.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum GuestOp {
+    /// A data access by the kernel (supervisor) or by user space.
+    Touch {
+        va: VirtAddr,
+        write: bool,
+        user: bool,
+    },
+    /// MOV to CR3: switch to process `proc`'s page tables (a context switch).
+    Cr3(usize),
+    /// KERNEXEC's pax_open_kernel: clear CR0.WP.
+    OpenKernel,
+    /// pax_close_kernel: set CR0.WP.
+    CloseKernel,
+    /// Further toggle pairs per step, each around a write to `rodata` (fractional count,
+    /// carried over between steps).
+    OtherToggles,
+    /// The single-stepped instruction's debug trap (#DB).
+    DebugTrap,
+}
+
+const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
+const DIRECT_MAP: u64 = 0xffff_8880_0000_0000;
+/// Read-only kernel data: the GDT of each CPU, then the __read_only page written between
+/// the other toggles.
+const RO_DATA: u64 = 0xffff_fe00_0000_0000;
+const USER_TEXT: u64 = 0x40_0000;
+const USER_DATA: u64 = 0x60_1000;
+const USER_STACK: u64 = 0x7fff_ffff_e000;
+/// libc's text: the waitpid, ptrace and signal wrappers and the restorer, four pages.
+const LIBC_TEXT: u64 = 0x7fff_f7dc_0000;
+const LIBC_TEXT_PAGES: u64 = 4;
+const LIBC_DATA: u64 = 0x7fff_f7fc_0000;
+const VMALLOC: u64 = 0xffff_c900_0000_0000;
+/// Guest-physical start of the kernel image (16 MiB, Linux's default physical start).
+const IMAGE_GPA: u64 = 16 << 20;
+const TEXT_2M_PAGES: u64 = 4;
+
+/// The pages of one task the step's kernel paths touch (ESTIMATE of the objects named).
+pub struct Process {
+    pub root: Pfn,
+    /// The vmalloc'd kernel stack (CONFIG_VMAP_STACK, 16 KiB): 4 KiB guest mappings.
+    kstack: [VirtAddr; 2],
+    /// task_struct (~9 KiB on x86-64 6.x: three pages).
+    task: [VirtAddr; 3],
+    /// signal_struct, sighand_struct, mm_struct, cred: a page each.
+    signal: VirtAddr,
+    sighand: VirtAddr,
+    mm: VirtAddr,
+    cred: VirtAddr,
+    /// The process's own user pages: libc's data (COW after fork), ssdd's data, the stack.
+    libc_data: VirtAddr,
+}
+
+pub struct Guest {
+    pub mem: PhysMem,
+    pub procs: Vec<Process>,
+    pub gdt: VirtAddr,
+    pub rodata: VirtAddr,
+    runqueue: VirtAddr,
+    /// This CPU's per-CPU area pages the paths touch (current task, preempt count, timers).
+    percpu: [VirtAddr; 2],
+    /// Every 2 MiB-aligned guest-physical region that holds RAM, and the guest-physical
+    /// address the page tables start at (outside RAM, see `paging_gpa`).
+    pub ram_bytes: u64,
+}
+
+impl Guest {
+    /// A guest with `pairs` tracer/tracee pairs (processes 2p and 2p+1) on one vCPU.
+    pub fn build(p: &GuestParams, pairs: u64, seed: u64) -> Guest {
+        let mut mem = PhysMem::new(1);
+        let ram_bytes = p.guest_ram_mib << 20;
+        let mut rng = Pcg32::new(seed, 16);
+        // Kernel objects land anywhere in RAM above the image (slab, page allocator).
+        let mut scatter = || {
+            let frames = (ram_bytes - (64 << 20)) >> 12;
+            PhysAddr((64 << 20) + ((rng.next_u64() % frames) << 12))
+        };
+        let kernel = mem.alloc_table(0);
+        for i in 0..TEXT_2M_PAGES {
+            let off = i << 21;
+            paging::map(
+                &mut mem,
+                kernel,
+                VirtAddr(KERNEL_TEXT + off),
+                PhysAddr(IMAGE_GPA + off),
+                PageSize::Size2M,
+                PteFlags::KERNEL_TEXT.with_global(true),
+                0,
+            );
+        }
+        // The direct map in 2 MiB pages, as Linux maps RAM.
+        for off in (0..ram_bytes).step_by(1 << 21) {
+            paging::map(
+                &mut mem,
+                kernel,
+                VirtAddr(DIRECT_MAP + off),
+                PhysAddr(off),
+                PageSize::Size2M,
+                PteFlags::KERNEL_DATA.with_global(true),
+                0,
+            );
+        }
+        // KERNEXEC: the GDT and __read_only data are mapped read-only.
+        let image_end = IMAGE_GPA + (TEXT_2M_PAGES << 21);
+        for (i, gpa) in [image_end, image_end + 4096].into_iter().enumerate() {
+            paging::map(
+                &mut mem,
+                kernel,
+                VirtAddr(RO_DATA + i as u64 * 4096),
+                PhysAddr(gpa),
+                PageSize::Size4K,
+                PteFlags::KERNEL_RODATA.with_global(true),
+                0,
+            );
+        }
+        let direct = |pa: PhysAddr| VirtAddr(DIRECT_MAP + pa.0);
+        let runqueue = direct(scatter());
+        let percpu = [direct(scatter()), direct(scatter())];
+        let user_text = scatter();
+        let libc_text: Vec<PhysAddr> = (0..LIBC_TEXT_PAGES).map(|_| scatter()).collect();
+        // Kernel stacks first, so the vmalloc PML4 slot exists when the roots share it.
+        let stacks: Vec<VirtAddr> = (0..2 * pairs)
+            .map(|p| {
+                let stack = VirtAddr(VMALLOC + p * (32 << 10));
+                for i in 0..2 {
+                    let pa = scatter();
+                    let va = stack.offset(i * 4096);
+                    let flags = PteFlags::KERNEL_DATA.with_global(true);
+                    paging::map(&mut mem, kernel, va, pa, PageSize::Size4K, flags, 0);
+                }
+                stack
+            })
+            .collect();
+        let mut procs = vec![];
+        for stack in stacks {
+            let root = mem.alloc_table(0);
+            for slot in 256..512 {
+                paging::share_pml4_entry(&mut mem, root, kernel, slot);
+            }
+            let mut user = vec![
+                (USER_TEXT, user_text, PteFlags::USER_TEXT),
+                (USER_DATA, scatter(), PteFlags::USER_DATA),
+                (USER_STACK, scatter(), PteFlags::USER_DATA),
+                (LIBC_DATA, scatter(), PteFlags::USER_DATA),
+            ];
+            for (i, &pa) in libc_text.iter().enumerate() {
+                user.push((LIBC_TEXT + i as u64 * 4096, pa, PteFlags::USER_TEXT));
+            }
+            for (va, pa, flags) in user {
+                paging::map(&mut mem, root, VirtAddr(va), pa, PageSize::Size4K, flags, 0);
+            }
+            procs.push(Process {
+                root,
+                kstack: [stack, stack.offset(4096)],
+                task: [direct(scatter()), direct(scatter()), direct(scatter())],
+                signal: direct(scatter()),
+                sighand: direct(scatter()),
+                mm: direct(scatter()),
+                cred: direct(scatter()),
+                libc_data: VirtAddr(LIBC_DATA),
+            });
+        }
+        Guest {
+            mem,
+            procs,
+            gdt: VirtAddr(RO_DATA),
+            rodata: VirtAddr(RO_DATA + 4096),
+            runqueue,
+            percpu,
+            ram_bytes,
+        }
+    }
+
+    /// One ssdd step of pair `pair`: the tracer T resumes from waitpid, takes SIGCHLD,
+    /// single-steps the tracee E and waits; E runs one instruction, traps, stops and
+    /// notifies T (kernel/ptrace.c, kernel/signal.c ptrace_stop and
+    /// do_notify_parent_cldstop, kernel/exit.c do_wait). The pages are an ESTIMATE of the
+    /// objects those functions use; text is in the kernel's 2 MiB pages.
+    pub fn step_ops(&self, pair: usize) -> Vec<GuestOp> {
+        let (t, e) = (2 * pair, 2 * pair + 1);
+        let text = |i: u64| VirtAddr(KERNEL_TEXT + (i << 21) + 0x1000);
+        let k = |va, write| GuestOp::Touch {
+            va,
+            write,
+            user: false,
+        };
+        let u = |va: u64, write| GuestOp::Touch {
+            va: VirtAddr(va),
+            write,
+            user: true,
+        };
+        let libc = |i: u64| u(LIBC_TEXT + i * 4096, false);
+        let (pt, pe) = (&self.procs[t], &self.procs[e]);
+        let mut ops = vec![];
+        // Kernel entry and exit (entry_SYSCALL_64 / an exception): text, the stack top,
+        // the per-CPU area, current's task_struct.
+        let entry = |ops: &mut Vec<GuestOp>, p: &Process| {
+            ops.extend([
+                k(text(0), false),
+                k(p.kstack[1], true),
+                k(self.percpu[0], true),
+                k(p.task[0], true),
+            ]);
+        };
+        // __schedule → context_switch(prev, next): run queue, both tasks, the next mm,
+        // switch_mm (CR3), __switch_to's load_TLS into the read-only GDT, the next stack.
+        let switch_to = |ops: &mut Vec<GuestOp>, prev: &Process, next: usize| {
+            let n = &self.procs[next];
+            ops.extend([
+                k(text(0), false),
+                k(self.runqueue, true),
+                k(self.percpu[1], true),
+                k(prev.task[0], true),
+                k(prev.task[1], true),
+                k(n.task[0], true),
+                k(n.task[1], true),
+                k(n.mm, false),
+                GuestOp::Cr3(next),
+                GuestOp::OpenKernel,
+                k(self.gdt, true),
+                GuestOp::CloseKernel,
+                k(n.kstack[1], true),
+                k(n.kstack[0], true),
+            ]);
+        };
+        switch_to(&mut ops, pe, t);
+        // T: do_wait finds E stopped (wait_task_stopped reads E's task and signal state)
+        // and returns to user; SIGCHLD is delivered (get_signal, the rt frame on the user
+        // stack), the handler sets got_sigchld, rt_sigreturn restores.
+        ops.extend([
+            k(text(1), false),
+            k(pt.signal, true),
+            k(pt.sighand, true),
+            k(pe.task[2], false),
+            k(pt.cred, false),
+            u(USER_STACK, true),
+            u(USER_TEXT, false),
+            u(USER_DATA, true),
+            libc(3),
+        ]);
+        entry(&mut ops, pt);
+        ops.extend([k(pt.sighand, false), u(USER_STACK, false)]);
+        // T: ptrace(PTRACE_SINGLESTEP) through libc: ptrace_check_attach,
+        // user_enable_single_step sets TF in E's saved registers, wake_up_state(E).
+        ops.extend([u(USER_TEXT, false), libc(1), u(pt.libc_data.0, false)]);
+        entry(&mut ops, pt);
+        ops.extend([
+            k(text(2), false),
+            k(pe.task[0], true),
+            k(pe.task[2], true),
+            k(pe.kstack[1], true),
+            k(self.runqueue, true),
+            GuestOp::OtherToggles,
+            u(USER_TEXT, false),
+        ]);
+        // T: waitpid through libc; do_wait finds nothing and sleeps.
+        ops.extend([libc(0), u(pt.libc_data.0, false)]);
+        entry(&mut ops, pt);
+        ops.extend([k(text(1), false), k(pt.signal, true), k(pe.task[2], false)]);
+        switch_to(&mut ops, pt, e);
+        // E: back to user, one instruction of `while (1);`, #DB; exc_debug sends SIGTRAP,
+        // ptrace_stop notifies T (SIGCHLD queued on T's sighand, wake-up) and schedules.
+        ops.extend([
+            k(pe.kstack[1], false),
+            u(USER_TEXT, false),
+            GuestOp::DebugTrap,
+        ]);
+        entry(&mut ops, pe);
+        ops.extend([
+            k(text(1), false),
+            k(text(3), false),
+            k(pe.task[2], true),
+            k(pe.signal, true),
+            k(pe.sighand, true),
+            k(pt.signal, true),
+            k(pt.sighand, true),
+            k(pt.task[0], true),
+            k(pt.task[2], true),
+            k(self.runqueue, true),
+        ]);
+        ops
+    }
+}
+
+/// The guest-physical frame of a guest page-table page (what CR3 holds).
+pub fn root_gpa(root: Pfn) -> u64 {
+    root.addr().0
+}

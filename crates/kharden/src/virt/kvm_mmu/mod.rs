@@ -1,0 +1,383 @@
+//! KVM's MMU for one vCPU (arch/x86/kvm/mmu/mmu.c and tdp_mmu.c of early 2023): the CPU
+//! role (what the guest's paging looks like) and the root role (the format of the tables
+//! KVM builds), kvm_mmu_reset_context = kvm_mmu_unload (the current root and the cached
+//! previous roots) + kvm_init_mmu, kvm_mmu_load at the next entry (find or allocate a root,
+//! load EPTP/CR3, flush the current context), and the three flavours' root lifetimes:
+//! legacy (roots stay in the per-VM hash while unused), TDP (roots reference-counted; the
+//! last put invalidates and zaps a root, so the next load builds a fresh one that the guest
+//! faults back in through EPT violations) and shadow paging (one root per guest CR3 and
+//! role; `cr0_wp` is part of the role).
+
+use super::ept::HostTables;
+use super::vmx::{CR0_PG, CR0_WP};
+use crate::arch::x86::{Pcid, Pfn};
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MmuFlavour {
+    /// The older MMU managing EPT (`kvm.tdp_mmu=0`).
+    Legacy,
+    /// The TDP MMU (default since 5.15).
+    Tdp,
+    /// Shadow paging, no EPT (`kvm_intel.ept=0`).
+    Shadow,
+}
+
+impl MmuFlavour {
+    pub const ALL: [MmuFlavour; 3] = [MmuFlavour::Legacy, MmuFlavour::Tdp, MmuFlavour::Shadow];
+    pub fn parse(s: &str) -> Result<MmuFlavour> {
+        match s {
+            "legacy" => Ok(MmuFlavour::Legacy),
+            "tdp" => Ok(MmuFlavour::Tdp),
+            "shadow" => Ok(MmuFlavour::Shadow),
+            _ => Err(Error::new(format!(
+                "--mmu: expected legacy, tdp or shadow, got \"{s}\""
+            ))),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            MmuFlavour::Legacy => "legacy",
+            MmuFlavour::Tdp => "tdp",
+            MmuFlavour::Shadow => "shadow",
+        }
+    }
+    pub fn direct(self) -> bool {
+        self != MmuFlavour::Shadow
+    }
+}
+
+/// What KVM does on a guest CR0 write: the behaviours the seed's series compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// kvm.git/queue of early 2023: any change of CR0.PG or CR0.WP resets the MMU context
+    /// (kvm_post_set_cr0 → kvm_mmu_reset_context), unloading every root.
+    Base,
+    /// The seed's patch (v3 3/6): a CR0.WP-only change with a direct root role calls
+    /// kvm_init_mmu and keeps the roots.
+    KeepRoots,
+    /// The follow-up ("Make CR0.WP a guest owned bit"): under EPT the guest owns CR0.WP, the
+    /// write does not exit, and KVM refreshes its permission bits lazily
+    /// (kvm_mmu_refresh_passthrough_bits) before it walks guest tables itself. Includes
+    /// KeepRoots for the writes that still exit.
+    GuestOwnedWp,
+    /// BROKEN on purpose: a CR0.WP-only change keeps the roots on every flavour and does
+    /// not re-initialise the MMU (permission bitmap and shadow role stay stale).
+    BrokenKeepRoots,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 4] = [
+        Variant::Base,
+        Variant::KeepRoots,
+        Variant::GuestOwnedWp,
+        Variant::BrokenKeepRoots,
+    ];
+    pub fn parse(s: &str) -> Result<Variant> {
+        Variant::ALL
+            .into_iter()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                Error::new(format!(
+                "KVM variant: expected base, keep-roots, guest-owned-wp or broken-keep-roots, got \"{s}\""
+            ))
+            })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Base => "base",
+            Variant::KeepRoots => "keep-roots",
+            Variant::GuestOwnedWp => "guest-owned-wp",
+            Variant::BrokenKeepRoots => "broken-keep-roots",
+        }
+    }
+}
+
+/// The role of the tables KVM builds (kvm_mmu_page_role, the parts that matter here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RootRole {
+    pub direct: bool,
+    /// For direct roles always true (kvm_calc_tdp_mmu_root_page_role); for shadow roles
+    /// the guest's CR0.WP, because a WP=0 guest gets writable SPTEs for read-only gPTEs.
+    pub cr0_wp: bool,
+}
+
+/// The guest's paging mode as KVM last computed it (kvm_calc_cpu_role).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuRole {
+    pub cr0_wp: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Root {
+    table: Pfn,
+    role: RootRole,
+    /// Shadow roots: the guest CR3 they shadow.
+    guest_cr3: Option<Pfn>,
+    /// References held by vCPUs (current or previous root).
+    refs: u32,
+    valid: bool,
+    /// The EPTP/VPID tag the hardware uses for this root's translations.
+    tag: Pcid,
+}
+
+/// What KVM's MMU did, counted like its tracepoints and stats.
+#[derive(Debug, Clone, Default)]
+pub struct MmuStats {
+    pub resets: u64,
+    pub init_mmu: u64,
+    pub roots_freed: u64,
+    pub roots_built: u64,
+    pub root_loads: u64,
+    pub roots_zapped: u64,
+    pub sptes_zapped: u64,
+    pub tables_allocated: u64,
+    pub cr3_fast: u64,
+    pub cr3_slow: u64,
+}
+
+/// Cycles the MMU operations cost, by the KvmCosts fields they charge.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MmuCycles {
+    pub handler: f64,
+    pub root_alloc: f64,
+}
+
+pub struct KvmMmu {
+    pub flavour: MmuFlavour,
+    pub variant: Variant,
+    pub host: HostTables,
+    roots: Vec<Root>,
+    current: Option<usize>,
+    /// Cached previous roots (KVM_MMU_NUM_PREV_ROOTS = 3).
+    prev: Vec<usize>,
+    pub cpu_role: CpuRole,
+    pub root_role: RootRole,
+    /// CR0.WP the permission bitmap (mmu->permissions) was computed for.
+    pub permissions_wp: bool,
+    /// References other vCPUs hold on each direct root (they run too and keep theirs).
+    pub other_vcpus: u32,
+    next_tag: u16,
+    pub stats: MmuStats,
+}
+
+const PREV_ROOTS: usize = 3;
+
+impl KvmMmu {
+    pub fn new(flavour: MmuFlavour, variant: Variant, other_vcpus: u32, cr0: u64) -> KvmMmu {
+        let wp = cr0 & CR0_WP != 0;
+        KvmMmu {
+            flavour,
+            variant,
+            host: HostTables::default(),
+            roots: vec![],
+            current: None,
+            prev: vec![],
+            cpu_role: CpuRole { cr0_wp: wp },
+            root_role: role_for(flavour, wp),
+            permissions_wp: wp,
+            other_vcpus,
+            next_tag: 1,
+            stats: MmuStats::default(),
+        }
+    }
+
+    /// The loaded root's table and hardware tag (after `load`).
+    pub fn current_root(&self) -> Option<(Pfn, Pcid, RootRole)> {
+        self.current
+            .map(|i| (self.roots[i].table, self.roots[i].tag, self.roots[i].role))
+    }
+
+    /// kvm_post_set_cr0 after a CR0 write that exited. Returns the cycles of the MMU work.
+    pub fn post_set_cr0(&mut self, old: u64, new: u64, c: &super::params::KvmCosts) -> f64 {
+        let changed = old ^ new;
+        let wp_only = changed == CR0_WP;
+        match self.variant {
+            Variant::BrokenKeepRoots if wp_only => 0.0,
+            Variant::KeepRoots | Variant::GuestOwnedWp if wp_only && self.root_role.direct => {
+                self.init_mmu(new);
+                c.init_mmu_cycles
+            }
+            _ if changed & (CR0_PG | CR0_WP) != 0 => self.reset_context(new, c),
+            _ => 0.0,
+        }
+    }
+
+    /// kvm_init_mmu: recompute the roles and the permission bitmap.
+    pub fn init_mmu(&mut self, cr0: u64) {
+        let wp = cr0 & CR0_WP != 0;
+        self.cpu_role = CpuRole { cr0_wp: wp };
+        self.root_role = role_for(self.flavour, wp);
+        self.permissions_wp = wp;
+        self.stats.init_mmu += 1;
+    }
+
+    /// kvm_mmu_reset_context: unload every root, re-initialise.
+    pub fn reset_context(&mut self, cr0: u64, c: &super::params::KvmCosts) -> f64 {
+        self.stats.resets += 1;
+        let freed = self.unload();
+        self.init_mmu(cr0);
+        c.unload_cycles + freed as f64 * c.free_root_cycles + c.init_mmu_cycles
+    }
+
+    /// kvm_mmu_unload: put the current and the previous roots. Returns how many were put.
+    fn unload(&mut self) -> u32 {
+        let mut put = 0;
+        for i in self
+            .current
+            .take()
+            .into_iter()
+            .chain(std::mem::take(&mut self.prev))
+        {
+            self.put_root(i);
+            put += 1;
+        }
+        put
+    }
+
+    fn put_root(&mut self, i: usize) {
+        self.stats.roots_freed += 1;
+        let r = &mut self.roots[i];
+        r.refs -= 1;
+        // Only the TDP MMU frees a root when its last reference goes (kvm_tdp_mmu_put_root:
+        // the root is invalidated and zapped by a worker); the legacy and shadow MMUs keep
+        // unreferenced valid roots in the hash for the next kvm_mmu_get_shadow_page.
+        if self.flavour == MmuFlavour::Tdp && r.refs + self.other_vcpus == 0 {
+            r.valid = false;
+            let table = r.table;
+            let (_, leaves) = self.host.zap(table);
+            self.stats.roots_zapped += 1;
+            self.stats.sptes_zapped += leaves;
+        }
+    }
+
+    /// kvm_mmu_load at VM entry when no root is loaded: find a valid root with the current
+    /// role (and guest CR3, for shadow) or build one; the caller then flushes the root's
+    /// tag (kvm_x86_flush_tlb_current). Returns the cycles and the root's tag.
+    pub fn load(&mut self, guest_cr3: Pfn, c: &super::params::KvmCosts) -> (MmuCycles, Pcid) {
+        debug_assert!(self.current.is_none());
+        self.stats.root_loads += 1;
+        let key = (!self.root_role.direct).then_some(guest_cr3);
+        let (i, alloc) = self.find_or_build(key);
+        self.current = Some(i);
+        let cycles = MmuCycles {
+            handler: c.load_cycles + c.root_lookup_cycles,
+            root_alloc: if alloc { c.root_alloc_cycles } else { 0.0 },
+        };
+        (cycles, self.roots[i].tag)
+    }
+
+    fn find_or_build(&mut self, guest_cr3: Option<Pfn>) -> (usize, bool) {
+        let role = self.root_role;
+        if let Some(i) = self
+            .roots
+            .iter()
+            .position(|r| r.valid && r.role == role && r.guest_cr3 == guest_cr3)
+        {
+            self.roots[i].refs += 1;
+            return (i, false);
+        }
+        let table = self.host.alloc();
+        self.stats.roots_built += 1;
+        let tag = Pcid(self.next_tag);
+        self.next_tag = self.next_tag % Pcid::MAX + 1;
+        let root = Root {
+            table,
+            role,
+            guest_cr3,
+            refs: 1,
+            valid: true,
+            tag,
+        };
+        // Reuse the slot of a zapped root so long runs stay small.
+        match self.roots.iter().position(|r| !r.valid) {
+            Some(i) => {
+                self.roots[i] = root;
+                (i, true)
+            }
+            None => {
+                self.roots.push(root);
+                (self.roots.len() - 1, true)
+            }
+        }
+    }
+
+    /// Shadow paging: the guest wrote CR3 (kvm_mmu_new_pgd). The fast path swaps in a
+    /// cached previous root with the same guest CR3 and role; otherwise the current root is
+    /// put and the next load finds or builds one. Returns (cycles, whether a load follows).
+    pub fn new_pgd(&mut self, guest_cr3: Pfn, c: &super::params::KvmCosts) -> (f64, bool) {
+        let role = self.root_role;
+        let hit = self.prev.iter().position(|&i| {
+            self.roots[i].guest_cr3 == Some(guest_cr3) && self.roots[i].role == role
+        });
+        match hit {
+            Some(p) => {
+                let i = self.prev.remove(p);
+                if let Some(cur) = self.current.replace(i) {
+                    self.prev.insert(0, cur);
+                }
+                self.stats.cr3_fast += 1;
+                (c.cr3_fast_switch_cycles, false)
+            }
+            None => {
+                if let Some(cur) = self.current.take() {
+                    self.prev.insert(0, cur);
+                    if self.prev.len() > PREV_ROOTS {
+                        let old = self.prev.pop().unwrap();
+                        self.put_root(old);
+                    }
+                }
+                self.stats.cr3_slow += 1;
+                (c.cr3_slow_switch_cycles, true)
+            }
+        }
+    }
+
+    /// Counts a table page allocated by a fault.
+    pub fn count_tables(&mut self, n: u32) {
+        self.stats.tables_allocated += n as u64;
+    }
+}
+
+fn role_for(flavour: MmuFlavour, wp: bool) -> RootRole {
+    RootRole {
+        direct: flavour.direct(),
+        cr0_wp: if flavour.direct() { true } else { wp },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::virt::params::KvmCosts;
+
+    const ON: u64 = CR0_PG | CR0_WP;
+
+    #[test]
+    fn base_unloads_on_wp_toggle_and_tdp_rebuilds_alone() {
+        let c = KvmCosts::default();
+        let mut m = KvmMmu::new(MmuFlavour::Tdp, Variant::Base, 0, ON);
+        m.load(Pfn(1), &c);
+        m.post_set_cr0(ON, CR0_PG, &c);
+        assert!(m.current_root().is_none());
+        m.load(Pfn(1), &c);
+        assert_eq!(m.stats.roots_built, 2, "the only vCPU's put zaps the root");
+        let mut shared = KvmMmu::new(MmuFlavour::Tdp, Variant::Base, 1, ON);
+        shared.load(Pfn(1), &c);
+        shared.post_set_cr0(ON, CR0_PG, &c);
+        shared.load(Pfn(1), &c);
+        assert_eq!(shared.stats.roots_built, 1, "another vCPU holds the root");
+    }
+
+    #[test]
+    fn keep_roots_only_for_direct_roles() {
+        let c = KvmCosts::default();
+        for (f, kept) in [(MmuFlavour::Legacy, true), (MmuFlavour::Shadow, false)] {
+            let mut m = KvmMmu::new(f, Variant::KeepRoots, 0, ON);
+            m.load(Pfn(1), &c);
+            m.post_set_cr0(ON, CR0_PG, &c);
+            assert_eq!(m.current_root().is_some(), kept, "{f:?}");
+            assert!(!m.permissions_wp);
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! VMX non-root operation as far as the CR0.WP story needs it (Intel SDM vol. 3C): the exit
+//! reasons KVM's `perf kvm stat` reports, the CR0 guest/host mask that decides which MOV to
+//! CR0 exits (SDM 25.1.3: a write exits if it would change a bit set in the mask away from
+//! the read shadow), and the cost of an exit and an entry from the machine profile.
+
+use serde::{Deserialize, Serialize};
+
+/// CR0.WP (bit 16).
+pub const CR0_WP: u64 = 1 << 16;
+/// CR0.PG (bit 31).
+pub const CR0_PG: u64 = 1 << 31;
+
+/// Which hardware virtualization a profile has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VirtFlavour {
+    /// Intel VT-x: CR0 writes exit per the guest/host mask; EPT; VPID.
+    Vmx,
+    /// AMD-V: no per-bit CR0 mask; while KVM sets the CR0 write intercept every write
+    /// exits (KVM clears it under NPT when guest and host CR0 agree, svm_set_cr0); NPT.
+    Svm,
+}
+
+/// The `[virt]` section of a machine profile: hardware facts, each sourced in the TOML.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VirtHardware {
+    pub flavour: VirtFlavour,
+    /// Two-dimensional paging (EPT / NPT).
+    pub ept: bool,
+    /// TLB entries tagged by VPID (ASID on SVM), so exits and entries do not flush.
+    pub vpid: bool,
+    /// Cycles of the hardware VM exit (guest state saved, host state loaded).
+    pub vmexit_cycles: f64,
+    /// Cycles of the hardware VM entry (VMRESUME with its checks and guest state load).
+    pub vmentry_cycles: f64,
+    /// Cycles of INVEPT single-context (the instruction; refills are simulated).
+    pub invept_cycles: f64,
+    /// Cycles of INVVPID single-context.
+    pub invvpid_cycles: f64,
+}
+
+/// VM exit reasons, named as `perf kvm stat` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ExitReason {
+    /// MOV to/from a control register (basic exit reason 28).
+    CrAccess,
+    /// An exception the exception bitmap intercepts (reason 0): #DB always (KVM intercepts
+    /// it since CVE-2015-8104), #PF under shadow paging.
+    ExceptionNmi,
+    /// EPT violation (reason 48): the guest-physical address has no EPT mapping.
+    EptViolation,
+}
+
+impl ExitReason {
+    pub const ALL: [ExitReason; 3] = [
+        ExitReason::CrAccess,
+        ExitReason::ExceptionNmi,
+        ExitReason::EptViolation,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            ExitReason::CrAccess => "CR_ACCESS",
+            ExitReason::ExceptionNmi => "EXCEPTION_NMI",
+            ExitReason::EptViolation => "EPT_VIOLATION",
+        }
+    }
+}
+
+/// The VMCS fields that decide whether a MOV to CR0 exits.
+#[derive(Debug, Clone, Copy)]
+pub struct Cr0Controls {
+    /// CR0 guest/host mask: bits the host owns.
+    pub guest_host_mask: u64,
+    /// CR0 read shadow: what the guest reads for host-owned bits.
+    pub read_shadow: u64,
+}
+
+impl Cr0Controls {
+    /// SDM 25.1.3: MOV to CR0 exits if, for any bit set in the mask, the new value differs
+    /// from the read shadow. SVM has no per-bit mask for WP: every write exits.
+    pub fn write_exits(&self, flavour: VirtFlavour, new: u64) -> bool {
+        match flavour {
+            VirtFlavour::Vmx => (new ^ self.read_shadow) & self.guest_host_mask != 0,
+            VirtFlavour::Svm => true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn wp_toggle_exits_only_when_host_owns_wp() {
+        let owned = Cr0Controls {
+            guest_host_mask: CR0_WP | CR0_PG,
+            read_shadow: CR0_PG | CR0_WP,
+        };
+        assert!(owned.write_exits(VirtFlavour::Vmx, CR0_PG));
+        assert!(!owned.write_exits(VirtFlavour::Vmx, CR0_PG | CR0_WP));
+        let guest_owns_wp = Cr0Controls {
+            guest_host_mask: CR0_PG,
+            ..owned
+        };
+        assert!(!guest_owns_wp.write_exits(VirtFlavour::Vmx, CR0_PG));
+        assert!(guest_owns_wp.write_exits(VirtFlavour::Svm, CR0_PG));
+    }
+}

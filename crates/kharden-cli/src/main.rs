@@ -40,6 +40,8 @@ enum Command {
     Replay(cmd::replay::Args),
     /// Refcount implementations: native benchmark (LKDTM style).
     Refcount(cmd::refcount::Args),
+    /// Kernel path footprints: record them on this host, show the committed ones.
+    Kernel(cmd::kernel::Args),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +82,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::trace::record(args),
         Command::Trace(args) => cmd::trace::trace(args),
         Command::Replay(args) => cmd::replay::run(args),
+        Command::Kernel(args) => cmd::kernel::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@ pub mod balance;
 pub mod cpuset;
 pub mod direct_map;
 pub mod entry;
+pub mod footprint;
 pub mod ipi;
 pub mod irq_calendar;
 pub mod layout;

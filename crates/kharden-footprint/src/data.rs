@@ -61,12 +61,19 @@ pub fn objects(path: &str) -> Vec<&'static str> {
     const LOOKUP: &[&str] = &["dentry", "inode", "names_cache"];
     const VM: &[&str] = &["mm_struct", "vm_area_struct", "maple_node"];
     const WALK: &[&str] = &["page_table_lines"];
-    const PROCESS: &[&str] = &["files_struct", "signal_struct", "sighand_struct", "anon_vma"];
+    const PROCESS: &[&str] = &[
+        "files_struct",
+        "signal_struct",
+        "sighand_struct",
+        "anon_vma",
+    ];
     let groups: &[&[&str]] = match path {
         "rt_sigaction" => &[ENTRY, &["sighand_struct"]],
         "lseek" | "read-1" | "read-8k" | "write-1" | "fcntl" | "close" => &[ENTRY, FD],
         "read-4k-file" | "write-4k-file" | "pread64-4k" | "pwrite64-4k" => &[ENTRY, FD, PAGE_CACHE],
-        "open-close" | "openat" | "newfstatat" | "access" | "readlink" | "getcwd" => &[ENTRY, FD, LOOKUP],
+        "open-close" | "openat" | "newfstatat" | "access" | "readlink" | "getcwd" => {
+            &[ENTRY, FD, LOOKUP]
+        }
         "mmap" | "munmap" | "mprotect" | "brk" | "mprotect-shootdown" => &[ENTRY, VM, WALK],
         "ipi-tlb-flush" => &[&["kernel_stack", "percpu", "mm_struct"]],
         "fault-anon" | "fault-cow" => &[ENTRY, VM, &["anon_vma"], WALK, &["user_page"]],

@@ -323,7 +323,11 @@ fn mprotect(p: *mut u8, prot: i32) -> io::Result<()> {
 /// Flips `page` between read-only and read-write.
 fn toggle_protection(page: *mut u8, ro: &mut bool) -> io::Result<()> {
     *ro = !*ro;
-    let prot = if *ro { libc::PROT_READ } else { libc::PROT_READ | libc::PROT_WRITE };
+    let prot = if *ro {
+        libc::PROT_READ
+    } else {
+        libc::PROT_READ | libc::PROT_WRITE
+    };
     mprotect(page, prot)
 }
 

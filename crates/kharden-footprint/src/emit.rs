@@ -178,7 +178,7 @@ pub fn write(
             .collect();
         let _ = writeln!(
             w,
-            "# samples in the path's windows left out: under interrupts, softirqs, preemption"
+            "# samples in the path's windows left out: under interrupts, softirqs, preemption, return-to-user work"
         );
         let _ = writeln!(w, "excluded = {{ {} }}", excluded.join(", "));
         let missing: Vec<String> = p.missing_source.iter().map(|m| quote(m)).collect();

@@ -36,6 +36,9 @@ pub mod context {
     pub const SOFTIRQ: u8 = 8;
     /// In the scheduler (__schedule): a block, a yield or a preemption.
     pub const SCHEDULE: u8 = 16;
+    /// In the return-to-user work loop (exit_to_user_mode_loop): rescheduling, rseq and
+    /// task work that a tick or a preemption left, not the path's own work.
+    pub const EXIT_WORK: u8 = 32;
 
     /// The flag a kernel function on a call chain raises.
     pub fn of(name: &str) -> u8 {
@@ -44,6 +47,7 @@ pub mod context {
             "asm_sysvec_apic_timer_interrupt" => TIMER,
             "handle_softirqs" => SOFTIRQ,
             "__schedule" => SCHEDULE,
+            "exit_to_user_mode_loop" => EXIT_WORK,
             n if n.starts_with("asm_sysvec_") || n == "asm_common_interrupt" => OTHER_IRQ,
             _ => 0,
         }
@@ -55,12 +59,13 @@ pub mod context {
 /// counted and left out.
 pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
     use context::*;
-    let (irqs, softirq, schedule) = match path {
-        "timer-tick" => (TIMER, true, false),
-        "ipi-tlb-flush" | "ipi-membarrier" => (CALL_FUNCTION, false, false),
+    let (irqs, softirq, schedule, exit_work) = match path {
+        // The tick leaves the return-to-user work it queued.
+        "timer-tick" => (TIMER, true, false, true),
+        "ipi-tlb-flush" | "ipi-membarrier" => (CALL_FUNCTION, false, false, false),
         // They block or yield by nature.
-        "context-switch" | "wait4" | "exit" => (0, false, true),
-        _ => (0, false, false),
+        "context-switch" | "wait4" | "exit" => (0, false, true, true),
+        _ => (0, false, false, false),
     };
     let irq = ctx & (CALL_FUNCTION | TIMER | OTHER_IRQ);
     if irqs != 0 && irq & irqs == 0 {
@@ -74,6 +79,9 @@ pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
     }
     if ctx & SCHEDULE != 0 && !schedule {
         return Some("preempted");
+    }
+    if ctx & EXIT_WORK != 0 && !exit_work {
+        return Some("exit-work");
     }
     None
 }
@@ -386,6 +394,8 @@ mod tests {
         assert_eq!(excluded("getppid", 0), None);
         assert_eq!(excluded("getppid", TIMER), Some("interrupt"));
         assert_eq!(excluded("getppid", SCHEDULE), Some("preempted"));
+        assert_eq!(excluded("getppid", EXIT_WORK), Some("exit-work"));
+        assert_eq!(excluded("timer-tick", TIMER | EXIT_WORK), None);
         assert_eq!(excluded("wait4", SCHEDULE), None);
         assert_eq!(excluded("timer-tick", TIMER | SOFTIRQ), None);
         assert_eq!(excluded("timer-tick", 0), Some("interrupt"));

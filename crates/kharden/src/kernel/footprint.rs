@@ -99,7 +99,8 @@ pub struct PathFootprint {
     pub new_lines_last_tenth: u64,
     pub new_functions_last_tenth: u64,
     /// Samples in the path's windows left out, by reason: under an interrupt, in softirq
-    /// processing, or preempted (the path's own work only is kept).
+    /// processing, preempted, or in the return-to-user work a tick or preemption left (the
+    /// path's own work only is kept).
     pub excluded: BTreeMap<String, u64>,
     /// Interrupts-off functions the source names that the recorded kernel lacks.
     pub missing_source: Vec<String>,

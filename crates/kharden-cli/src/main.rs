@@ -44,6 +44,8 @@ enum Command {
     Refcount(cmd::refcount::Args),
     /// KVM: a native CR0.WP toggle benchmark through /dev/kvm beside the model.
     Kvm(cmd::kvm::Args),
+    /// Kernel path footprints: record them on this host, show the committed ones.
+    Kernel(cmd::kernel::Args),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => cmd::trace::trace(args),
         Command::Replay(args) => cmd::replay::run(args),
         Command::Kvm(args) => cmd::kvm::run(args),
+        Command::Kernel(args) => cmd::kernel::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

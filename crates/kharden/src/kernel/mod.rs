@@ -8,6 +8,7 @@ pub mod coherence;
 pub mod cpuset;
 pub mod direct_map;
 pub mod entry;
+pub mod footprint;
 pub mod hooks;
 pub mod ipi;
 pub mod irq_calendar;

@@ -1,0 +1,108 @@
+//! `kharden kernel`: the footprint recorder on this host (where perf can sample the kernel;
+//! ignored with the reason elsewhere), and `kernel footprint` on the committed file.
+
+use kharden::kernel::footprint::Footprints;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn kharden(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(args)
+        .output()
+        .expect("run kharden")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "kharden-footprint-cli-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+#[ignore = "needs perf sampling kernel IPs as root: scripts/test.sh runs it where perf records"]
+fn perf_records_the_syscall_paths_of_this_kernel() {
+    let d = scratch("record");
+    let out = d.join("k.toml");
+    let o = kharden(&[
+        "kernel",
+        "record-footprint",
+        "--scenario",
+        "syscalls",
+        "--scale",
+        "0.05",
+        "--latency-repeats",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let f = Footprints::parse("k.toml", &text).unwrap();
+    let getppid = f.path("getppid").unwrap();
+    assert!(getppid.samples > 100, "only {} samples", getppid.samples);
+    assert!(
+        getppid
+            .functions
+            .iter()
+            .any(|u| u.name().contains("getppid") && u.samples() > 0),
+        "no sampled getppid handler"
+    );
+    let entry = f.path("syscall-entry-exit").unwrap();
+    assert!(entry
+        .functions
+        .iter()
+        .any(|u| u.name() == "entry_SYSCALL_64" && u.samples() == 0));
+    assert!(getppid.latency_ns.unwrap()[0] > 0.0);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn summary_lists_every_path_of_the_committed_file() {
+    let o = kharden(&["kernel", "footprint"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    for name in Footprints::builtin().names() {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{name} "))),
+            "{name} missing:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn show_lists_a_paths_functions_and_pages() {
+    let o = kharden(&["kernel", "footprint", "show", "getppid", "--lines"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("entry_SYSCALL_64"), "{text}");
+    assert!(text.contains("pages (estimated): "), "{text}");
+    assert!(text.contains("lines (estimated): "), "{text}");
+}
+
+#[test]
+fn bad_paths_and_files_are_one_line_errors() {
+    let o = kharden(&["kernel", "footprint", "show", "no-such-path"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("unknown path 'no-such-path'"), "{err}");
+
+    let d = scratch("bad");
+    let bad = d.join("bad.toml");
+    let text =
+        kharden::kernel::footprint::BUILTIN.replacen("text_bytes = ", "text_bytes = \"x\" # ", 1);
+    std::fs::write(&bad, text).unwrap();
+    let o = kharden(&["kernel", "footprint", "--file", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("bad.toml") && err.contains("text_bytes"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -1,0 +1,112 @@
+//! The data side of a path's footprint. Object sizes are read from the running kernel
+//! (/sys/kernel/slab/CACHE/object_size); which objects a path touches is an ESTIMATE read
+//! from the Linux source (the functions the recorder saw sampled name the subsystems), since
+//! cpu-clock samples instruction pointers, not data addresses.
+
+/// Kernel objects a path may touch: (name, slab cache whose object_size gives its bytes, or
+/// None with a fixed size and its source).
+pub const OBJECTS: &[(&str, Option<&str>, u64, &str)] = &[
+    ("task_struct", Some("task_struct"), 0, "slab"),
+    ("mm_struct", Some("mm_struct"), 0, "slab"),
+    ("vm_area_struct", Some("vm_area_struct"), 0, "slab"),
+    ("maple_node", Some("maple_node"), 0, "slab (the VMA tree)"),
+    ("file", Some("filp"), 0, "slab"),
+    ("dentry", Some("dentry"), 0, "slab"),
+    ("inode", Some("ext4_inode_cache"), 0, "slab (ext4)"),
+    ("files_struct", Some("files_cache"), 0, "slab"),
+    ("signal_struct", Some("signal_cache"), 0, "slab"),
+    ("sighand_struct", Some("sighand_cache"), 0, "slab"),
+    ("anon_vma", Some("anon_vma"), 0, "slab"),
+    (
+        "names_cache",
+        Some("names_cache"),
+        0,
+        "slab (getname's path buffer)",
+    ),
+    // ESTIMATE: a syscall's deepest frames are a few hundred bytes to ~1.5 KiB of the
+    // 16 KiB stack (x86-64 THREAD_SIZE, arch/x86/include/asm/page_64_types.h); 1 KiB.
+    (
+        "kernel_stack",
+        None,
+        1024,
+        "ESTIMATE: used part of the 16 KiB stack",
+    ),
+    // ESTIMATE: current_task, cpu_tss_rw (the entry stack), the runqueue and per-CPU
+    // counters: 8 lines of the per-CPU area (arch/x86/include/asm/current.h, processor.h).
+    ("percpu", None, 512, "ESTIMATE: 8 lines of the per-CPU area"),
+    (
+        "page_cache_page",
+        None,
+        4096,
+        "one 4 KiB page copied to or from user",
+    ),
+    (
+        "user_page",
+        None,
+        4096,
+        "one 4 KiB user page zeroed or copied",
+    ),
+    // A fault walks PGD/P4D/PUD/PMD/PTE: one line of each of 4 levels (x86-64, 4-level).
+    ("page_table_lines", None, 256, "4 levels x one 64-byte line"),
+];
+
+/// Which objects each path touches. ESTIMATE from the source of the paths the samples show
+/// (kernel/sys.c, fs/read_write.c, fs/open.c, fs/namei.c, mm/mmap.c, mm/memory.c,
+/// kernel/fork.c, kernel/exit.c, kernel/sched/core.c).
+pub fn objects(path: &str) -> Vec<&'static str> {
+    // Every path from user mode: current, its stack, this CPU's area.
+    const ENTRY: &[&str] = &["task_struct", "kernel_stack", "percpu"];
+    const FD: &[&str] = &["files_struct", "file"];
+    const PAGE_CACHE: &[&str] = &["inode", "page_cache_page"];
+    const LOOKUP: &[&str] = &["dentry", "inode", "names_cache"];
+    const VM: &[&str] = &["mm_struct", "vm_area_struct", "maple_node"];
+    const WALK: &[&str] = &["page_table_lines"];
+    const PROCESS: &[&str] = &[
+        "files_struct",
+        "signal_struct",
+        "sighand_struct",
+        "anon_vma",
+    ];
+    let groups: &[&[&str]] = match path {
+        "rt_sigaction" => &[ENTRY, &["sighand_struct"]],
+        "lseek" | "read-1" | "read-8k" | "write-1" | "fcntl" | "close" => &[ENTRY, FD],
+        "read-4k-file" | "write-4k-file" | "pread64-4k" | "pwrite64-4k" => &[ENTRY, FD, PAGE_CACHE],
+        "open-close" | "openat" | "newfstatat" | "access" | "readlink" | "getcwd" => {
+            &[ENTRY, FD, LOOKUP]
+        }
+        "mmap" | "munmap" | "mprotect" | "brk" | "mprotect-shootdown" => &[ENTRY, VM, WALK],
+        "ipi-tlb-flush" => &[&["kernel_stack", "percpu", "mm_struct"]],
+        "fault-anon" | "fault-cow" => &[ENTRY, VM, &["anon_vma"], WALK, &["user_page"]],
+        "fault-file" => &[ENTRY, VM, &["inode"], WALK],
+        "context-switch" => &[ENTRY, &["mm_struct"]],
+        "fork" | "exit" | "wait4" | "execve" => &[ENTRY, VM, PROCESS, WALK],
+        _ => &[ENTRY],
+    };
+    let mut names: Vec<&str> = Vec::new();
+    for name in groups.iter().flat_map(|g| g.iter()) {
+        if !names.contains(name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// The bytes of each object on this host (slab object sizes read now; fixed ones as listed).
+pub fn object_sizes() -> Vec<(&'static str, u64, String)> {
+    OBJECTS
+        .iter()
+        .map(|&(name, cache, fixed, source)| match cache {
+            Some(c) => {
+                let file = format!("/sys/kernel/slab/{c}/object_size");
+                match std::fs::read_to_string(&file)
+                    .ok()
+                    .and_then(|t| t.trim().parse().ok())
+                {
+                    Some(bytes) => (name, bytes, format!("{file} on the recording host")),
+                    None => (name, 0, format!("{file} unreadable: unknown")),
+                }
+            }
+            None => (name, fixed, source.to_string()),
+        })
+        .collect()
+}

@@ -1,0 +1,380 @@
+//! Kernel path footprints measured on a real kernel (kernels/linux-*.toml, written by
+//! `kharden kernel record-footprint`): for each path, the kernel text it runs (functions,
+//! 64-byte lines and 4 KiB pages, as offsets from the image start), the kernel objects it
+//! touches, and its native latency on the recording host. docs/design/footprints.md says how
+//! each figure was measured and which are estimates.
+
+use crate::{Error, Result};
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
+
+pub const LINE_BYTES: u64 = 64;
+pub const PAGE_BYTES: u64 = 4096;
+
+/// The committed recording, which the simulator uses unless told otherwise.
+pub const BUILTIN_PLACE: &str = "kernels/linux-6.18.44-fc-v445.toml";
+pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.18.44-fc-v445.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Footprints {
+    pub kernel: KernelInfo,
+    /// Bytes of each kernel object a path may touch.
+    pub objects: BTreeMap<String, u64>,
+    pub path: Vec<PathFootprint>,
+}
+
+/// The recorded kernel and how the recording was made.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelInfo {
+    pub release: String,
+    pub version: String,
+    /// `_etext - _text`.
+    pub text_bytes: u64,
+    pub config_source: String,
+    pub config: Vec<String>,
+    pub meltdown: String,
+    /// Core clock of the recording host (cycles = ns times this).
+    pub host_ghz: f64,
+    pub sample_period_ns: u64,
+    /// Loop counts of the recording and of the latency runs (1.0: about a second per path).
+    pub record_scale: f64,
+    pub latency_scale: f64,
+    pub commands: Vec<String>,
+    pub seed_kernels: String,
+}
+
+/// One function a path ran: name, offset from `_text`, size, samples in it (0: code that
+/// runs with interrupts off, listed from the source), and the bytes from its start to its
+/// furthest sampled instruction.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct FunctionUse(pub String, pub u64, pub u64, pub u64, pub u64);
+
+impl FunctionUse {
+    pub fn name(&self) -> &str {
+        &self.0
+    }
+    pub fn offset(&self) -> u64 {
+        self.1
+    }
+    pub fn size(&self) -> u64 {
+        self.2
+    }
+    pub fn samples(&self) -> u64 {
+        self.3
+    }
+    pub fn reach(&self) -> u64 {
+        self.4
+    }
+    /// Lines the path is estimated to fetch: a sampled function from its entry through its
+    /// furthest sampled line (cold code sits in separate `.cold` symbols), an interrupts-off
+    /// function whole.
+    pub fn estimated_lines(&self) -> std::ops::RangeInclusive<u64> {
+        let end = if self.samples() == 0 {
+            self.size() - 1
+        } else {
+            self.reach()
+        };
+        self.offset() / LINE_BYTES..=(self.offset() + end) / LINE_BYTES
+    }
+    pub fn whole_lines(&self) -> std::ops::RangeInclusive<u64> {
+        self.offset() / LINE_BYTES..=(self.offset() + self.size() - 1) / LINE_BYTES
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathFootprint {
+    pub name: String,
+    /// The driver scenario that ran it.
+    pub scenario: String,
+    /// Kernel samples attributed to the path.
+    pub samples: u64,
+    /// Operations run while sampling.
+    pub ops: u64,
+    pub window_ns: u64,
+    /// Completeness: lines and functions first seen in the last tenth of the samples.
+    pub new_lines_last_tenth: u64,
+    pub new_functions_last_tenth: u64,
+    /// Samples in the path's windows left out, by reason: under an interrupt, in softirq
+    /// processing, preempted, or in the return-to-user work a tick or preemption left (the
+    /// path's own work only is kept).
+    pub excluded: BTreeMap<String, u64>,
+    /// Interrupts-off functions the source names that the recorded kernel lacks.
+    pub missing_source: Vec<String>,
+    /// ns per operation, bare: 10th percentile, median, 90th percentile over the timed
+    /// windows (each at most 1000 operations; the host is shared, the low percentile is the
+    /// figure to use).
+    pub latency_ns: Option<[f64; 3]>,
+    pub latency_windows: Option<u32>,
+    /// Kernel objects touched (ESTIMATE from the source), keys of `objects`.
+    pub data: Vec<String>,
+    pub functions: Vec<FunctionUse>,
+    /// Lines (offset / 64) that held a sampled instruction.
+    pub sampled_lines: Vec<u64>,
+}
+
+impl PathFootprint {
+    pub fn estimated_lines(&self) -> BTreeSet<u64> {
+        self.functions
+            .iter()
+            .flat_map(|f| f.estimated_lines())
+            .collect()
+    }
+    pub fn whole_lines(&self) -> BTreeSet<u64> {
+        self.functions
+            .iter()
+            .flat_map(|f| f.whole_lines())
+            .collect()
+    }
+    pub fn sampled_pages(&self) -> BTreeSet<u64> {
+        pages_of(self.sampled_lines.iter().copied())
+    }
+    /// The low-percentile latency in cycles at `ghz`.
+    pub fn latency_cycles(&self, ghz: f64) -> Option<f64> {
+        self.latency_ns.map(|l| l[0] * ghz)
+    }
+    /// Bytes of the objects the path touches.
+    pub fn data_bytes(&self, objects: &BTreeMap<String, u64>) -> u64 {
+        self.data.iter().filter_map(|d| objects.get(d)).sum()
+    }
+}
+
+/// The 4 KiB pages holding `lines`.
+pub fn pages_of(lines: impl IntoIterator<Item = u64>) -> BTreeSet<u64> {
+    lines
+        .into_iter()
+        .map(|l| l * LINE_BYTES / PAGE_BYTES)
+        .collect()
+}
+
+impl Footprints {
+    /// The committed recording (parsed once; it is checked by the tests).
+    pub fn builtin() -> &'static Footprints {
+        static F: OnceLock<Footprints> = OnceLock::new();
+        F.get_or_init(|| {
+            Footprints::parse(BUILTIN_PLACE, BUILTIN).expect("committed footprint file is valid")
+        })
+    }
+
+    /// The committed file, or the file at `path`.
+    pub fn load(path: Option<&str>) -> Result<Footprints> {
+        match path {
+            None => Ok(Footprints::builtin().clone()),
+            Some(p) => {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| Error::at(p, format!("cannot read footprint file: {e}")))?;
+                Footprints::parse(p, &text)
+            }
+        }
+    }
+
+    /// Parses and validates; `place` names the file in errors.
+    pub fn parse(place: &str, text: &str) -> Result<Footprints> {
+        let f: Footprints =
+            toml::from_str(text).map_err(|e| Error::at(place, toml_message(&e, text)))?;
+        f.validate().map_err(|e| Error::at(place, e))?;
+        Ok(f)
+    }
+
+    pub fn path(&self, name: &str) -> Option<&PathFootprint> {
+        self.path.iter().find(|p| p.name == name)
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.path.iter().map(|p| p.name.as_str()).collect()
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        let k = &self.kernel;
+        if k.text_bytes == 0 {
+            return Err("kernel.text_bytes: expected a positive size".into());
+        }
+        if !(k.host_ghz > 0.0 && k.host_ghz.is_finite()) {
+            return Err(format!(
+                "kernel.host_ghz: expected a positive clock in GHz, got {}",
+                k.host_ghz
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for p in &self.path {
+            let at = |key: &str| format!("path '{}': {key}", p.name);
+            if p.name.is_empty() || !seen.insert(p.name.as_str()) {
+                return Err(format!(
+                    "path.name: expected a unique non-empty name, got '{}'",
+                    p.name
+                ));
+            }
+            let mut sampled = 0;
+            for (i, f) in p.functions.iter().enumerate() {
+                let end = f.offset().checked_add(f.size());
+                if f.size() == 0 || end.map_or(true, |e| e > k.text_bytes) {
+                    return Err(format!(
+                        "{}: expected offset + size within the {} text bytes, got {} + {}",
+                        at(&format!("functions[{i}] ({})", f.name())),
+                        k.text_bytes,
+                        f.offset(),
+                        f.size()
+                    ));
+                }
+                if f.reach() >= f.size() {
+                    return Err(format!(
+                        "{}: expected reach below the size {}, got {}",
+                        at(&format!("functions[{i}] ({})", f.name())),
+                        f.size(),
+                        f.reach()
+                    ));
+                }
+                sampled += f.samples();
+            }
+            if sampled != p.samples {
+                return Err(format!(
+                    "{}: expected the functions' samples' sum {sampled}, got {}",
+                    at("samples"),
+                    p.samples
+                ));
+            }
+            let covered: BTreeSet<u64> = p.whole_lines();
+            for (i, l) in p.sampled_lines.iter().enumerate() {
+                if i > 0 && p.sampled_lines[i - 1] >= *l {
+                    return Err(format!(
+                        "{}: expected increasing line indices",
+                        at("sampled_lines")
+                    ));
+                }
+                if !covered.contains(l) {
+                    return Err(format!(
+                        "{}: line {l} lies in no listed function",
+                        at("sampled_lines")
+                    ));
+                }
+            }
+            if p.new_lines_last_tenth > p.sampled_lines.len() as u64 {
+                return Err(format!(
+                    "{}: expected at most the {} sampled lines",
+                    at("new_lines_last_tenth"),
+                    p.sampled_lines.len()
+                ));
+            }
+            if let Some([lo, mid, hi]) = p.latency_ns {
+                if !(lo > 0.0 && lo <= mid && mid <= hi && hi.is_finite()) {
+                    return Err(format!(
+                        "{}: expected 0 < p10 <= median <= p90, got [{lo}, {mid}, {hi}]",
+                        at("latency_ns")
+                    ));
+                }
+            }
+            if p.latency_ns.is_some() != p.latency_windows.is_some() {
+                return Err(format!(
+                    "{}: expected together with latency_ns",
+                    at("latency_windows")
+                ));
+            }
+            if let Some(d) = p.data.iter().find(|d| !self.objects.contains_key(*d)) {
+                return Err(format!("{}: '{d}' is not a key of [objects]", at("data")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// toml's message with its line and the key written on that line (toml names the line, not
+/// always the key).
+fn toml_message(e: &toml::de::Error, text: &str) -> String {
+    let msg = e.message().trim().replace('\n', " ");
+    let Some(span) = e.span() else {
+        return msg;
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].lines().count().max(1);
+    let line = text[..start].rsplit('\n').next().unwrap_or("").to_string()
+        + text[start..].split('\n').next().unwrap_or("");
+    match line
+        .split_once('=')
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('[') && !k.starts_with('#'))
+    {
+        Some(key) => format!("line {line_no}, key '{key}': {msg}"),
+        None => format!("line {line_no}: {msg}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_file_loads_with_every_path_the_issue_names() {
+        let f = Footprints::parse(BUILTIN_PLACE, BUILTIN).unwrap();
+        for name in [
+            "syscall-entry-exit",
+            "getppid",
+            "getpid",
+            "lseek",
+            "read-1",
+            "read-8k",
+            "write-1",
+            "getrusage",
+            "open-close",
+            "mmap",
+            "munmap",
+            "mprotect",
+            "openat",
+            "close",
+            "read-4k-file",
+            "newfstatat",
+            "fault-anon",
+            "fault-file",
+            "fault-cow",
+            "fork",
+            "execve",
+            "exit",
+            "wait4",
+            "context-switch",
+            "ipi-tlb-flush",
+            "timer-tick",
+        ] {
+            let p = f.path(name).unwrap_or_else(|| panic!("no path {name}"));
+            assert!(!p.functions.is_empty(), "{name} has no functions");
+            // The estimate lies between what was sampled and the whole functions.
+            let est = p.estimated_lines();
+            assert!(p.sampled_lines.iter().all(|l| est.contains(l)), "{name}");
+            assert!(est.is_subset(&p.whole_lines()), "{name}");
+        }
+        // Every syscall of the model's table is recorded.
+        for s in crate::kernel::syscall::names() {
+            assert!(
+                f.path(s).is_some(),
+                "syscall table entry {s} has no footprint"
+            );
+        }
+    }
+
+    fn broken(from: &str, to: &str) -> String {
+        assert!(
+            BUILTIN.contains(from),
+            "fixture text '{from}' not in the file"
+        );
+        let text = BUILTIN.replacen(from, to, 1);
+        let e = Footprints::parse("k.toml", &text).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(e.starts_with("k.toml: "), "{e}");
+        e
+    }
+
+    #[test]
+    fn malformed_files_are_one_line_errors_naming_file_and_key() {
+        let e = broken("host_ghz = ", "host_ghz = -");
+        assert!(e.contains("kernel.host_ghz"), "{e}");
+        let e = broken("samples = ", "samples = 9");
+        assert!(e.contains("samples"), "{e}");
+        let e = broken("\nrelease = ", "\nrelase = ");
+        assert!(e.contains("relase") || e.contains("release"), "{e}");
+        let e = broken("data = [\"task_struct\"", "data = [\"no_such_object\"");
+        assert!(e.contains("data") && e.contains("no_such_object"), "{e}");
+        let e = broken("functions = [\n  [", "functions = [\n  [7, ");
+        assert!(e.contains("line"), "{e}");
+    }
+}

@@ -27,6 +27,7 @@ log=$(mktemp)
 extra=$(mktemp)
 trap 'rm -f "$log" "$extra"' EXIT
 cargo test --release --workspace --locked 2>&1 | tee "$log"
+# The passes that run ignored tests whose tools are present append to $extra.
 # Tests that need perf are #[ignore]d with their reason and named perf_*; they run here when
 # perf can record system-wide tracepoints (as root).
 if [ "$(id -u)" = 0 ] && perf record -a -q -e sched:sched_switch -o /dev/null -- true >/dev/null 2>&1; then
@@ -35,7 +36,14 @@ if [ "$(id -u)" = 0 ] && perf record -a -q -e sched:sched_switch -o /dev/null --
 else
   echo "perf cannot record tracepoints here (not installed, or not root): perf_ tests stay skipped"
 fi
-# Ignored tests that did not run in the second pass are the skipped ones, listed with why.
+# Tests that need qemu-user and the aarch64 cross tools are #[ignore]d and named cross_*.
+if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
+  echo "qemu-aarch64 and aarch64-linux-gnu-gcc are here: running the cross_ tests"
+  cargo test --release --workspace --locked -- --ignored cross_ 2>&1 | tee -a "$extra"
+else
+  echo "qemu-aarch64 or aarch64-linux-gnu-gcc missing: cross_ tests stay skipped"
+fi
+# Ignored tests that did not run in those passes are the skipped ones, listed with why.
 ran_ignored=$(grep -c '^test .* \.\.\. \(ok\|FAILED\)$' "$extra" || true)
 grep '^test .* \.\.\. ignored' "$log" | sed 's/^test \(.*\) \.\.\. ignored,* *\(.*\)$/\1: \2/' |
   while IFS= read -r t; do

@@ -9,9 +9,15 @@ use std::collections::BTreeMap;
 const BUILTIN_PLACE: &str = "kernels/linux.toml";
 const BUILTIN: &str = include_str!("../../../../kernels/linux.toml");
 
+/// Parsed once per process: every boot without explicit parameters asks for it.
 pub(super) fn builtin() -> Params {
-    parse(BUILTIN_PLACE, BUILTIN, &super::declarations())
-        .unwrap_or_else(|e| panic!("the built-in parameter file is checked by a test: {e}"))
+    static PARSED: std::sync::OnceLock<Params> = std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            parse(BUILTIN_PLACE, BUILTIN, &super::declarations())
+                .unwrap_or_else(|e| panic!("the built-in parameter file is checked by a test: {e}"))
+        })
+        .clone()
 }
 
 /// Reads a parameter file against the declarations: every declared path must have a value

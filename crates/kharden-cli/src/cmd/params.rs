@@ -44,23 +44,12 @@ pub fn run(args: Args) -> Result<()> {
         None => None,
         Some(spec) => {
             kharden::defense::parse_list(spec)?;
-            Some(
-                spec.split(',')
-                    .filter_map(|d| registry::variant(d.trim()))
-                    .filter_map(|v| registry::family_of(v.name))
-                    .map(|f| f.name)
-                    .collect(),
-            )
+            Some(registry::families_in(spec))
         }
     };
-    let shown = |path: &str| {
-        let owner = registry::FAMILIES
-            .iter()
-            .find(|f| path.starts_with(&format!("{}.", f.name)));
-        match (owner, &families) {
-            (Some(f), Some(wanted)) => wanted.contains(&f.name),
-            _ => true,
-        }
+    let shown = |path: &str| match &families {
+        Some(wanted) => registry::param_applies(path, wanted),
+        None => true,
     };
     let machine = match &args.machine {
         None => None,

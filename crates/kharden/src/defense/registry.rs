@@ -63,6 +63,27 @@ pub fn family_of(defense_name: &str) -> Option<&'static Family> {
         .find(|f| f.variants.iter().any(|v| v.name == defense_name))
 }
 
+/// The families a --defense list names (unknown names are left out: parse_list reports them).
+pub fn families_in(spec: &str) -> Vec<&'static str> {
+    spec.split(',')
+        .filter_map(|d| variant(d.trim()))
+        .filter_map(|v| family_of(v.name))
+        .map(|f| f.name)
+        .collect()
+}
+
+/// Whether a run with the defense `families` depends on the parameter at `path`: a family's
+/// own parameters only when it is plugged in, everything else (kernel, workloads) always.
+pub fn param_applies(path: &str, families: &[&str]) -> bool {
+    match FAMILIES.iter().find(|f| {
+        path.strip_prefix(f.name)
+            .is_some_and(|rest| rest.starts_with('.'))
+    }) {
+        Some(owner) => families.contains(&owner.name),
+        None => true,
+    }
+}
+
 /// Every owned counter's name, in slot order.
 pub fn counter_names() -> Vec<&'static str> {
     FAMILIES

@@ -29,9 +29,7 @@ pub(super) struct Rows<'a> {
 
 /// Parameters of the kernel and the workloads: what a run with no defense depends on.
 fn kernel_only(path: &str) -> bool {
-    !registry::FAMILIES
-        .iter()
-        .any(|f| path.starts_with(&format!("{}.", f.name)))
+    registry::param_applies(path, &[])
 }
 
 impl<'a> Rows<'a> {
@@ -87,16 +85,8 @@ impl<'a> Rows<'a> {
     }
 
     pub fn measure(&mut self, r: &RowSpec) -> Result<Measured> {
-        let families: Vec<&str> = r
-            .defense
-            .split(',')
-            .filter_map(|d| registry::variant(d.trim()))
-            .filter_map(|v| registry::family_of(v.name))
-            .map(|f| f.name)
-            .collect();
-        let relevant = |path: &str| {
-            kernel_only(path) || families.iter().any(|f| path.starts_with(&format!("{f}.")))
-        };
+        let families = registry::families_in(&r.defense);
+        let relevant = |path: &str| registry::param_applies(path, &families);
         let key = (r.label.clone(), self.params.fingerprint(relevant));
         if let Some(done) = self.simulated.get(&key) {
             return Ok(done.clone());

@@ -125,6 +125,11 @@ pub(super) fn flatten(t: &toml::Table) -> Vec<(String, toml::Value)> {
     out
 }
 
+/// A sensitivity's factor: a TOML float or integer.
+fn as_factor(v: &toml::Value) -> Option<f64> {
+    v.as_float().or(v.as_integer().map(|i| i as f64))
+}
+
 fn value_text(v: &toml::Value) -> String {
     match v {
         toml::Value::String(s) => s.clone(),
@@ -180,8 +185,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
             ));
         }
         for (path, factor) in flatten(&s.scale) {
-            let ok = factor.as_float().or(factor.as_integer().map(|i| i as f64));
-            if !ok.is_some_and(|f| (0.0..=100.0).contains(&f)) {
+            if !as_factor(&factor).is_some_and(|f| (0.0..=100.0).contains(&f)) {
                 return Err(Error::at(
                     place,
                     format!(
@@ -313,10 +317,7 @@ fn what_if(
     let (mut m, mut params) = (m.clone(), params.clone());
     let mut knobs = vec![];
     for (path, factor) in flatten(&sens.scale) {
-        let factor = factor
-            .as_float()
-            .or(factor.as_integer().map(|i| i as f64))
-            .unwrap_or(1.0);
+        let factor = as_factor(&factor).unwrap_or(1.0);
         if factor == 1.0 {
             continue;
         }

@@ -1,6 +1,7 @@
 //! `kharden kernel record-footprint | footprint [show PATH] | drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::kernel::footprint::{pages_of, Footprints};
+use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL, RECORDING_HOST};
 use kharden::report::table::Table;
 
 #[derive(ClapArgs)]
@@ -127,6 +128,8 @@ fn record(a: RecordArgs) -> kharden::Result<()> {
 fn footprint(a: FootprintArgs) -> kharden::Result<()> {
     let f = Footprints::load(a.file.as_deref())?;
     let ghz = f.kernel.host_ghz;
+    let host = kharden::machine::load(RECORDING_HOST)?;
+    let paths = KernelPaths::compile(&f, &host)?;
     match a.show {
         None => {
             println!(
@@ -147,10 +150,11 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
                     "new lines last 10%",
                     "ns p10",
                     "cycles p10",
+                    "work cycles",
                     "data B",
                 ],
             );
-            for p in &f.path {
+            for (p, compiled) in f.path.iter().zip(&paths.paths) {
                 let est = p.estimated_lines();
                 let lat = p
                     .latency_ns
@@ -174,10 +178,16 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
                     p.new_lines_last_tenth.to_string(),
                     lat,
                     cyc,
+                    compiled
+                        .work_cycles
+                        .map_or("-".to_string(), |c| format!("{c:.0}")),
                     p.data_bytes(&f.objects).to_string(),
                 ]);
             }
             print!("{t}");
+            println!(
+                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {RECORDING_HOST} (kernel/path.rs)"
+            );
             Ok(())
         }
         Some(Show::Show { path, lines }) => {

@@ -185,8 +185,8 @@ fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
     }
 }
 
-/// `--workload kbuild`: a window of make -jN's steady state, with the job's unmodelled
-/// kernel work calibrated on this machine as the xpfo reproduction does.
+/// `--workload kbuild`: a window of make -jN's steady state; the job's kernel paths are the
+/// recorded footprints with their measured work (nothing calibrated).
 fn run_kbuild(
     args: &Args,
     m: &kharden::machine::MachineProfile,
@@ -194,7 +194,7 @@ fn run_kbuild(
     overrides: &Overrides,
 ) -> Result<()> {
     use kharden::workload::kbuild_profile::JobProfile;
-    use kharden::workload::kbuild_run::{calibrate, simulate_with, Sampling};
+    use kharden::workload::kbuild_run::{kernel_share_note, simulate_with, Sampling};
     super::defenses::parse(&args.defense, m)?;
     let jobs = args.jobs.unwrap_or(m.threads());
     if jobs == 0 || jobs > 4096 {
@@ -217,20 +217,19 @@ fn run_kbuild(
     };
     let mut progress = kharden_trace::progress::Progress::on_terminal();
     progress.show_now(&format!(
-        "run: make -j{jobs} on {}: calibrating, then simulating...",
+        "run: make -j{jobs} on {}: simulating...",
         m.name
     ));
-    let (extra, note) = calibrate(m, jobs, &profile, sampling, params)?;
     let r = simulate_with(
         m,
         &args.defense,
         super::defenses::EXTENSIONS,
         jobs,
         &profile,
-        extra,
         sampling,
         params,
     )?;
+    let note = kernel_share_note(&r, &profile);
     let w = &r.window;
     let user_s = w.tasks.user_time().secs();
     let sys_s = w.tasks.system_time().secs();

@@ -1,7 +1,8 @@
-//! The data-cache hierarchy as seen by page-walk loads: per-core L1D and L2, per-socket LLC,
-//! set-associative with LRU, inclusive fill. Page walkers load paging entries through these
-//! caches (Intel's PAGE_WALKER_LOADS events count hits per level), so a walk costs what the
-//! levels its lines sit in cost.
+//! The cache hierarchy: per-core L1I, L1D and L2, per-socket LLC, set-associative with LRU,
+//! inclusive fill. Page walkers load paging entries through the data side (Intel's
+//! PAGE_WALKER_LOADS events count hits per level), kernel paths fetch their text lines through
+//! the instruction side and touch their data lines through the data side, so each costs what
+//! the levels its lines sit in cost.
 
 use crate::machine::MachineProfile;
 
@@ -12,6 +13,8 @@ struct LineCache {
     tags: Vec<u64>,
     stamps: Vec<u64>,
     clock: u64,
+    /// Lines filled so far: while it stands still, nothing was evicted.
+    fills: u64,
 }
 
 impl LineCache {
@@ -25,19 +28,26 @@ impl LineCache {
             tags: vec![u64::MAX; n],
             stamps: vec![0; n],
             clock: 0,
+            fills: 0,
         }
     }
 
     /// True on a hit; on a miss the line is filled (LRU victim).
     fn access(&mut self, line: u64) -> bool {
-        let set = (line & self.set_mask) as usize;
-        let range = set * self.ways..(set + 1) * self.ways;
+        let start = (line & self.set_mask) as usize * self.ways;
         self.clock += 1;
-        if let Some(i) = range.clone().find(|&i| self.tags[i] == line) {
-            self.stamps[i] = self.clock;
-            return true;
+        // One pass finds the line or, failing that, the least recently used way.
+        let (mut victim, mut oldest) = (start, u64::MAX);
+        for i in start..start + self.ways {
+            if self.tags[i] == line {
+                self.stamps[i] = self.clock;
+                return true;
+            }
+            if self.stamps[i] < oldest {
+                (victim, oldest) = (i, self.stamps[i]);
+            }
         }
-        let victim = range.min_by_key(|&i| self.stamps[i]).unwrap();
+        self.fills += 1;
         self.tags[victim] = line;
         self.stamps[victim] = self.clock;
         false
@@ -56,6 +66,7 @@ pub enum HitLevel {
 
 pub struct CacheHierarchy {
     l1: Vec<LineCache>,
+    l1i: Vec<LineCache>,
     l2: Vec<LineCache>,
     llc: Vec<LineCache>,
     /// Latency per level, in core cycles.
@@ -72,6 +83,7 @@ impl CacheHierarchy {
         let mem = &m.memory;
         CacheHierarchy {
             l1: vec![LineCache::new(mem.l1d_kib, mem.l1d_ways); cores],
+            l1i: vec![LineCache::new(mem.l1i_kib, mem.l1i_ways); cores],
             l2: vec![LineCache::new(mem.l2_kib, mem.l2_ways); cores],
             llc: vec![
                 LineCache::new(mem.llc_kib_per_socket, mem.llc_ways);
@@ -92,6 +104,19 @@ impl CacheHierarchy {
         if self.l1[core].access(line) {
             return HitLevel::L1;
         }
+        self.below_l1(core, socket, line, remote)
+    }
+
+    /// Fetches the instruction line holding `pa`: L1I, then the levels a load goes to.
+    pub fn fetch(&mut self, core: usize, socket: usize, pa: u64, remote: bool) -> HitLevel {
+        let line = pa >> 6;
+        if self.l1i[core].access(line) {
+            return HitLevel::L1;
+        }
+        self.below_l1(core, socket, line, remote)
+    }
+
+    fn below_l1(&mut self, core: usize, socket: usize, line: u64, remote: bool) -> HitLevel {
         if self.l2[core].access(line) {
             return HitLevel::L2;
         }
@@ -102,6 +127,20 @@ impl CacheHierarchy {
             HitLevel::RemoteDram
         } else {
             HitLevel::LocalDram
+        }
+    }
+
+    /// Fills of `core`'s L1I and L1D so far: while both stand still, every line that was in
+    /// them still is.
+    pub fn l1_fills(&self, core: usize) -> (u64, u64) {
+        (self.l1i[core].fills, self.l1[core].fills)
+    }
+
+    /// Cycles a hit at `level` waits beyond an L1 hit (which a path's own work includes).
+    pub fn stall_cycles(&self, level: HitLevel) -> f64 {
+        match level {
+            HitLevel::L1 => 0.0,
+            other => self.cycles(other) - self.l1_cycles,
         }
     }
 

@@ -13,7 +13,6 @@ use super::registry;
 use super::Defense;
 use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, PteFlags, VirtAddr};
 use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_TEXT, KERNEL_TEXT_BYTES};
-use crate::kernel::syscall::text;
 use crate::kernel::{layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::{pti as invariant, Violation};
@@ -71,7 +70,8 @@ impl Pti {
 
     /// The 2 MiB page of kernel text that holds the entry code (cloned into user tables).
     fn entry_text_page() -> VirtAddr {
-        VirtAddr(KERNEL_TEXT + text::ENTRY).align_down(PageSize::Size2M)
+        let entry = crate::kernel::path::KernelPaths::builtin().entry_text_offset;
+        VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
     }
 
     /// Kernel memory the user-mode page tables may map by this variant's design.

@@ -7,7 +7,7 @@ use crate::machine::MachineProfile;
 use crate::params::Params;
 use crate::report::table::Table;
 use crate::workload::kbuild_profile::JobProfile;
-use crate::workload::kbuild_run::{calibrate, simulate, Sampling};
+use crate::workload::kbuild_run::{simulate, Sampling};
 use serde::Serialize;
 
 /// The configurations every point runs; the first is the baseline.
@@ -76,10 +76,9 @@ pub fn run(
                 window_ms: window_cpu_ms / jobs as f64,
                 ..Sampling::default()
             };
-            let (extra, _) = calibrate(&m, jobs, &profile, sampling, params)?;
             let mut baseline = None;
             for (label, defenses) in CONFIGS {
-                let r = simulate(&m, defenses, jobs, &profile, extra, sampling, params)?;
+                let r = simulate(&m, defenses, jobs, &profile, sampling, params)?;
                 let per_job = r.system_per_user_cycle() * profile.user_cycles() * 1e3;
                 let base_value = *baseline.get_or_insert(per_job);
                 points.push(Point {

@@ -1,7 +1,7 @@
 //! Kernel entry and exit paths: syscalls, page faults, and the user-mode work between them.
 //! Defenses hook kernel entry and exit; the oracle runs at the return to user mode.
 
-use super::syscall::{Effect, KTouch, SyscallSpec, COMMON_TOUCHES};
+use super::syscall::{Effect, KTouch, SyscallSpec};
 use super::{layout::*, CpuId, Kernel};
 use crate::arch::x86::{paging, Access, Fault, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
@@ -74,21 +74,21 @@ impl Kernel {
             .any(|&(s, pages)| va >= s && va.0 < s.0 + pages * 4096)
     }
 
-    /// A system call from user mode: SYSCALL, entry hooks, the path's touches and work, its
-    /// effect on the address space, exit hooks, SYSRET.
+    /// A system call from user mode: SYSCALL, entry hooks, the recorded path (its text,
+    /// its kernel objects, its work), the user memory it touches, its effect on the address
+    /// space, exit hooks, SYSRET.
     pub fn syscall(&mut self, cpu: CpuId, spec: &SyscallSpec) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
-            k.kernel_touches(cpu, COMMON_TOUCHES, spec.name)?;
+            k.run_path(cpu, spec.path, Some(spec.work_cycles))?;
             k.kernel_touches(cpu, spec.touches, spec.name)?;
-            k.compute(cpu, spec.work_cycles, TimeCategory::Kernel);
             k.apply(cpu, spec.effect);
             Ok(())
         })
     }
 
-    fn kernel_touches(&mut self, cpu: CpuId, touches: &[KTouch], path: &str) -> Result<()> {
+    pub(crate) fn kernel_touches(&mut self, cpu: CpuId, touches: &[KTouch], path: &str) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
             self.touch(cpu, va, access).map_err(|f| {
@@ -102,18 +102,10 @@ impl Kernel {
     pub fn resolve(&self, cpu: CpuId, t: KTouch) -> (VirtAddr, Access) {
         let task = &self.tasks[self.current_task(cpu)];
         match t {
-            KTouch::Text(off) => (VirtAddr(KERNEL_TEXT + off), Access::Exec),
-            KTouch::Rodata(off) => (VirtAddr(KERNEL_RODATA + off), Access::Read),
-            KTouch::Data(off) => (VirtAddr(KERNEL_DATA + off), Access::Write),
-            KTouch::TaskStruct => (task.task_struct, Access::Write),
             KTouch::ParentTaskStruct => (
                 task.parent
                     .map_or(task.task_struct, |p| self.tasks[p].task_struct),
                 Access::Read,
-            ),
-            KTouch::Stack(n) => (
-                task.stack.offset(KERNEL_STACK_BYTES - (n + 1) * 4096),
-                Access::Write,
             ),
             // Per-CPU variables live in the kernel image's .data..percpu for the boot CPU and
             // in per-CPU chunks after it; a path touches one page of its CPU's chunk (room

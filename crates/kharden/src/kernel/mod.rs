@@ -16,6 +16,7 @@ pub mod layout;
 pub mod mode_log;
 pub mod page_alloc;
 pub mod params;
+pub mod path;
 pub mod process;
 pub mod reap;
 pub mod sched;
@@ -124,6 +125,9 @@ pub struct Cpu {
     pub(crate) irq_calendar: irq_calendar::IrqCalendar,
     /// Until when it spins waiting for its own IPIs' acknowledgements.
     pub(crate) spin_until: Time,
+    /// Per kernel path: the task and L1 fill counts after its last run here, when that run
+    /// hit L1 throughout (kernel/path.rs skips the cache lookups while they stand).
+    pub(crate) path_memo: Vec<(TaskId, (u64, u64))>,
 }
 
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
@@ -146,6 +150,9 @@ pub struct Mm {
     pub anon: Vec<Pfn>,
     /// Live tasks using this address space (Linux mm_users): its threads.
     pub users: u32,
+    /// The process's slab objects (mm_struct, files_struct, ...: kernel/path.rs), in the
+    /// direct map.
+    pub objects: [VirtAddr; path::PROCESS_OBJECT_PAGES],
 }
 
 pub struct Task {
@@ -169,6 +176,8 @@ pub struct Kernel {
     pub params: params::KernelParams,
     /// Every parameter the run booted with (workloads read theirs; JSON output records it).
     pub run_params: crate::params::Params,
+    /// The kernel paths' measured footprints and work (kernel/path.rs).
+    pub paths: std::sync::Arc<path::KernelPaths>,
     pub mem: PhysMem,
     pub caches: CacheHierarchy,
     pub cpus: Vec<Cpu>,
@@ -247,6 +256,7 @@ impl Kernel {
             config,
             params: params::KernelParams::from(params),
             run_params: params.clone(),
+            paths: path::KernelPaths::builtin(),
             machine,
         };
         k.map_kernel_half();
@@ -278,6 +288,7 @@ impl Kernel {
                 balance: Default::default(),
                 irq_calendar: Default::default(),
                 spin_until: Time::ZERO,
+                path_memo: vec![],
             });
         }
         k.defenses = defenses;
@@ -383,6 +394,8 @@ impl Kernel {
         }
         let mm_id = self.mms.len();
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
+        let objects = [(); path::PROCESS_OBJECT_PAGES]
+            .map(|_| direct_map(self.alloc_page(cpu, page_alloc::Gfp::Kernel, None).addr().0));
         let heap = VirtAddr(USER_HEAP);
         self.mms.push(Mm {
             root,
@@ -396,6 +409,7 @@ impl Kernel {
             heap_pages: 0,
             anon: vec![],
             users: 0,
+            objects,
         });
         self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
         for (base, pages, flags) in [

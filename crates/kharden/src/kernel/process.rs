@@ -4,7 +4,6 @@
 //! those (XPFO) see exactly the kernel's events.
 
 use super::page_alloc::Gfp;
-use super::syscall::{KTouch, ANON_FAULT_TOUCHES};
 use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::{Access, Pfn, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
@@ -103,8 +102,7 @@ impl Kernel {
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.cpus[cpu].stats.count(Counter::PageFaults);
         self.in_kernel(cpu, entry, |k| {
-            k.path_touches(cpu, ANON_FAULT_TOUCHES)?;
-            k.compute(cpu, k.params.anon_fault_cycles, TimeCategory::Kernel);
+            k.run_known_path(cpu, "fault-anon", Work::MeasuredLessCopy)?;
             let task = k.current_task(cpu);
             let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
             k.copy_page(cpu, pfn, Access::Write, None)?;
@@ -142,7 +140,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.path_touches(cpu, super::syscall::COMMON_TOUCHES)?;
+            k.run_known_path(cpu, "read-4k-file", Work::MeasuredLessCopy)?;
             for i in 0..pages {
                 let pfn = if i < misses || k.page_cache.is_empty() {
                     let p = k.alloc_page(cpu, Gfp::PageCache, None);
@@ -152,7 +150,9 @@ impl Kernel {
                     let j = k.rng.below(k.page_cache.len() as u32) as usize;
                     k.page_cache[j]
                 };
-                k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
+                if i > 0 {
+                    k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
+                }
                 k.copy_page(
                     cpu,
                     pfn,
@@ -169,11 +169,13 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.path_touches(cpu, super::syscall::COMMON_TOUCHES)?;
+            k.run_known_path(cpu, "write-4k-file", Work::MeasuredLessCopy)?;
             for i in 0..pages {
                 let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
                 k.page_cache.push(pfn);
-                k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
+                if i > 0 {
+                    k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
+                }
                 k.copy_page(
                     cpu,
                     pfn,
@@ -190,7 +192,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Forks);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.compute(cpu, k.params.fork_cycles, TimeCategory::Kernel);
+            k.run_known_path(cpu, "fork", Work::Measured)?;
             k.refcount_ops(cpu, k.params.fork_refcount_ops);
             let child = k.spawn_on(cpu, name, Some(parent));
             k.tasks[child].last_cpu = Some(cpu);
@@ -209,7 +211,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Execs);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.compute(cpu, k.params.exec_cycles, TimeCategory::Kernel);
+            k.run_known_path(cpu, "execve", Work::Measured)?;
             k.refcount_ops(cpu, k.params.exec_refcount_ops);
             k.release_user_memory(cpu, task);
             Ok(())
@@ -220,7 +222,7 @@ impl Kernel {
     pub fn exit(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.in_kernel(cpu, roundtrip, |k| {
-            k.compute(cpu, k.params.exit_cycles, TimeCategory::Kernel);
+            k.run_known_path(cpu, "exit", Work::Cycles(k.params.exit_cycles))?;
             k.refcount_ops(cpu, k.params.exit_refcount_ops);
             let mm = k.tasks[task].mm;
             k.mms[mm].users = k.mms[mm].users.saturating_sub(1);
@@ -253,14 +255,32 @@ impl Kernel {
         self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
     }
 
-    pub(crate) fn path_touches(&mut self, cpu: CpuId, touches: &[KTouch]) -> Result<()> {
-        for &t in touches {
-            let (va, access) = self.resolve(cpu, t);
-            self.touch(cpu, va, access)
-                .map_err(|f| Error::new(format!("kernel fault at {va} ({t:?}): {f:?}")))?;
-        }
-        Ok(())
+    /// Runs the recorded path `name` (kernel/path.rs) with `work`.
+    pub(crate) fn run_known_path(&mut self, cpu: CpuId, name: &str, work: Work) -> Result<()> {
+        let id = self
+            .paths
+            .id(name)
+            .ok_or_else(|| Error::new(format!("kernel path {name} is not in the footprints")))?;
+        let measured = self.paths.get(id).work_cycles;
+        let cycles = match work {
+            Work::Measured => measured,
+            // The recorded path copied or zeroed one page, which copy_page() charges.
+            Work::MeasuredLessCopy => measured.map(|w| (w - self.params.copy_page_cycles).max(0.0)),
+            Work::Cycles(c) => Some(c),
+        };
+        self.run_path(cpu, id, cycles)
     }
+}
+
+/// The work a recorded path is charged.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Work {
+    /// Its measured work (kernel/path.rs).
+    Measured,
+    /// Its measured work less one page copy, which the caller models.
+    MeasuredLessCopy,
+    /// A parameter's cycles (the path has no latency of its own in the recording).
+    Cycles(f64),
 }
 
 #[cfg(test)]

@@ -68,6 +68,11 @@ impl Kernel {
             }
         }
         self.mem.free_table(root);
+        // The slab pages of its objects go back through the page allocator they came from
+        // (CPU 0's lists: the time of freeing is not modelled here).
+        for page in self.mms[mm].objects {
+            self.free_page(0, Pfn((page.0 - DIRECT_MAP) >> 12));
+        }
         let m = &mut self.mms[mm];
         m.vmas = Vec::new();
         m.anon = Vec::new();

@@ -4,7 +4,7 @@
 //! nohz idle balancing from the tick are in balance.rs.
 
 use super::{CpuId, Kernel, TaskId};
-use crate::sim::{Counter, Time, TimeCategory};
+use crate::sim::{Counter, Time};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskState {
@@ -71,9 +71,8 @@ impl Kernel {
             }
             None => {
                 if prev.is_some() {
+                    self.leave_user_mode(cpu); // the idle loop runs in the kernel
                     self.cpus[cpu].current = None;
-                    self.cpus[cpu].user_mode = false; // the idle loop runs in the kernel
-                    self.log_mode(cpu, false);
                     self.enter_lazy_tlb(cpu);
                 }
                 None
@@ -103,10 +102,13 @@ impl Kernel {
             self.tasks[prev].last_ran = Some(self.cpus[cpu].now);
         }
         self.cpus[cpu].stats.count(Counter::ContextSwitches);
-        self.cpus[cpu].user_mode = false;
-        self.log_mode(cpu, false);
-        self.compute(cpu, self.params.context_switch_cycles, TimeCategory::Kernel);
+        self.leave_user_mode(cpu);
         self.switch_to(cpu, next);
+        // __schedule's path runs on both sides of switch_mm; charged after it, with the next
+        // task's stack and mm, where the refills of a flushing CR3 write land.
+        if let Err(e) = self.run_known_path(cpu, "context-switch", super::process::Work::Measured) {
+            panic!("context switch: {e}");
+        }
         if self.tasks[next].last_cpu.is_some_and(|l| l != cpu) {
             self.cpus[cpu].stats.count(Counter::Migrations);
         }
@@ -120,6 +122,17 @@ impl Kernel {
     pub fn should_preempt(&self, cpu: CpuId) -> bool {
         !self.cpus[cpu].rq.is_empty()
             && self.cpus[cpu].now - self.cpus[cpu].slice_start >= self.params.timeslice
+    }
+
+    /// Kernel mode for the scheduler: a CPU still in user mode (its task preempted at a
+    /// tick) entered the kernel through the interrupt, PTI's CR3 switch included, so that
+    /// __schedule's text and a lazily kept mm are reached through the kernel page tables.
+    fn leave_user_mode(&mut self, cpu: CpuId) {
+        if self.cpus[cpu].user_mode {
+            self.cpus[cpu].user_mode = false;
+            self.with_defenses(|d, k| d.on_kernel_entry(k, cpu));
+        }
+        self.log_mode(cpu, false);
     }
 
     /// Puts the running task at the back of its queue.

@@ -164,13 +164,18 @@ pub struct PagingStructureCache {
     pub pde_entries: u32,
 }
 
-/// The memory hierarchy as seen by page-walk loads (which go through the data caches).
+/// The memory hierarchy: page-walk loads and kernel data go through the data caches, kernel
+/// text through the instruction cache, both backed by L2, the LLC and DRAM.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Memory {
     pub l1d_kib: u32,
     pub l1d_ways: u32,
     pub l1d_hit_cycles: u32,
+    /// L1 instruction cache. A fetch that hits costs nothing beyond the path's own work
+    /// (fetch is pipelined); a miss waits for the level below, as a data load would.
+    pub l1i_kib: u32,
+    pub l1i_ways: u32,
     pub l2_kib: u32,
     pub l2_ways: u32,
     pub l2_hit_cycles: u32,

@@ -81,7 +81,7 @@ pub fn sibling_thread(
     fault_in(&mut k, 0, t, p)?;
     let getppid = syscall::lookup("getppid")
         .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
-    k.syscall(1, getppid)?;
+    k.syscall(1, &getppid)?;
     Ok(k.violations)
 }
 

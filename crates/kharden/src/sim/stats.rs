@@ -30,6 +30,8 @@ named_enum! {
         Kernel = "kernel",
         /// TLB refills of kernel-mode accesses.
         KernelTlbRefill = "kernel-tlb-refill",
+        /// Waits for kernel text and data lines that missed L1 (kernel/path.rs).
+        KernelCacheMiss = "kernel-cache-miss",
         /// SYSCALL/SYSRET (or SVC/ERET) instructions.
         SyscallInsn = "syscall-insn",
         /// Exception and interrupt entry/exit (page faults, IPIs).
@@ -97,6 +99,14 @@ named_enum! {
         WalkLoadsLlc = "page_walker_loads.l3",
         WalkLoadsDram = "page_walker_loads.memory",
         PscHits = "paging_structure_cache_hits",
+        /// Kernel text lines fetched and kernel data lines touched by footprint paths.
+        KernelTextLines = "kernel_text_lines",
+        KernelDataLines = "kernel_data_lines",
+        /// Of those, lines that missed L1 (L1I or L1D), came from DRAM, and from another
+        /// node's DRAM.
+        KernelLineL1Misses = "kernel_lines.l1_miss",
+        KernelLinesFromMemory = "kernel_lines.memory",
+        KernelLinesFromRemoteMemory = "kernel_lines.remote_memory",
         Invlpg = "invlpg",
         InvpcidIndividual = "invpcid_individual",
         InvpcidSingleContext = "invpcid_single_context",

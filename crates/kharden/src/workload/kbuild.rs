@@ -7,7 +7,7 @@
 //! process's life at constant rates.
 
 use super::program::{Op, Program};
-use crate::kernel::syscall::{self, SyscallSpec};
+use crate::kernel::syscall::SyscallSpec;
 use crate::sim::Pcg32;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -40,10 +40,8 @@ pub struct JobSpec {
     pub read_pages: f64,
     pub read_misses: f64,
     pub write_pages: f64,
-    /// System calls not modelled by the paths above, and the kernel work each carries beyond
-    /// the table's lseek path (calibrated, see kbuild_profile.rs).
-    pub other_syscalls: f64,
-    pub other_syscall_extra_cycles: f64,
+    /// The other system calls: each with its recorded kernel path, and how many per job.
+    pub syscall_mix: Vec<(SyscallSpec, f64)>,
     /// Heap pages touched per chunk of user work.
     pub touches_per_chunk: u32,
 }
@@ -117,15 +115,14 @@ impl Make {
         }
         if self.running < self.limit && self.started < self.total {
             // The first N jobs start at random points of their lives, so a measured window
-            // sees a steady state rather than N jobs all starting at once.
-            let phase = if self.started < self.limit as u64 {
-                rng.unit()
-            } else {
-                0.0
-            };
+            // sees a steady state rather than N jobs all starting at once; their forks are
+            // history (make forked them long before the window).
+            let first = self.started < self.limit as u64;
+            let phase = if first { rng.unit() } else { 0.0 };
             self.started += 1;
             self.running += 1;
-            return Op::Fork(Box::new(Process::job(self.spec.clone(), phase)));
+            let fork = Op::Fork(Box::new(Process::job(self.spec.clone(), phase)));
+            return if first { Op::History(Box::new(fork)) } else { fork };
         }
         if self.running > 0 {
             self.waited = true;
@@ -148,20 +145,16 @@ pub struct Process {
     /// Heap pages to fault in at once when starting mid-life (the part already lived).
     prefault: u32,
     /// Fractional events carried from chunk to chunk: faults, read pages, read misses,
-    /// written pages, other syscalls.
-    carry: [f64; 5],
+    /// written pages.
+    carry: [f64; 4],
+    /// The same for each syscall of the mix.
+    mix_carry: Vec<f64>,
     pending: VecDeque<Op>,
     /// Children still to run, in order, and whether the last one forked is still owed a wait.
     children: VecDeque<usize>,
     wait_owed: bool,
     /// For a job started mid-life: the process its life had reached and how far into it.
     resume: Option<(usize, f64)>,
-}
-
-/// The syscall that stands for the "other" syscalls of a build (stat/open/close-like
-/// file-system calls); lseek is the cheapest such path in the table.
-fn other_syscall() -> &'static SyscallSpec {
-    syscall::lookup("lseek").expect("lseek is in the syscall table")
 }
 
 impl Process {
@@ -199,7 +192,9 @@ impl Process {
         let chunks = ((spec.user_cycles * share) / CHUNK_CYCLES).ceil().max(1.0) as u64;
         let chunk = ((done * chunks as f64).floor() as u64).min(chunks);
         let prefault = (spec.anon_faults * share * done).round() as u32;
+        let mix_carry = vec![0.0; spec.syscall_mix.len()];
         Process {
+            mix_carry,
             spec,
             index,
             share,
@@ -207,7 +202,7 @@ impl Process {
             chunk,
             execed: done > 0.0,
             prefault,
-            carry: [0.0; 5],
+            carry: [0.0; 4],
             pending: VecDeque::new(),
             children,
             wait_owed: false,
@@ -224,7 +219,8 @@ impl Process {
             return op;
         }
         if self.prefault > 0 {
-            return Op::Prefault(std::mem::take(&mut self.prefault));
+            let faults = Op::AnonFaults(std::mem::take(&mut self.prefault));
+            return Op::History(Box::new(faults));
         }
         if self.chunk < self.chunks {
             return self.next_chunk();
@@ -234,9 +230,15 @@ impl Process {
         }
         match self.children.pop_front() {
             Some(child) => {
+                // Forking the way down to where a mid-life job had got is history too.
                 let resume = self.resume.take();
                 self.wait_owed = true;
-                Op::Fork(Box::new(Process::new(self.spec.clone(), child, resume)))
+                let fork = Op::Fork(Box::new(Process::new(self.spec.clone(), child, resume)));
+                if resume.is_some() {
+                    Op::History(Box::new(fork))
+                } else {
+                    fork
+                }
             }
             None => Op::Exit,
         }
@@ -247,20 +249,12 @@ impl Process {
         self.chunk += 1;
         let per_chunk = self.share / self.chunks as f64;
         let s = &self.spec;
-        let rates = [
-            s.anon_faults,
-            s.read_pages,
-            s.read_misses,
-            s.write_pages,
-            s.other_syscalls,
-        ];
-        let mut counts = [0u32; 5];
-        for i in 0..5 {
-            self.carry[i] += rates[i] * per_chunk;
-            counts[i] = self.carry[i].floor() as u32;
-            self.carry[i] -= counts[i] as f64;
+        let rates = [s.anon_faults, s.read_pages, s.read_misses, s.write_pages];
+        let mut counts = [0u32; 4];
+        for i in 0..4 {
+            counts[i] = take_whole(&mut self.carry[i], rates[i] * per_chunk);
         }
-        let [faults, reads, misses, writes, syscalls] = counts;
+        let [faults, reads, misses, writes] = counts;
         if faults > 0 {
             self.pending.push_back(Op::AnonFaults(faults));
         }
@@ -273,19 +267,30 @@ impl Process {
         if writes > 0 {
             self.pending.push_back(Op::FileWrite { pages: writes });
         }
-        if syscalls > 0 {
-            self.pending.push_back(Op::Syscall {
-                spec: other_syscall(),
-                count: syscalls,
-                extra_cycles: s.other_syscall_extra_cycles,
-                effect: None,
-            });
+        for (i, &(spec, per_job)) in s.syscall_mix.iter().enumerate() {
+            let count = take_whole(&mut self.mix_carry[i], per_job * per_chunk);
+            if count > 0 {
+                self.pending.push_back(Op::Syscall {
+                    spec,
+                    count,
+                    extra_cycles: 0.0,
+                    effect: None,
+                });
+            }
         }
         Op::User {
             cycles: s.user_cycles * per_chunk,
             touches: s.touches_per_chunk,
         }
     }
+}
+
+/// Adds `due` to `carry` and takes out the whole events it holds.
+fn take_whole(carry: &mut f64, due: f64) -> u32 {
+    *carry += due;
+    let whole = carry.floor();
+    *carry -= whole;
+    whole as u32
 }
 
 #[cfg(test)]
@@ -314,8 +319,7 @@ mod tests {
             read_pages: 20.0,
             read_misses: 2.0,
             write_pages: 4.0,
-            other_syscalls: 30.0,
-            other_syscall_extra_cycles: 0.0,
+            syscall_mix: vec![(crate::kernel::syscall::lookup("lseek").unwrap(), 30.0)],
             touches_per_chunk: 20,
         }
     }
@@ -376,26 +380,32 @@ mod tests {
             Process::new(spec.clone(), 0, None),
         ));
         // The shell has lived its own part (prefault) and forks gcc at once; gcc, too,
-        // forks as at once (cc1 is over); as prefaults half its heap and computes.
+        // forks as at once (cc1 is over); as prefaults half its heap and computes. All of
+        // that happened before the simulation: it comes as history.
         for _ in 0..2 {
-            let first = op.next(&mut rng);
-            let first = match first {
-                Op::Prefault(n) => {
+            let mut next = op.next(&mut rng);
+            if let Op::History(h) = &next {
+                if let Op::AnonFaults(n) = **h {
                     ops.push(format!("prefault {n}"));
-                    op.next(&mut rng)
+                    next = op.next(&mut rng);
                 }
-                other => other,
-            };
-            match first {
-                Op::Fork(child) => {
-                    ops.push(format!("fork {}", child.name()));
-                    op = child;
-                }
-                other => panic!("expected a fork, got {other:?}"),
+            }
+            match next {
+                Op::History(h) => match *h {
+                    Op::Fork(child) => {
+                        ops.push(format!("fork {}", child.name()));
+                        op = child;
+                    }
+                    other => panic!("expected a fork, got {other:?}"),
+                },
+                other => panic!("expected a fork in history, got {other:?}"),
             }
         }
         match op.next(&mut rng) {
-            Op::Prefault(n) => ops.push(format!("prefault {n}")),
+            Op::History(h) => match *h {
+                Op::AnonFaults(n) => ops.push(format!("prefault {n}")),
+                other => panic!("expected as's prefault, got {other:?}"),
+            },
             other => panic!("expected as's prefault, got {other:?}"),
         }
         assert!(matches!(op.next(&mut rng), Op::User { .. }));

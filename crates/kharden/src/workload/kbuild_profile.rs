@@ -21,6 +21,10 @@ pub struct JobProfile {
     pub system_seconds: f64,
     pub host_ghz: f64,
     pub touches_per_chunk: u32,
+    /// Shares of the job's syscalls that run a syscall-table path of their own (none when
+    /// the table is absent).
+    #[serde(default)]
+    pub syscall_mix: std::collections::BTreeMap<String, f64>,
     /// The job's processes, in the order they run.
     pub process: Vec<ProcessSpec>,
 }
@@ -36,6 +40,21 @@ impl JobProfile {
         let p: JobProfile = toml::from_str(text)
             .map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
         check_process_tree(&p.process).map_err(|e| Error::at(place, e))?;
+        let mix_sum: f64 = p.syscall_mix.values().sum();
+        for (name, share) in &p.syscall_mix {
+            if crate::kernel::syscall::lookup(name).is_none() {
+                return Err(Error::at(
+                    place,
+                    format!("syscall_mix.{name}: not in the syscall table (kernel/syscall.rs)"),
+                ));
+            }
+            if !(share.is_finite() && *share >= 0.0) || mix_sum + p.read_syscall_share + p.write_syscall_share > 1.0 + 1e-9 {
+                return Err(Error::at(
+                    place,
+                    format!("syscall_mix.{name}: expected a share in 0..1, the mix with read and write summing to at most 1"),
+                ));
+            }
+        }
         for (field, v) in [
             ("user_seconds", p.user_seconds),
             ("system_seconds", p.system_seconds),
@@ -65,10 +84,16 @@ impl JobProfile {
         (jobs as f64 * (self.user_anon_pages + self.page_cache_pages)).ceil() as u64
     }
 
-    /// The job spec, with `extra_kernel_cycles_per_syscall` of kernel work the model does not
-    /// otherwise account for (calibrated so the job's kernel cycles match the measurement).
-    pub fn spec(&self, extra_kernel_cycles_per_syscall: f64) -> JobSpec {
-        let other = self.syscalls * (1.0 - self.read_syscall_share - self.write_syscall_share);
+    /// The job spec: what one job does, in totals per job.
+    pub fn spec(&self) -> JobSpec {
+        let syscall_mix = self
+            .syscall_mix
+            .iter()
+            .map(|(name, share)| {
+                let spec = crate::kernel::syscall::lookup(name).expect("checked at parse");
+                (spec, self.syscalls * share)
+            })
+            .collect();
         JobSpec {
             processes: self.process.clone(),
             user_cycles: self.user_cycles(),
@@ -77,8 +102,7 @@ impl JobProfile {
             // Page-cache pages not explained by the written pages were read misses.
             read_misses: (self.page_cache_pages - self.write_pages).max(0.0),
             write_pages: self.write_pages,
-            other_syscalls: other,
-            other_syscall_extra_cycles: extra_kernel_cycles_per_syscall,
+            syscall_mix,
             touches_per_chunk: self.touches_per_chunk,
         }
     }
@@ -137,7 +161,7 @@ mod tests {
 
     #[test]
     fn the_shipped_profile_is_a_tree_of_seven() {
-        let spec = JobProfile::builtin().spec(0.0);
+        let spec = JobProfile::builtin().spec();
         let names: Vec<&str> = spec.processes.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["sh", "gcc", "cc1", "as", "objtool", "fixdep", "rm"]);
         assert_eq!(spec.processes[2].parent, Some(1), "gcc runs cc1");

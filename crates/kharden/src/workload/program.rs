@@ -29,9 +29,11 @@ pub enum Op {
     },
     /// First touches of `n` new heap pages: anonymous page faults.
     AnonFaults(u32),
-    /// The same faults, fast-forwarded: they happened before the simulation began (a task
-    /// that starts mid-life), so they change state but take no simulated time.
-    Prefault(u32),
+    /// An operation that happened before the simulation began (make's first jobs and the
+    /// heaps of tasks that start mid-life): it changes state (mappings, allocations,
+    /// flushes) but takes no simulated time, so a short warm-up does not have to cover a
+    /// start-up that a steady-state build never sees.
+    History(Box<Op>),
     /// read() of file data: `pages` copied out, `misses` of them first allocated in the page cache.
     FileRead {
         pages: u32,
@@ -44,7 +46,7 @@ pub enum Op {
     /// Any other system call from the table, `count` times, each with `extra_cycles` of
     /// kernel work beyond the table's path (a replayed syscall carries its measured work here).
     Syscall {
-        spec: &'static SyscallSpec,
+        spec: SyscallSpec,
         count: u32,
         extra_cycles: f64,
         /// What each call does instead of the table's effect, when the workload knows better

@@ -216,11 +216,11 @@ impl Runner {
                     k.anon_fault(cpu)?;
                 }
             }
-            Op::Prefault(n) => {
-                k.fast_forward = true;
-                let r = (0..n).try_for_each(|_| k.anon_fault(cpu));
-                k.fast_forward = false;
-                r?;
+            Op::History(op) => {
+                let was = std::mem::replace(&mut k.fast_forward, true);
+                let r = self.execute(cpu, task, *op);
+                self.k.fast_forward = was;
+                return r;
             }
             Op::FileRead { pages, misses } => {
                 k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?
@@ -232,7 +232,7 @@ impl Runner {
                 extra_cycles,
                 effect,
             } => {
-                let mut spec = *spec;
+                let mut spec = spec;
                 spec.work_cycles += extra_cycles;
                 spec.effect = effect.unwrap_or(spec.effect);
                 for _ in 0..count {

@@ -53,7 +53,7 @@ impl SyscallLoop {
             return Err(Error::new("--iterations: expected a positive number"));
         }
         Ok(SyscallLoop {
-            syscall: *spec,
+            syscall: spec,
             warmup: 200,
             iterations,
             user_cycles: 0.0,
@@ -70,7 +70,7 @@ impl SyscallLoop {
         // mprotect needs a populated page to work on.
         if self.syscall.effect == Effect::MprotectLast {
             let mmap = syscall::lookup("mmap").unwrap();
-            k.syscall(0, mmap)?;
+            k.syscall(0, &mmap)?;
             k.user_work(0, 0.0, &[(VirtAddr(USER_MMAP), Access::Write)])?;
         }
         Ok(())
@@ -89,7 +89,7 @@ impl SyscallLoop {
         if let Effect::MmapAnon { .. } = self.syscall.effect {
             let munmap = syscall::lookup("munmap").unwrap();
             k.user_work(0, 0.0, &[(VirtAddr(USER_MMAP), Access::Write)])?;
-            k.syscall(0, munmap)?;
+            k.syscall(0, &munmap)?;
         }
         Ok(())
     }

@@ -117,6 +117,13 @@ impl Mmu {
     pub fn node(&self) -> u32 {
         self.node
     }
+    /// The core and socket whose caches this hardware thread uses.
+    pub fn core(&self) -> usize {
+        self.core
+    }
+    pub fn socket(&self) -> usize {
+        self.socket
+    }
 
     /// Sets CR4.PCIDE (only with PCID 0 current, as the architecture requires). Clearing it
     /// flushes all non-global entries of all PCIDs.

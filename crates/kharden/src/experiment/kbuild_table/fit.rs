@@ -9,7 +9,7 @@ use crate::experiment::Fit;
 use crate::machine::MachineProfile;
 use crate::params::{Params, Provenance};
 use crate::workload::kbuild_profile::JobProfile;
-use crate::workload::kbuild_run::{calibrate, simulate, Measured, Sampling};
+use crate::workload::kbuild_run::{kernel_share_note, simulate, Measured, Sampling};
 use std::collections::BTreeMap;
 
 /// The values of the parameters a simulation depends on.
@@ -21,8 +21,9 @@ pub(super) struct Rows<'a> {
     pub machines: BTreeMap<String, MachineProfile>,
     /// The parameters at their current values (fits change them as they go).
     pub params: Params,
-    /// (machine, jobs, kernel parameters) -> extra cycles per other syscall, and its note.
-    calibration: BTreeMap<(String, u32, Fingerprint), (f64, String)>,
+    /// (machine, jobs, kernel parameters) -> how much of the recorded job's kernel time the
+    /// unhardened rows' modelled paths account for.
+    kernel_share: BTreeMap<(String, u32, Fingerprint), String>,
     /// (row, parameters of the kernel and the row's defenses) -> the row simulated.
     simulated: BTreeMap<(String, Fingerprint), Measured>,
 }
@@ -44,7 +45,7 @@ impl<'a> Rows<'a> {
             profile,
             machines,
             params,
-            calibration: BTreeMap::new(),
+            kernel_share: BTreeMap::new(),
             simulated: BTreeMap::new(),
         }
     }
@@ -58,29 +59,14 @@ impl<'a> Rows<'a> {
         }
     }
 
-    /// Extra cycles per other syscall for `r`'s machine and jobs at the current kernel
-    /// parameters (the calibration runs without defenses, so no defense's parameter enters).
-    pub fn extra(&mut self, r: &RowSpec) -> Result<f64> {
-        let key = (
-            r.machine.clone(),
-            r.jobs,
-            self.params.fingerprint(kernel_only),
-        );
-        if !self.calibration.contains_key(&key) {
-            let m = &self.machines[&r.machine];
-            let calibrated = calibrate(m, r.jobs, &self.profile, self.sampling(r), &self.params)?;
-            self.calibration.insert(key.clone(), calibrated);
-        }
-        Ok(self.calibration[&key].0)
-    }
-
-    /// The calibration notes at the final parameters.
-    pub fn calibration_notes(&self) -> Vec<String> {
+    /// For each unhardened row at the current kernel parameters: the modelled kernel work
+    /// against the recording's.
+    pub fn kernel_share_notes(&self) -> Vec<String> {
         let now = self.params.fingerprint(kernel_only);
-        self.calibration
+        self.kernel_share
             .iter()
             .filter(|(k, _)| k.2 == now)
-            .map(|(_, (_, note))| note.clone())
+            .map(|(_, note)| note.clone())
             .collect()
     }
 
@@ -91,18 +77,21 @@ impl<'a> Rows<'a> {
         if let Some(done) = self.simulated.get(&key) {
             return Ok(done.clone());
         }
-        let extra = self.extra(r)?;
         let m = &self.machines[&r.machine];
         let mut one = simulate(
             m,
             &r.defense,
             r.jobs,
             &self.profile,
-            extra,
             self.sampling(r),
             &self.params,
         )?;
         one.label = r.label.clone();
+        if r.defense == "none" {
+            let key = (r.machine.clone(), r.jobs, self.params.fingerprint(kernel_only));
+            self.kernel_share
+                .insert(key, kernel_share_note(&one, &self.profile));
+        }
         self.simulated.insert(key, one.clone());
         Ok(one)
     }

@@ -274,14 +274,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let mut predictions = vec![];
     for sens in &e.sensitivity {
         let r = e.row_named(&sens.row).clone();
-        let extra = rows.extra(&r)?;
         let (m, params, describe) = what_if(&rows.machines[&r.machine], &rows.params, sens)?;
         let one = simulate(
             &m,
             &r.defense,
             r.jobs,
             &rows.profile,
-            extra,
             rows.sampling(&r),
             &params,
         )?;
@@ -291,7 +289,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             one.system_per_user_cycle() * build_user_cycles,
         ));
     }
-    let mut notes = rows.calibration_notes();
+    let mut notes = rows.kernel_share_notes();
     notes.push(report::EVENT_COLUMNS.to_string());
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work; {} independent windows (seeds) are pooled per row, and sampling ± is the standard error of their mean", e.warmup_ms, e.window_cpu_ms, e.samples));
     notes.push("IPI send/delivery and interrupt-entry costs in the machine profiles are unsourced estimates (no published measurement found); see the profiles' comments".into());

@@ -96,7 +96,6 @@ fn samples_pool_the_windows_of_consecutive_seeds() {
             "pti:linux",
             4,
             &profile,
-            0.0,
             sampling(seed, samples),
             &Params::linux(),
         )

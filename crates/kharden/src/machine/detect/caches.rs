@@ -15,6 +15,7 @@ pub(crate) struct CacheInfo {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caches {
     pub l1d: Option<CacheInfo>,
+    pub l1i: Option<CacheInfo>,
     pub l2: Option<CacheInfo>,
     /// Highest-level unified cache (equal to L2 on parts without L3).
     pub llc: Option<CacheInfo>,
@@ -74,6 +75,7 @@ pub(crate) fn caches(online_cpus: &[u32]) -> Caches {
         };
         match (level, kind.as_str()) {
             (1, "Data") => found.l1d = Some(info),
+            (1, "Instruction") => found.l1i = Some(info),
             (_, "Unified") => {
                 if level == 2 {
                     found.l2 = Some(info.clone());

@@ -31,6 +31,7 @@ pub(crate) struct HostFacts {
     pub lse_atomics: Option<Got<bool>>,
     pub tlbs: Vec<(TlbArray, String)>,
     pub l1d: Option<CacheInfo>,
+    pub l1i: Option<CacheInfo>,
     pub l2: Option<CacheInfo>,
     /// Highest-level unified cache (equal to L2 on parts without L3).
     pub llc: Option<CacheInfo>,
@@ -70,6 +71,7 @@ impl HostFacts {
             lse_atomics: None,
             tlbs: vec![],
             l1d: caches.l1d,
+            l1i: caches.l1i,
             l2: caches.l2,
             llc: caches.llc,
             pti_active: read_sysfs("/sys/devices/system/cpu/vulnerabilities/meltdown")

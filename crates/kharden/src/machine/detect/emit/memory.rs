@@ -35,6 +35,7 @@ pub(super) fn caches_and_dram(w: &mut Writer, cx: &Ctx) {
         fm.l1d_hit_cycles,
         "half the L1D",
     );
+    Cache::private("l1i", "L1 instruction cache").geometry(w, cx, &f.l1i, fm.l1i_kib, fm.l1i_ways);
     Cache::private("l2", "L2 cache").geometry(w, cx, &f.l2, fm.l2_kib, fm.l2_ways);
     hit_latency(
         w,

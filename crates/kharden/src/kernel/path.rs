@@ -1,0 +1,420 @@
+//! Kernel paths that run their measured footprint (kernels/linux-*.toml, kernel/footprint.rs).
+//!
+//! A path fetches its text through the ITLB (one translation per 4 KiB text page) and the
+//! instruction cache (one fetch per 64-byte line), and touches the kernel objects it uses
+//! through the DTLB and the data caches. What the TLBs and caches hold then decides what a
+//! path costs on a machine: PTI's CR3 writes, global kernel pages, PCIDs, the direct map's
+//! page size and the node a line lives on all act on these touches. The rest of the path's
+//! time is its work: its native latency on the recording host, minus what an empty syscall
+//! costs there (a target machine charges that as its own SYSCALL round trip), minus the
+//! modelled memory time of the same warm loop on the recording host's caches (the
+//! docs/design/footprints.md rule). Work is carried in core cycles, unchanged from machine to
+//! machine: the instructions are the same, and the recording host's IPC stands for the
+//! target's (an ESTIMATE the design note discusses).
+
+use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
+use super::layout::{KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
+use super::{CpuId, Kernel};
+use crate::arch::caches::{CacheHierarchy, HitLevel};
+use crate::arch::x86::{Access, VirtAddr};
+use crate::error::{Error, Result};
+use crate::machine::MachineProfile;
+use crate::sim::{Counter, TimeCategory};
+use std::sync::{Arc, OnceLock};
+
+/// The path whose native latency is an empty syscall's (entry, dispatch, exit).
+pub const EMPTY_SYSCALL: &str = "syscall-entry-exit";
+/// The syscall entry point, which PTI maps into user page tables.
+const ENTRY_SYMBOL: &str = "entry_SYSCALL_64";
+/// The machine profile of the host the committed footprints were recorded on.
+pub const RECORDING_HOST: &str = "recording-host-epyc-zen4-kvm";
+
+/// Lines of a slab object a path touches (a few fields of a large structure, not all of
+/// it): ESTIMATE, the "a few lines of task_struct"; objects whose recorded size is
+/// already the used part (stack, per-CPU area) are touched whole.
+pub const LINES_PER_SLAB_OBJECT: u64 = 4;
+
+/// A kernel object a path touches, resolved against the running task and CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Object {
+    TaskStruct,
+    /// The top of the current kernel stack.
+    KernelStack,
+    /// This CPU's per-CPU area.
+    PerCpu,
+    /// A slab object of the current process (mm_struct, files_struct, a file, a dentry...),
+    /// in its slot of the process's object page.
+    Process(u8),
+}
+
+/// Objects with a slot in a process's object page, 8 lines (512 bytes) per slot.
+const PROCESS_OBJECTS: &[&str] = &[
+    "mm_struct",
+    "vm_area_struct",
+    "maple_node",
+    "anon_vma",
+    "files_struct",
+    "signal_struct",
+    "sighand_struct",
+    "file",
+    "dentry",
+    "inode",
+    "names_cache",
+];
+const SLOT_LINES: u64 = 8;
+/// Pages of a process's object area (allocated with its mm, freed with it).
+pub const PROCESS_OBJECT_PAGES: usize =
+    (PROCESS_OBJECTS.len() * (SLOT_LINES * LINE_BYTES) as usize).div_ceil(PAGE_BYTES as usize);
+
+/// Objects the simulator models by mechanism rather than as touches (page copies, walks).
+const MODELLED_ELSEWHERE: &[&str] = &["page_cache_page", "user_page", "page_table_lines"];
+
+/// One path, laid out for the simulator.
+#[derive(Debug, Clone)]
+pub struct KernelPath {
+    pub name: String,
+    /// Text pages touched, each with its lines: (page offset from _text / 4096, lines as
+    /// offset / 64), pages ascending.
+    pub text: Vec<(u64, Vec<u64>)>,
+    /// Objects touched and how many lines of each.
+    pub data: Vec<(Object, u64)>,
+    /// Native cycles on the recording host (low percentile), when it was measured.
+    pub native_cycles: Option<f64>,
+    /// The path's own work in core cycles (module doc), when it was measured.
+    pub work_cycles: Option<f64>,
+}
+
+impl KernelPath {
+    pub fn text_lines(&self) -> usize {
+        self.text.iter().map(|(_, l)| l.len()).sum()
+    }
+}
+
+/// Every recorded path, compiled.
+#[derive(Debug)]
+pub struct KernelPaths {
+    pub paths: Vec<KernelPath>,
+    pub kernel_release: String,
+    /// Where the syscall entry code (entry_SYSCALL_64) lies, as an offset from _text.
+    pub entry_text_offset: u64,
+}
+
+impl KernelPaths {
+    /// The committed recording, compiled once per process.
+    pub fn builtin() -> Arc<KernelPaths> {
+        static P: OnceLock<Arc<KernelPaths>> = OnceLock::new();
+        P.get_or_init(|| {
+            let host = crate::machine::load(RECORDING_HOST)
+                .expect("the recording host's profile is in machines/");
+            Arc::new(
+                KernelPaths::compile(Footprints::builtin(), &host)
+                    .expect("committed footprints compile"),
+            )
+        })
+        .clone()
+    }
+
+    /// Lays out every path of `f` and derives its work on `host`, the recording host.
+    pub fn compile(f: &Footprints, host: &MachineProfile) -> Result<KernelPaths> {
+        if f.kernel.text_bytes > KERNEL_TEXT_BYTES {
+            return Err(Error::new(format!(
+                "footprints of kernel {}: {} text bytes do not fit the modelled {} MiB of kernel text",
+                f.kernel.release,
+                f.kernel.text_bytes,
+                KERNEL_TEXT_BYTES >> 20
+            )));
+        }
+        let mut paths: Vec<KernelPath> = f
+            .path
+            .iter()
+            .map(|p| layout(p, f))
+            .collect::<Result<_>>()?;
+        let ghz = f.kernel.host_ghz;
+        for p in paths.iter_mut() {
+            p.native_cycles = f.path(&p.name).and_then(|r| r.latency_cycles(ghz));
+        }
+        let mut caches = CacheHierarchy::new(host);
+        let stall: Vec<f64> = paths
+            .iter()
+            .map(|p| warm_stall_cycles(p, &mut caches))
+            .collect();
+        let base = paths.iter().position(|p| p.name == EMPTY_SYSCALL);
+        let (base_native, base_stall) = match base {
+            Some(i) => (paths[i].native_cycles.unwrap_or(0.0), stall[i]),
+            None => (0.0, 0.0),
+        };
+        for (p, s) in paths.iter_mut().zip(&stall) {
+            p.work_cycles = p
+                .native_cycles
+                .map(|n| (n - base_native - (s - base_stall)).max(0.0));
+        }
+        let entry_text_offset = f
+            .path
+            .iter()
+            .flat_map(|p| &p.functions)
+            .find(|func| func.name() == ENTRY_SYMBOL)
+            .map(|func| func.offset())
+            .ok_or_else(|| {
+                Error::new(format!(
+                    "footprints of kernel {}: no path runs {ENTRY_SYMBOL}",
+                    f.kernel.release
+                ))
+            })?;
+        Ok(KernelPaths {
+            paths,
+            kernel_release: f.kernel.release.clone(),
+            entry_text_offset,
+        })
+    }
+
+    pub fn id(&self, name: &str) -> Option<PathId> {
+        self.paths.iter().position(|p| p.name == name).map(PathId)
+    }
+
+    pub fn get(&self, id: PathId) -> &KernelPath {
+        &self.paths[id.0]
+    }
+}
+
+/// Index of a path in `KernelPaths`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathId(pub usize);
+
+fn layout(p: &PathFootprint, f: &Footprints) -> Result<KernelPath> {
+    let mut text: Vec<(u64, Vec<u64>)> = vec![];
+    for line in p.estimated_lines() {
+        let page = line * LINE_BYTES / PAGE_BYTES;
+        match text.last_mut() {
+            Some((pg, lines)) if *pg == page => lines.push(line),
+            _ => text.push((page, vec![line])),
+        }
+    }
+    let mut data = vec![];
+    for name in &p.data {
+        let bytes = f.objects.get(name).copied().unwrap_or(0);
+        let lines = bytes.div_ceil(LINE_BYTES);
+        let object = match name.as_str() {
+            "task_struct" => Object::TaskStruct,
+            "kernel_stack" => Object::KernelStack,
+            "percpu" => Object::PerCpu,
+            n if MODELLED_ELSEWHERE.contains(&n) => continue,
+            n => match PROCESS_OBJECTS.iter().position(|&o| o == n) {
+                Some(slot) => Object::Process(slot as u8),
+                None => {
+                    return Err(Error::new(format!(
+                        "path {}: no placement for kernel object '{n}'",
+                        p.name
+                    )))
+                }
+            },
+        };
+        let lines = match object {
+            Object::KernelStack => lines.min(KERNEL_STACK_BYTES / LINE_BYTES),
+            Object::PerCpu => lines.min(PAGE_BYTES / LINE_BYTES),
+            Object::TaskStruct => lines.min(LINES_PER_SLAB_OBJECT),
+            Object::Process(_) => lines.min(LINES_PER_SLAB_OBJECT),
+        };
+        data.push((object, lines));
+    }
+    Ok(KernelPath {
+        name: p.name.clone(),
+        text,
+        data,
+        native_cycles: None,
+        work_cycles: None,
+    })
+}
+
+/// Cycles an instruction fetch served at `h` stalls. The next-line prefetcher every modelled
+/// core has (Intel's and AMD's optimization manuals) has asked L2 for a line that follows the
+/// previous one in a straight run of code before it is needed, so such a line served by L2
+/// costs nothing; a run's first line, and lines from the LLC or memory, wait in full.
+pub fn fetch_stall(caches: &CacheHierarchy, h: HitLevel, sequential: bool) -> f64 {
+    if sequential && h == HitLevel::L2 {
+        0.0
+    } else {
+        caches.stall_cycles(h)
+    }
+}
+
+/// Cycles a warm loop of `p` waits beyond L1 hits on the recording host's `caches`: the
+/// path run three times, the third counted (two runs put its lines in LRU order whatever
+/// the caches held before). Text and data lines are given distinct addresses (text at its
+/// offset, data after the image), which is all the caches need.
+fn warm_stall_cycles(p: &KernelPath, caches: &mut CacheHierarchy) -> f64 {
+    let data_base = KERNEL_TEXT_BYTES * 4;
+    let run = |caches: &mut CacheHierarchy| {
+        let mut stall = 0.0;
+        for (_, lines) in &p.text {
+            for (i, &l) in lines.iter().enumerate() {
+                let h = caches.fetch(0, 0, l * LINE_BYTES, false);
+                stall += fetch_stall(caches, h, i > 0 && lines[i - 1] + 1 == l);
+            }
+        }
+        for (i, &(_, lines)) in p.data.iter().enumerate() {
+            for l in 0..lines {
+                let pa = data_base + i as u64 * PAGE_BYTES + l * LINE_BYTES;
+                let h = caches.load(0, 0, pa, false);
+                stall += caches.stall_cycles(h);
+            }
+        }
+        stall
+    };
+    run(caches);
+    run(caches);
+    run(caches)
+}
+
+impl Kernel {
+    /// Runs path `id` on `cpu`: its text through the ITLB and instruction cache, its data
+    /// through the DTLB and data caches (both charged to kernel-cache-miss beyond L1 hits,
+    /// translations to kernel-tlb-refill), then `work` cycles of its own work (the measured
+    /// work when `None`).
+    pub fn run_path(&mut self, cpu: CpuId, id: PathId, work: Option<f64>) -> Result<()> {
+        let paths = self.paths.clone();
+        let p = paths.get(id);
+        let task = self.current_task(cpu);
+        let core = self.cpus[cpu].mmu.core();
+        // The last run of this path by this task on this core hit L1 throughout, and L1 has
+        // filled nothing since: every line is still there. Only the translations can differ.
+        // (LRU order is not refreshed for these hits, an approximation of no consequence
+        // while nothing is filled.)
+        let fills = self.caches.l1_fills(core);
+        if self.cpus[cpu].path_memo.get(id.0) == Some(&(task, fills)) {
+            return self.run_path_l1_resident(cpu, p, work);
+        }
+        let mut stall = 0.0;
+        let mut mapped = None;
+        for (page, lines) in &p.text {
+            let va = VirtAddr(KERNEL_TEXT + page * PAGE_BYTES);
+            let base = self.text_page(cpu, p, va, &mut mapped)?;
+            let offsets = lines.iter().enumerate().map(|(i, &l)| {
+                let sequential = i > 0 && lines[i - 1] + 1 == l;
+                (l * LINE_BYTES - page * PAGE_BYTES, sequential)
+            });
+            stall += self.fetch_lines(cpu, base, offsets, true);
+        }
+        for &(object, lines) in &p.data {
+            let va = self.object_va(cpu, object, lines);
+            let t = self.touch(cpu, va, Access::Write).map_err(|f| {
+                Error::new(format!("kernel fault in {} at {va} ({object:?}): {f:?}", p.name))
+            })?;
+            let base = t.page.0 + (va.0 & (t.size.bytes() - 1));
+            stall += self.fetch_lines(cpu, base, (0..lines).map(|l| (l * LINE_BYTES, false)), false);
+        }
+        let memo = &mut self.cpus[cpu].path_memo;
+        if memo.len() <= id.0 {
+            memo.resize(paths.paths.len(), (usize::MAX, (0, 0)));
+        }
+        memo[id.0] = if self.caches.l1_fills(core) == fills {
+            (task, fills)
+        } else {
+            (usize::MAX, (0, 0))
+        };
+        self.compute(cpu, stall, TimeCategory::KernelCacheMiss);
+        self.compute(cpu, work.or(p.work_cycles).unwrap_or(0.0), TimeCategory::Kernel);
+        Ok(())
+    }
+
+    /// run_path() when every line is known to be in L1: translations and work only.
+    fn run_path_l1_resident(&mut self, cpu: CpuId, p: &KernelPath, work: Option<f64>) -> Result<()> {
+        let mut mapped = None;
+        for (page, _) in &p.text {
+            self.text_page(cpu, p, VirtAddr(KERNEL_TEXT + page * PAGE_BYTES), &mut mapped)?;
+        }
+        for &(object, lines) in &p.data {
+            let va = self.object_va(cpu, object, lines);
+            self.touch(cpu, va, Access::Write).map_err(|f| {
+                Error::new(format!("kernel fault in {} at {va} ({object:?}): {f:?}", p.name))
+            })?;
+        }
+        let stats = &mut self.cpus[cpu].stats;
+        stats.add(Counter::KernelTextLines, p.text_lines() as u64);
+        stats.add(Counter::KernelDataLines, p.data.iter().map(|d| d.1).sum());
+        self.compute(cpu, work.or(p.work_cycles).unwrap_or(0.0), TimeCategory::Kernel);
+        Ok(())
+    }
+
+    /// The physical address of text page `va`, translated through the ITLB once per page
+    /// the mapping uses (`mapped` keeps the last one: the pages of a 2 MiB text mapping are
+    /// one ITLB entry, and the later ones would hit it).
+    fn text_page(
+        &mut self,
+        cpu: CpuId,
+        p: &KernelPath,
+        va: VirtAddr,
+        mapped: &mut Option<(u64, u64, u64)>,
+    ) -> Result<u64> {
+        if let Some((start, len, pa)) = *mapped {
+            if va.0 >= start && va.0 < start + len {
+                return Ok(pa + (va.0 - start));
+            }
+        }
+        let t = self.touch(cpu, va, Access::Exec).map_err(|f| {
+            Error::new(format!("kernel fault fetching {} text at {va}: {f:?}", p.name))
+        })?;
+        let len = t.size.bytes();
+        let start = va.0 & !(len - 1);
+        *mapped = Some((start, len, t.page.0));
+        Ok(t.page.0 + (va.0 - start))
+    }
+
+    /// Loads (or fetches, for text) the lines at `offsets` from physical `base` on `cpu`'s
+    /// caches, each flagged when it continues a straight run of code; returns the cycles
+    /// waited beyond L1 hits.
+    fn fetch_lines(
+        &mut self,
+        cpu: CpuId,
+        base: u64,
+        offsets: impl Iterator<Item = (u64, bool)>,
+        text: bool,
+    ) -> f64 {
+        let mmu = &self.cpus[cpu].mmu;
+        let (core, socket) = (mmu.core(), mmu.socket());
+        let remote = self.mem.node_of(crate::arch::x86::PhysAddr(base).pfn()) != mmu.node();
+        let stats = &mut self.cpus[cpu].stats;
+        let mut stall = 0.0;
+        for (off, sequential) in offsets {
+            let pa = base + off;
+            let h = if text {
+                stats.count(Counter::KernelTextLines);
+                self.caches.fetch(core, socket, pa, remote)
+            } else {
+                stats.count(Counter::KernelDataLines);
+                self.caches.load(core, socket, pa, remote)
+            };
+            match h {
+                HitLevel::L1 => {}
+                HitLevel::L2 | HitLevel::Llc => stats.count(Counter::KernelLineL1Misses),
+                HitLevel::LocalDram => {
+                    stats.count(Counter::KernelLineL1Misses);
+                    stats.count(Counter::KernelLinesFromMemory);
+                }
+                HitLevel::RemoteDram => {
+                    stats.count(Counter::KernelLineL1Misses);
+                    stats.count(Counter::KernelLinesFromMemory);
+                    stats.count(Counter::KernelLinesFromRemoteMemory);
+                }
+            }
+            stall += fetch_stall(&self.caches, h, text && sequential);
+        }
+        stall
+    }
+
+    /// Where the first of the `lines` a path touches of `object` lies, for the task
+    /// running on `cpu` (the stack's used part is its top).
+    fn object_va(&self, cpu: CpuId, object: Object, lines: u64) -> VirtAddr {
+        let task = &self.tasks[self.current_task(cpu)];
+        match object {
+            Object::TaskStruct => task.task_struct,
+            Object::KernelStack => task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES),
+            Object::PerCpu => self.resolve(cpu, super::syscall::KTouch::PerCpu).0,
+            Object::Process(slot) => {
+                let slot = slot as u64;
+                let per_page = PAGE_BYTES / (SLOT_LINES * LINE_BYTES);
+                let page = self.mms[task.mm].objects[(slot / per_page) as usize];
+                page.offset((slot % per_page) * SLOT_LINES * LINE_BYTES)
+            }
+        }
+    }
+}

@@ -59,16 +59,24 @@ fn tag_matches(tag: u64, want: u64, pcid: Pcid) -> bool {
 }
 
 /// Counts of the slots holding a tag, by a hash of the tag's page (size and page number),
-/// with the slot last tagged in each bucket. A zero count proves no slot holds the page; a
-/// count of one whose hint still hashes there names the only slot that can. A lookup or a
-/// one-page invalidation then skips the set scan (all of a fully associative array); a
-/// broadcast invalidation reaching hundreds of simulated TLBs mostly finds a zero count.
+/// each with the slot last tagged there while it still is. A zero count proves no slot holds
+/// the page; a count of one with a hint names the only slot that can. A lookup or a one-page
+/// invalidation then skips the set scan (all of a fully associative array); a broadcast
+/// invalidation reaching hundreds of simulated TLBs mostly reads one word per array.
 #[derive(Debug, Clone)]
 struct PageFilter {
-    counts: Vec<u16>,
-    hints: Vec<u32>,
+    buckets: Vec<Bucket>,
     shift: u32,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    count: u16,
+    /// A slot holding a tag of this bucket, or NO_HINT.
+    hint: u16,
+}
+
+const NO_HINT: u16 = u16::MAX;
 
 /// Where the slots that may hold a page are.
 enum Probe {
@@ -84,32 +92,26 @@ fn page_of(tag: u64) -> u64 {
 
 impl PageFilter {
     fn new(capacity: usize) -> PageFilter {
-        assert!(
-            capacity <= u16::MAX as usize,
-            "a bucket counts at most every slot"
-        );
+        assert!(capacity < NO_HINT as usize, "a hint names any slot");
         let buckets = (capacity * 2).next_power_of_two().max(64);
         PageFilter {
-            counts: vec![0; buckets],
-            hints: vec![0; buckets],
+            buckets: vec![
+                Bucket {
+                    count: 0,
+                    hint: NO_HINT
+                };
+                buckets
+            ],
             shift: 64 - buckets.trailing_zeros(),
         }
     }
     fn bucket(&self, page: u64) -> usize {
         (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
-    fn probe(&self, tags: &[u64], page: u64) -> Probe {
-        let b = self.bucket(page);
-        match self.counts[b] {
-            0 => Probe::Absent,
-            1 => {
-                let h = self.hints[b] as usize;
-                if tags[h] != 0 && self.bucket(page_of(tags[h])) == b {
-                    Probe::Only(h)
-                } else {
-                    Probe::Scan
-                }
-            }
+    fn probe(&self, page: u64) -> Probe {
+        match self.buckets[self.bucket(page)] {
+            Bucket { count: 0, .. } => Probe::Absent,
+            Bucket { count: 1, hint } if hint != NO_HINT => Probe::Only(hint as usize),
             _ => Probe::Scan,
         }
     }
@@ -117,12 +119,17 @@ impl PageFilter {
     fn retag(&mut self, slot: usize, old: u64, new: u64) {
         if old != 0 {
             let b = self.bucket(page_of(old));
-            self.counts[b] -= 1;
+            let bucket = &mut self.buckets[b];
+            bucket.count -= 1;
+            if bucket.hint as usize == slot {
+                bucket.hint = NO_HINT;
+            }
         }
         if new != 0 {
             let b = self.bucket(page_of(new));
-            self.counts[b] += 1;
-            self.hints[b] = slot as u32;
+            let bucket = &mut self.buckets[b];
+            bucket.count += 1;
+            bucket.hint = slot as u16;
         }
     }
 }
@@ -194,7 +201,7 @@ impl TlbArray {
     #[inline]
     fn candidates(&self, vpn: u64, want: u64) -> Option<std::ops::Range<usize>> {
         let probe = match &self.pages {
-            Some(f) => f.probe(&self.tags, want),
+            Some(f) => f.probe(want),
             None => Probe::Scan,
         };
         match probe {

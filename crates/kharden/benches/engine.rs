@@ -16,6 +16,8 @@ fn syscall_loop(c: &mut Criterion) {
         ("getppid", "none"),
         ("getppid", "pti:freebsd"),
         ("getppid", "pti:freebsd,nopcid"),
+        ("getppid", "pti:linux"),
+        ("getppid", "pti:linux,nopcid"),
         ("mprotect", "pti:linux"),
     ] {
         let mut k = Kernel::boot_with(

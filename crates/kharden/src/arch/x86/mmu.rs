@@ -135,7 +135,7 @@ impl Mmu {
         );
         if self.pcide && !on {
             self.invalidate_tlbs(|e| !e.global);
-            self.psc.invalidate_where(|_| true);
+            self.psc.invalidate_all();
         }
         self.pcide = on;
     }
@@ -144,7 +144,7 @@ impl Mmu {
     pub fn set_pge(&mut self, on: bool) {
         if on != self.pge {
             self.invalidate_tlbs(|_| true);
-            self.psc.invalidate_where(|_| true);
+            self.psc.invalidate_all();
         }
         self.pge = on;
     }
@@ -179,7 +179,7 @@ impl Mmu {
     /// PCID, globals included, and all paging-structure-cache entries.
     pub fn invalidate_page_all_contexts(&mut self, va: VirtAddr) {
         self.invalidate_page(va, |_| true);
-        self.psc.invalidate_where(|_| true);
+        self.psc.invalidate_all();
     }
 
     pub fn invpcid(&mut self, kind: InvpcidType) {
@@ -194,11 +194,11 @@ impl Mmu {
             }
             InvpcidType::AllInclGlobal => {
                 self.invalidate_tlbs(|_| true);
-                self.psc.invalidate_where(|_| true);
+                self.psc.invalidate_all();
             }
             InvpcidType::AllNonGlobal => {
                 self.invalidate_tlbs(|e| !e.global);
-                self.psc.invalidate_where(|_| true);
+                self.psc.invalidate_all();
             }
         }
     }

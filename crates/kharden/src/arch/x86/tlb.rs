@@ -54,9 +54,88 @@ fn tag_of(e: &TlbEntry) -> u64 {
 
 /// Whether a slot tagged `tag` translates the page `want` (a page_tag) under `pcid`.
 fn tag_matches(tag: u64, want: u64, pcid: Pcid) -> bool {
-    tag & !(TAG_GLOBAL | TAG_PCID) == want
+    page_of(tag) == want
         && (tag & TAG_GLOBAL != 0 || (tag & TAG_PCID) >> TAG_PCID_SHIFT == pcid.0 as u64)
 }
+
+/// Counts of the slots holding a tag, by a hash of the tag's page (size and page number),
+/// each with the slot last tagged there while it still is. A zero count proves no slot holds
+/// the page; a count of one with a hint names the only slot that can. A lookup or a one-page
+/// invalidation then skips the set scan (all of a fully associative array); a broadcast
+/// invalidation reaching hundreds of simulated TLBs mostly reads one word per array.
+#[derive(Debug, Clone)]
+struct PageFilter {
+    buckets: Vec<Bucket>,
+    shift: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    count: u16,
+    /// A slot holding a tag of this bucket, or NO_HINT.
+    hint: u16,
+}
+
+const NO_HINT: u16 = u16::MAX;
+
+/// Where the slots that may hold a page are.
+enum Probe {
+    Absent,
+    Only(usize),
+    Scan,
+}
+
+/// The page part of a tag (what the filter hashes).
+fn page_of(tag: u64) -> u64 {
+    tag & !(TAG_GLOBAL | TAG_PCID)
+}
+
+impl PageFilter {
+    fn new(capacity: usize) -> PageFilter {
+        assert!(capacity < NO_HINT as usize, "a hint names any slot");
+        let buckets = (capacity * 2).next_power_of_two().max(64);
+        PageFilter {
+            buckets: vec![
+                Bucket {
+                    count: 0,
+                    hint: NO_HINT
+                };
+                buckets
+            ],
+            shift: 64 - buckets.trailing_zeros(),
+        }
+    }
+    fn bucket(&self, page: u64) -> usize {
+        (page.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+    fn probe(&self, page: u64) -> Probe {
+        match self.buckets[self.bucket(page)] {
+            Bucket { count: 0, .. } => Probe::Absent,
+            Bucket { count: 1, hint } if hint != NO_HINT => Probe::Only(hint as usize),
+            _ => Probe::Scan,
+        }
+    }
+    /// `slot`'s tag changes from `old` to `new` (0: no tag).
+    fn retag(&mut self, slot: usize, old: u64, new: u64) {
+        if old != 0 {
+            let b = self.bucket(page_of(old));
+            let bucket = &mut self.buckets[b];
+            bucket.count -= 1;
+            if bucket.hint as usize == slot {
+                bucket.hint = NO_HINT;
+            }
+        }
+        if new != 0 {
+            let b = self.bucket(page_of(new));
+            let bucket = &mut self.buckets[b];
+            bucket.count += 1;
+            bucket.hint = slot as u16;
+        }
+    }
+}
+
+/// Ways up to which a set scan reads one cache line of tags and needs no filter.
+const SCAN_WAYS: usize = 8;
 
 #[derive(Debug, Clone)]
 pub struct TlbArray {
@@ -72,6 +151,9 @@ pub struct TlbArray {
     clock: u64,
     /// One bit per occupied slot, so flushes visit only live entries.
     occupied: Vec<u64>,
+    /// Only for arrays with more ways than a cache line of tags holds (fully associative
+    /// L1s), where a scan costs more than the filter.
+    pages: Option<PageFilter>,
 }
 
 impl TlbArray {
@@ -91,6 +173,7 @@ impl TlbArray {
             stamps: vec![0; entries],
             clock: 0,
             occupied: vec![0; entries.div_ceil(64)],
+            pages: (ways > SCAN_WAYS).then(|| PageFilter::new(entries)),
         }
     }
 
@@ -113,13 +196,30 @@ impl TlbArray {
         set * self.ways..(set + 1) * self.ways
     }
 
+    /// The slots that may hold the page `want` (the page_tag of `vpn`): none, the one the
+    /// filter names, or the page's set.
+    #[inline]
+    fn candidates(&self, vpn: u64, want: u64) -> Option<std::ops::Range<usize>> {
+        let probe = match &self.pages {
+            Some(f) => f.probe(want),
+            None => Probe::Scan,
+        };
+        match probe {
+            Probe::Absent => None,
+            Probe::Only(slot) => Some(slot..slot + 1),
+            Probe::Scan => Some(self.set_range(vpn)),
+        }
+    }
+
     /// The entry translating `va` under `pcid`, if present (updates LRU).
     pub fn lookup(&mut self, va: VirtAddr, pcid: Pcid) -> Option<TlbEntry> {
         for i in 0..self.sizes.len() {
             let size = self.sizes[i];
             let vpn = va.page_number(size);
             let want = page_tag(vpn, size);
-            let range = self.set_range(vpn);
+            let Some(range) = self.candidates(vpn, want) else {
+                continue;
+            };
             let base = range.start;
             if let Some(way) = self.tags[range]
                 .iter()
@@ -142,13 +242,17 @@ impl TlbArray {
         let (want, pcid) = (page_tag(e.vpn, e.size), e.pcid.0 as u64);
         let same = range.clone().find(|&s| {
             let t = self.tags[s];
-            t & !(TAG_GLOBAL | TAG_PCID) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid
+            page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid
         });
         let victim = same
             .or_else(|| range.clone().find(|&s| self.tags[s] == 0))
             .unwrap_or_else(|| range.min_by_key(|&s| self.stamps[s]).unwrap());
         self.clock += 1;
-        self.tags[victim] = tag_of(&e);
+        let tag = tag_of(&e);
+        if let Some(f) = &mut self.pages {
+            f.retag(victim, self.tags[victim], tag);
+        }
+        self.tags[victim] = tag;
         self.slots[victim] = Some(e);
         self.stamps[victim] = self.clock;
         self.occupied[victim / 64] |= 1 << (victim % 64);
@@ -172,6 +276,9 @@ impl TlbArray {
     }
 
     fn clear(&mut self, slot: usize) {
+        if let Some(f) = &mut self.pages {
+            f.retag(slot, self.tags[slot], 0);
+        }
         self.tags[slot] = 0;
         self.slots[slot] = None;
         self.occupied[slot / 64] &= !(1 << (slot % 64));
@@ -188,10 +295,11 @@ impl TlbArray {
             let size = self.sizes[i];
             let vpn = va.page_number(size);
             let want = page_tag(vpn, size);
-            for slot in self.set_range(vpn) {
-                if self.tags[slot] & !(TAG_GLOBAL | TAG_PCID) == want
-                    && self.slots[slot].is_some_and(|e| kill(&e))
-                {
+            let Some(range) = self.candidates(vpn, want) else {
+                continue;
+            };
+            for slot in range {
+                if page_of(self.tags[slot]) == want && self.slots[slot].is_some_and(|e| kill(&e)) {
                     self.clear(slot);
                     n += 1;
                 }
@@ -256,5 +364,111 @@ mod tests {
             ..entry(0, 0, false)
         };
         assert_eq!(e.va(), VirtAddr(0xffff_ffff_8120_0000));
+    }
+
+    /// The array without its page filter: every set scanned.
+    struct Unfiltered {
+        sets: u64,
+        ways: usize,
+        slots: Vec<Option<TlbEntry>>,
+        stamps: Vec<u64>,
+        clock: u64,
+    }
+
+    impl Unfiltered {
+        fn set(&self, vpn: u64) -> std::ops::Range<usize> {
+            let s = (vpn & (self.sets - 1)) as usize;
+            s * self.ways..(s + 1) * self.ways
+        }
+        fn lookup(&mut self, va: VirtAddr, pcid: Pcid) -> Option<TlbEntry> {
+            let r = self.set(va.page_number(PageSize::Size4K));
+            let slot = r.clone().find(|&s| {
+                self.slots[s].is_some_and(|e| e.vpn == va.0 >> 12 && e.matches_context(pcid))
+            })?;
+            self.clock += 1;
+            self.stamps[slot] = self.clock;
+            self.slots[slot]
+        }
+        fn insert(&mut self, e: TlbEntry) {
+            let r = self.set(e.vpn);
+            let same = r
+                .clone()
+                .find(|&s| self.slots[s].is_some_and(|o| o.vpn == e.vpn && o.pcid == e.pcid));
+            let victim = same
+                .or_else(|| r.clone().find(|&s| self.slots[s].is_none()))
+                .unwrap_or_else(|| r.min_by_key(|&s| self.stamps[s]).unwrap());
+            self.clock += 1;
+            self.slots[victim] = Some(e);
+            self.stamps[victim] = self.clock;
+        }
+        fn kill(&mut self, kill: impl Fn(&TlbEntry) -> bool) {
+            for s in &mut self.slots {
+                if s.is_some_and(|e| kill(&e)) {
+                    *s = None;
+                }
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u64, u16, bool),
+        Lookup(u64, u16),
+        Invlpg(u64, u16),
+        InvalidateWhere(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let (page, pcid) = (0u64..24, 0u16..4);
+        prop_oneof![
+            4 => (page.clone(), pcid.clone(), any::<bool>()).prop_map(|(p, c, g)| Op::Insert(p, c, g)),
+            4 => (page.clone(), pcid.clone()).prop_map(|(p, c)| Op::Lookup(p, c)),
+            1 => (page, pcid.clone()).prop_map(|(p, c)| Op::Invlpg(p, c)),
+            1 => pcid.prop_map(Op::InvalidateWhere),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The page filter is invisible: every lookup, every fill's victim and every listing
+        /// is what scanning every set gives, in a 4-way array and a fully associative one
+        /// (filtered).
+        #[test]
+        fn the_page_filter_changes_no_answer(
+            ops in proptest::collection::vec(op(), 1..300),
+            ways in prop_oneof![Just(4usize), Just(16usize)],
+        ) {
+            let mut t = TlbArray::new("t", vec![PageSize::Size4K], 16, ways);
+            let sets = 16 / ways as u64;
+            let mut r = Unfiltered { sets, ways, slots: vec![None; 16], stamps: vec![0; 16], clock: 0 };
+            for op in ops {
+                match op {
+                    Op::Insert(p, c, g) => {
+                        let e = entry(p << 12, c, g);
+                        t.insert(e);
+                        r.insert(e);
+                    }
+                    Op::Lookup(p, c) => {
+                        let va = VirtAddr(p << 12);
+                        prop_assert_eq!(t.lookup(va, Pcid(c)), r.lookup(va, Pcid(c)));
+                    }
+                    Op::Invlpg(p, c) => {
+                        let kill = |e: &TlbEntry| e.pcid == Pcid(c) || e.global;
+                        t.invalidate_page_where(VirtAddr(p << 12), kill);
+                        r.kill(|e| e.vpn == p && kill(e));
+                    }
+                    Op::InvalidateWhere(c) => {
+                        t.invalidate_where(|e| e.pcid == Pcid(c));
+                        r.kill(|e| e.pcid == Pcid(c));
+                    }
+                }
+                let mut held: Vec<_> = t.entries().map(|e| (e.vpn, e.pcid, e.global)).collect();
+                let mut want: Vec<_> = r.slots.iter().flatten().map(|e| (e.vpn, e.pcid, e.global)).collect();
+                held.sort();
+                want.sort();
+                prop_assert_eq!(held, want);
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod ept;
 pub mod guest;
+pub mod guest_text;
 pub mod kvm_mmu;
 #[cfg(target_os = "linux")]
 pub mod native;

@@ -134,6 +134,12 @@ pub const DECLS: &[Decl] = &[
         range: (0.0, 0.0),
         help: "the host backs guest RAM with 2 MiB pages, so EPT maps 2 MiB leaves",
     },
+    Decl {
+        path: "guest.kernel_text_4k",
+        unit: Unit::Bool,
+        range: (0.0, 0.0),
+        help: "the guest maps its kernel text with 4 KiB pages instead of 2 MiB ones",
+    },
     Decl::num(
         "guest.lines_per_touch",
         Unit::Count,
@@ -256,6 +262,10 @@ pub struct GuestParams {
     /// with page-walk entries in the caches (its cycles are in the guest work). ESTIMATE:
     /// a kernel object access touches a few lines, a stack frame several.
     pub lines_per_touch: u64,
+    /// Whether the guest maps its kernel text with 4 KiB pages (each text page its own TLB
+    /// entry) rather than Linux's 2 MiB pages. ESTIMATE: 2 MiB, as x86-64 Linux maps the
+    /// image; grsecurity's 2023 KERNEXEC layout is not public.
+    pub kernel_text_4k: bool,
 }
 
 impl GuestParams {
@@ -271,6 +281,7 @@ impl GuestParams {
             guest_ram_mib: n("guest_ram_mib") as u64,
             host_thp: p.flag("guest.host_thp"),
             lines_per_touch: n("lines_per_touch") as u64,
+            kernel_text_4k: p.flag("guest.kernel_text_4k"),
         }
     }
 }

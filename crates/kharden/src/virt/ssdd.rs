@@ -284,8 +284,8 @@ impl<'a> Vcpu<'a> {
             GuestOp::Cr3(p) => self.write_cr3(p),
             GuestOp::OpenKernel => self.write_cr0(self.cr0 & !CR0_WP),
             GuestOp::CloseKernel => self.write_cr0(self.cr0 | CR0_WP),
-            GuestOp::OtherToggles => {
-                self.carry += self.cfg.guest.wp_pairs_other_per_step;
+            GuestOp::OtherToggles(share) => {
+                self.carry += share * self.cfg.guest.wp_pairs_other_per_step;
                 while self.carry >= 1.0 {
                     self.carry -= 1.0;
                     self.write_cr0(self.cr0 & !CR0_WP);
@@ -298,6 +298,7 @@ impl<'a> Vcpu<'a> {
                     self.write_cr0(self.cr0 | CR0_WP);
                 }
             }
+            GuestOp::Fetch { va, lines } => self.fetch(va, lines),
             GuestOp::DebugTrap => {
                 self.exit(ExitReason::ExceptionNmi);
                 self.acct.debug += self.cfg.costs.db_reinject_cycles;
@@ -391,6 +392,16 @@ impl<'a> Vcpu<'a> {
         let hw_wp = !self.cfg.flavour.direct() || self.wp();
         let denied = (user && !flags.user) || (write && !flags.writable && (user || hw_wp));
         !denied
+    }
+
+    /// Kernel code: one translation, then the page's lines through the caches (cycles:
+    /// guest work).
+    fn fetch(&mut self, va: VirtAddr, lines: u64) {
+        let (_, page) = self.translate(va);
+        let base = page.0 & !0xfff;
+        for i in (0..64).filter(|i| lines >> i & 1 == 1) {
+            self.caches.load(0, 0, base + i * 64, false);
+        }
     }
 
     /// The combined translation of `va` for the current process: TLB, or a walk.

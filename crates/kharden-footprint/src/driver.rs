@@ -194,6 +194,18 @@ impl Driver {
         path: &str,
         base: u64,
         ops: u64,
+        f: impl FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.repeat_in(path, None, base, ops, f)
+    }
+
+    /// As `repeat_ops`, with the driver's other threads and children counted as `others`.
+    fn repeat_in(
+        &mut self,
+        path: &str,
+        others: Option<&str>,
+        base: u64,
+        ops: u64,
         mut f: impl FnMut() -> io::Result<()>,
     ) -> io::Result<()> {
         const CHUNK: u64 = 1000;
@@ -201,34 +213,11 @@ impl Driver {
         while left > 0 {
             let n = left.min(CHUNK);
             left -= n;
-            self.window(Some(path), None, || {
+            self.window(Some(path), others, || {
                 for _ in 0..n {
                     f()?;
                 }
                 Ok(n * ops)
-            })?;
-        }
-        Ok(())
-    }
-
-    /// As `repeat`, with the driver's children counted as `others` in the same windows.
-    fn repeat_steps(
-        &mut self,
-        path: &str,
-        others: &str,
-        base: u64,
-        mut f: impl FnMut() -> io::Result<()>,
-    ) -> io::Result<()> {
-        const CHUNK: u64 = 1000;
-        let mut left = self.n(base);
-        while left > 0 {
-            let n = left.min(CHUNK);
-            left -= n;
-            self.window(Some(path), Some(others), || {
-                for _ in 0..n {
-                    f()?;
-                }
-                Ok(n)
             })?;
         }
         Ok(())
@@ -822,7 +811,7 @@ fn ptrace_singlestep(d: &mut Driver) -> io::Result<()> {
     };
     let mut result = wait_stop();
     if result.is_ok() {
-        result = d.repeat_steps("ptrace-singlestep", "ptrace-stop", 200_000, || {
+        result = d.repeat_in("ptrace-singlestep", Some("ptrace-stop"), 200_000, 1, || {
             // SAFETY: single-stepping our own stopped, traced child.
             ok(
                 unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, child, 0, 0) },

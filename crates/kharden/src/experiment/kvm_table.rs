@@ -5,7 +5,7 @@
 use super::Fit;
 use crate::error::{Error, Result};
 use crate::machine::{self, MachineProfile};
-use crate::params::{Overrides, Params};
+use crate::params::{Overrides, Params, Provenance};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::virt::params::{GuestParams, KvmCosts};
@@ -55,6 +55,10 @@ pub struct PredictionSpec {
     pub vcpus: Option<u64>,
     #[serde(default)]
     pub machine: Option<String>,
+    /// Guest or KVM parameters of this prediction alone, "PATH=VALUE" (an unpublished
+    /// choice whose effect the row shows).
+    #[serde(default)]
+    pub set: Vec<String>,
 }
 
 const WORK: &str = "guest.guest_work_cycles_per_step";
@@ -90,6 +94,9 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         MmuFlavour::parse(mmu).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
         Variant::parse(variant).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
     }
+    for p in &e.prediction {
+        prediction_params(place, p, &Params::linux())?;
+    }
     if e.sample_steps == 0 || e.vcpus == 0 {
         return Err(Error::at(
             place,
@@ -97,6 +104,22 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         ));
     }
     Ok(e)
+}
+
+/// `base` with a prediction's `set` applied; a bad entry is an error naming it.
+fn prediction_params(place: &str, p: &PredictionSpec, base: &Params) -> Result<Params> {
+    let mut params = base.clone();
+    for kv in &p.set {
+        let (path, value) = kv.split_once('=').ok_or_else(|| {
+            Error::at(
+                place,
+                format!("\"{}\": set: expected PATH=VALUE, got \"{kv}\"", p.label),
+            )
+        })?;
+        let by = format!("prediction \"{}\"", p.label);
+        params.set_text(place, path.trim(), value.trim(), Provenance::Set { by })?;
+    }
+    Ok(params)
 }
 
 struct Runner<'a> {
@@ -247,7 +270,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             Some(name) => overrides.apply_machine(&machine::load(name)?)?,
             None => m.clone(),
         };
-        let res = r.run(&pm, &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))?;
+        let params = prediction_params(&e.name, p, r.params)?;
+        let pr = Runner {
+            params: &params,
+            ..r
+        };
+        let res = pr.run(&pm, &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))?;
         predictions.push(Row::predicted(&p.label, "s", res.seconds));
         push_breakdown(&mut breakdown, &mut time, &p.label, &res, &pm);
     }

@@ -32,6 +32,8 @@ pub enum GuestOp {
     DebugTrap,
     /// Kernel code run from one text page: its lines (bit i = line i) fetched.
     Fetch { va: VirtAddr, lines: u64 },
+    /// PaX per-CPU PGD: copy process `next`'s user PGD entries into the CPU's PGD.
+    ClonePgd(usize),
 }
 
 const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
@@ -49,6 +51,8 @@ const LIBC_DATA: u64 = 0x7fff_f7fc_0000;
 const VMALLOC: u64 = 0xffff_c900_0000_0000;
 /// Guest-physical start of the kernel image (16 MiB, Linux's default physical start).
 const IMAGE_GPA: u64 = 16 << 20;
+/// PGD entries of the user half (x86-64 USER_PGD_PTRS), what __clone_user_pgds copies.
+pub const USER_PGD_SLOTS: usize = 256;
 
 /// The pages of one task the step's kernel paths touch (ESTIMATE of the objects named).
 pub struct Process {
@@ -81,6 +85,8 @@ pub struct Guest {
     pub text: GuestText,
     /// KERNEXEC toggle pairs per context switch (guest.wp_pairs_per_context_switch).
     switch_pairs: u64,
+    /// The vCPU's own PGD when the guest runs PaX's per-CPU PGD (guest.per_cpu_pgd).
+    pub cpu_pgd: Option<Pfn>,
 }
 
 impl Guest {
@@ -187,7 +193,14 @@ impl Guest {
                 libc_data: VirtAddr(LIBC_DATA),
             });
         }
-        Guest {
+        let cpu_pgd = p.per_cpu_pgd.then(|| {
+            let pgd = mem.alloc_table(0);
+            for slot in 256..512 {
+                paging::share_pml4_entry(&mut mem, pgd, kernel, slot);
+            }
+            pgd
+        });
+        let mut g = Guest {
             mem,
             procs,
             gdt: VirtAddr(RO_DATA),
@@ -197,7 +210,26 @@ impl Guest {
             ram_bytes,
             text,
             switch_pairs: p.wp_pairs_per_context_switch.round() as u64,
+            cpu_pgd,
+        };
+        if g.cpu_pgd.is_some() {
+            for slot in 0..USER_PGD_SLOTS {
+                g.clone_pgd_slot(0, slot);
+            }
         }
+        g
+    }
+
+    /// The page-table root the guest runs process `p` on: its own PGD, or the CPU's.
+    pub fn root_of(&self, p: usize) -> Pfn {
+        self.cpu_pgd.unwrap_or(self.procs[p].root)
+    }
+
+    /// One entry of __clone_user_pgds: the CPU's PGD slot `slot` := process `p`'s.
+    pub fn clone_pgd_slot(&mut self, p: usize, slot: usize) {
+        let pgd = self.cpu_pgd.expect("per-CPU PGD guest");
+        let e = self.mem.read(self.procs[p].root, slot);
+        self.mem.write(pgd, slot, e);
     }
 
     /// One ssdd step of pair `pair`: the tracer T resumes from waitpid, takes SIGCHLD,
@@ -257,11 +289,28 @@ impl Guest {
                 k(n.task[0], true),
                 k(n.task[1], true),
                 k(n.mm, false),
-                GuestOp::Cr3(next),
             ]);
-            // The first pair around load_TLS's GDT writes, any further one around another
-            // __read_only write of the switch (pax_switch_mm's per-CPU PGD clone).
-            for i in 0..self.switch_pairs {
+            // The second pair: pax_switch_mm, around the per-CPU PGD's clone where the guest
+            // has one (another __read_only write where it has not); the first: load_TLS's
+            // GDT writes in __switch_to; any further one around another __read_only write.
+            let pairs = self.switch_pairs;
+            let clone = |ops: &mut Vec<GuestOp>| {
+                if self.cpu_pgd.is_some() {
+                    ops.push(GuestOp::ClonePgd(next));
+                } else {
+                    ops.push(k(self.rodata, true));
+                }
+            };
+            if pairs >= 2 {
+                ops.push(GuestOp::OpenKernel);
+                clone(ops);
+                ops.push(GuestOp::CloseKernel);
+            } else if self.cpu_pgd.is_some() {
+                clone(ops);
+            }
+            // With a per-CPU PGD the CR3 written is the CPU's own (the same value).
+            ops.push(GuestOp::Cr3(next));
+            for i in (0..pairs).filter(|&i| i != 1) {
                 let target = if i == 0 { self.gdt } else { self.rodata };
                 ops.extend([GuestOp::OpenKernel, k(target, true), GuestOp::CloseKernel]);
             }

@@ -12,6 +12,8 @@ pub mod kvm_mmu;
 pub mod native;
 pub mod oracle;
 pub mod params;
+#[cfg(test)]
+mod pgd_tests;
 pub mod ssdd;
 pub mod vmx;
 

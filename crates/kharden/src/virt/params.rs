@@ -93,6 +93,24 @@ pub const DECLS: &[Decl] = &[
         "shadow paging: CR3 exit on the slow path (hash lookup, sync)",
     ),
     Decl::num(
+        "kvm.unprotect_cycles",
+        Unit::Cycles,
+        CYC,
+        "shadow paging: retry_instruction unprotecting a written guest page table",
+    ),
+    Decl::num(
+        "kvm.emulate_cycles",
+        Unit::Cycles,
+        CYC,
+        "shadow paging: one write to a write-protected guest page table emulated",
+    ),
+    Decl::num(
+        "kvm.pte_write_cycles",
+        Unit::Cycles,
+        CYC,
+        "shadow paging: kvm_mmu_pte_write on the shadow pages of the written gfn",
+    ),
+    Decl::num(
         "guest.pairs",
         Unit::Count,
         (1.0, 1e4),
@@ -133,6 +151,12 @@ pub const DECLS: &[Decl] = &[
         unit: Unit::Bool,
         range: (0.0, 0.0),
         help: "the host backs guest RAM with 2 MiB pages, so EPT maps 2 MiB leaves",
+    },
+    Decl {
+        path: "guest.per_cpu_pgd",
+        unit: Unit::Bool,
+        range: (0.0, 0.0),
+        help: "PaX per-CPU PGD: a process switch copies the next mm's user PGD entries into the CPU's PGD",
     },
     Decl {
         path: "guest.kernel_text_4k",
@@ -198,6 +222,17 @@ pub struct KvmCosts {
     /// Shadow paging: the slow path when it is not: mmu_lock, kvm_mmu_get_shadow_page hash
     /// lookup of the root for (gfn, role), kvm_mmu_sync_roots. ESTIMATE.
     pub cr3_slow_switch_cycles: f64,
+    /// Shadow paging: a write to a write-protected guest page table by an instruction that
+    /// does not itself walk page tables goes through retry_instruction first, which
+    /// unprotects the gfn (kvm_mmu_unprotect_page: zap every shadow page of it, the current
+    /// root included) and re-enters the guest. ESTIMATE.
+    pub unprotect_cycles: f64,
+    /// The same write when it faults again at the same address: x86_decode_insn,
+    /// x86_emulate_insn, the write through kvm_write_guest. ESTIMATE.
+    pub emulate_cycles: f64,
+    /// kvm_mmu_pte_write after an emulated write: the gfn's shadow pages looked up,
+    /// write-flooding and misalignment checks, the SPTE updated. ESTIMATE.
+    pub pte_write_cycles: f64,
 }
 
 impl KvmCosts {
@@ -219,6 +254,9 @@ impl KvmCosts {
             shadow_pf_cycles: c("shadow_pf_cycles"),
             cr3_fast_switch_cycles: c("cr3_fast_switch_cycles"),
             cr3_slow_switch_cycles: c("cr3_slow_switch_cycles"),
+            unprotect_cycles: c("unprotect_cycles"),
+            emulate_cycles: c("emulate_cycles"),
+            pte_write_cycles: c("pte_write_cycles"),
         }
     }
 }
@@ -266,6 +304,11 @@ pub struct GuestParams {
     /// entry) rather than Linux's 2 MiB pages. ESTIMATE: 2 MiB, as x86-64 Linux maps the
     /// image; grsecurity's 2023 KERNEXEC layout is not public.
     pub kernel_text_4k: bool,
+    /// PaX's per-CPU PGD (CONFIG_PAX_PER_CPU_PGD, with UDEREF on amd64): every CPU runs on
+    /// its own PGD, and a process switch copies the next mm's 256 user PGD entries into it
+    /// (pax_switch_mm -> __clone_user_pgds) instead of loading the mm's PGD. ESTIMATE: off;
+    /// whether grsecurity's 2023 amd64 configuration used it is not published.
+    pub per_cpu_pgd: bool,
 }
 
 impl GuestParams {
@@ -282,6 +325,7 @@ impl GuestParams {
             host_thp: p.flag("guest.host_thp"),
             lines_per_touch: n("lines_per_touch") as u64,
             kernel_text_4k: p.flag("guest.kernel_text_4k"),
+            per_cpu_pgd: p.flag("guest.per_cpu_pgd"),
         }
     }
 }

@@ -83,7 +83,8 @@ pub struct Guest {
     pub ram_bytes: u64,
     /// The kernel code of each phase of a step (measured footprints).
     pub text: GuestText,
-    /// KERNEXEC toggle pairs per context switch (guest.wp_pairs_per_context_switch).
+    /// KERNEXEC toggle pairs per context switch in __switch_to
+    /// (guest.wp_pairs_per_context_switch); pax_switch_mm's pair comes with `cpu_pgd`.
     switch_pairs: u64,
     /// The vCPU's own PGD when the guest runs PaX's per-CPU PGD (guest.per_cpu_pgd).
     pub cpu_pgd: Option<Pfn>,
@@ -290,27 +291,20 @@ impl Guest {
                 k(n.task[1], true),
                 k(n.mm, false),
             ]);
-            // The second pair: pax_switch_mm, around the per-CPU PGD's clone where the guest
-            // has one (another __read_only write where it has not); the first: load_TLS's
-            // GDT writes in __switch_to; any further one around another __read_only write.
-            let pairs = self.switch_pairs;
-            let clone = |ops: &mut Vec<GuestOp>| {
-                if self.cpu_pgd.is_some() {
-                    ops.push(GuestOp::ClonePgd(next));
-                } else {
-                    ops.push(k(self.rodata, true));
-                }
-            };
-            if pairs >= 2 {
-                ops.push(GuestOp::OpenKernel);
-                clone(ops);
-                ops.push(GuestOp::CloseKernel);
-            } else if self.cpu_pgd.is_some() {
-                clone(ops);
+            // pax_switch_mm (per-CPU PGD guests): the clone of the next mm's user PGD entries
+            // in its own pax_open_kernel/pax_close_kernel pair, then the CR3 write (the
+            // CPU's own PGD again where it has one).
+            if self.cpu_pgd.is_some() {
+                ops.extend([
+                    GuestOp::OpenKernel,
+                    GuestOp::ClonePgd(next),
+                    GuestOp::CloseKernel,
+                ]);
             }
-            // With a per-CPU PGD the CR3 written is the CPU's own (the same value).
             ops.push(GuestOp::Cr3(next));
-            for i in (0..pairs).filter(|&i| i != 1) {
+            // __switch_to: the first pair around load_TLS's GDT writes, any further one
+            // around another __read_only write.
+            for i in 0..self.switch_pairs {
                 let target = if i == 0 { self.gdt } else { self.rodata };
                 ops.extend([GuestOp::OpenKernel, k(target, true), GuestOp::CloseKernel]);
             }

@@ -278,10 +278,10 @@ pub struct GuestParams {
     /// PTRACE_SINGLESTEP iterations per pair: the default 10000 (`nsteps = 10000`), see
     /// `pairs`.
     pub steps_per_pair: u64,
-    /// CR0.WP toggle pairs (open + close) per guest context switch: grsecurity wraps the
-    /// TLS descriptor writes of __switch_to (load_TLS into the read-only GDT) in
+    /// CR0.WP toggle pairs (open + close) per guest context switch in __switch_to:
+    /// grsecurity wraps the TLS descriptor writes (load_TLS into the read-only GDT) in
     /// pax_open_kernel/pax_close_kernel. ESTIMATE: one pair; grsecurity's source for the
-    /// 2023 kernel is not public.
+    /// 2023 kernel is not public. pax_switch_mm's pair comes with `per_cpu_pgd`.
     pub wp_pairs_per_context_switch: f64,
     /// Further toggle pairs per ssdd step on the ptrace, signal and wait paths (writes to
     /// __read_only data). Fitted to the legacy base row: no source counts them.
@@ -304,10 +304,11 @@ pub struct GuestParams {
     /// entry) rather than Linux's 2 MiB pages. ESTIMATE: 2 MiB, as x86-64 Linux maps the
     /// image; grsecurity's 2023 KERNEXEC layout is not public.
     pub kernel_text_4k: bool,
-    /// PaX's per-CPU PGD (CONFIG_PAX_PER_CPU_PGD, with UDEREF on amd64): every CPU runs on
+    /// PaX's per-CPU PGD (CONFIG_PAX_PER_CPU_PGD, under UDEREF on amd64): every CPU runs on
     /// its own PGD, and a process switch copies the next mm's 256 user PGD entries into it
-    /// (pax_switch_mm -> __clone_user_pgds) instead of loading the mm's PGD. ESTIMATE: off;
-    /// whether grsecurity's 2023 amd64 configuration used it is not published.
+    /// (pax_switch_mm -> __clone_user_pgds, in a KERNEXEC toggle pair of its own) instead
+    /// of loading the mm's PGD. ESTIMATE: on, as the public PaX patches and hardened
+    /// configs have it; the seed's 2023 guest config is not published.
     pub per_cpu_pgd: bool,
 }
 

@@ -80,6 +80,12 @@ pub fn objects(path: &str) -> Vec<&'static str> {
         "fault-file" => &[ENTRY, VM, &["inode"], WALK],
         "context-switch" => &[ENTRY, &["mm_struct"]],
         "fork" | "exit" | "wait4" | "execve" => &[ENTRY, VM, PROCESS, WALK],
+        // ptrace_check_attach, ptrace_resume and wake_up_state on the tracee; do_wait and
+        // wait_task_stopped on the tracee's task and signal state; the switches' mm.
+        "ptrace-singlestep" => &[ENTRY, &["signal_struct", "sighand_struct", "mm_struct"]],
+        // exc_debug_user → send_sigtrap → ptrace_stop → do_notify_parent_cldstop: both
+        // tasks' signal state, the switch to the tracer.
+        "ptrace-stop" => &[ENTRY, &["signal_struct", "sighand_struct", "mm_struct"]],
         _ => &[ENTRY],
     };
     let mut names: Vec<&str> = Vec::new();

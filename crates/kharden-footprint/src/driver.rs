@@ -93,6 +93,11 @@ pub const SCENARIOS: &[Scenario] = &[
         run: context_switch,
     },
     Scenario {
+        name: "ptrace",
+        paths: &["ptrace-singlestep", "ptrace-stop"],
+        run: ptrace_singlestep,
+    },
+    Scenario {
         name: "ipi",
         paths: &[
             "mprotect-shootdown",
@@ -189,6 +194,18 @@ impl Driver {
         path: &str,
         base: u64,
         ops: u64,
+        f: impl FnMut() -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.repeat_in(path, None, base, ops, f)
+    }
+
+    /// As `repeat_ops`, with the driver's other threads and children counted as `others`.
+    fn repeat_in(
+        &mut self,
+        path: &str,
+        others: Option<&str>,
+        base: u64,
+        ops: u64,
         mut f: impl FnMut() -> io::Result<()>,
     ) -> io::Result<()> {
         const CHUNK: u64 = 1000;
@@ -196,7 +213,7 @@ impl Driver {
         while left > 0 {
             let n = left.min(CHUNK);
             left -= n;
-            self.window(Some(path), None, || {
+            self.window(Some(path), others, || {
                 for _ in 0..n {
                     f()?;
                 }
@@ -754,6 +771,59 @@ fn context_switch(d: &mut Driver) -> io::Result<()> {
         }
     }
     unsafe { libc::waitpid(child as i32, std::ptr::null_mut(), 0) };
+    unpin()?;
+    result
+}
+
+/// rt-tests' ssdd on one CPU: a tracer single-steps a traced child that spins in user mode.
+/// Each step is the tracer's ptrace(PTRACE_SINGLESTEP) and waitpid (it sleeps, the child
+/// runs, the child's wake-up of the tracer, the switches back and forth: the tracer's path)
+/// and the child's debug trap, SIGTRAP and ptrace_stop notifying the tracer with SIGCHLD
+/// (the child's path).
+fn ptrace_singlestep(d: &mut Driver) -> io::Result<()> {
+    pin_to_cpu(0)?;
+    // SAFETY: the child stops itself for its tracer and then spins until killed.
+    let child = ok(unsafe { libc::fork() } as i64, "fork")? as i32;
+    if child == 0 {
+        unsafe {
+            libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
+            libc::raise(libc::SIGSTOP);
+            loop {
+                std::hint::spin_loop();
+            }
+        }
+    }
+    let wait_stop = || -> io::Result<()> {
+        let mut status = 0;
+        // SAFETY: waiting for our own traced child.
+        ok(
+            unsafe { libc::waitpid(child, &mut status, 0) } as i64,
+            "waitpid",
+        )?;
+        if libc::WIFSTOPPED(status) {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::Other,
+                "traced child did not stop",
+            ))
+        }
+    };
+    let mut result = wait_stop();
+    if result.is_ok() {
+        result = d.repeat_in("ptrace-singlestep", Some("ptrace-stop"), 200_000, 1, || {
+            // SAFETY: single-stepping our own stopped, traced child.
+            ok(
+                unsafe { libc::ptrace(libc::PTRACE_SINGLESTEP, child, 0, 0) },
+                "ptrace",
+            )?;
+            wait_stop()
+        });
+    }
+    unsafe {
+        libc::kill(child, libc::SIGKILL);
+        libc::waitpid(child, std::ptr::null_mut(), 0);
+    }
     unpin()?;
     result
 }

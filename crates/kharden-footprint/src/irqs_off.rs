@@ -94,12 +94,17 @@ const TICK: &[&str] = &[
     "__irq_exit_rcu",
 ];
 
+/// The debug exception from user mode: arch/x86/kernel/traps.c (exc_debug_user is entered
+/// with interrupts off, sends SIGTRAP and re-enables them only around send_sigtrap).
+const DEBUG: &[&str] = &["asm_exc_debug", "noist_exc_debug", "exc_debug_user"];
+
 /// The interrupts-off functions of `path`, by kernel symbol name.
 pub fn functions(path: &str) -> Vec<&'static str> {
     let groups: &[&[&str]] = match path {
         "fault-anon" | "fault-file" | "fault-cow" => &[PAGE_FAULT, EXCEPTION],
         "context-switch" => &[SYSCALL, SWITCH],
-        "fork" | "wait4" => &[SYSCALL, SWITCH],
+        "fork" | "wait4" | "ptrace-singlestep" => &[SYSCALL, SWITCH],
+        "ptrace-stop" => &[DEBUG, EXCEPTION, SWITCH],
         "exit" => &[SYSCALL, SWITCH, FORK_CHILD, PAGE_FAULT, EXCEPTION],
         "execve" => &[SYSCALL, PAGE_FAULT, EXCEPTION],
         "mprotect-shootdown" | "munmap" | "mprotect" => &[SYSCALL, TLB_FLUSH],

@@ -65,6 +65,9 @@ pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
         "ipi-tlb-flush" | "ipi-membarrier" => (CALL_FUNCTION, false, false, false),
         // They block or yield by nature.
         "context-switch" | "wait4" | "exit" => (0, false, true, true),
+        // The tracer sleeps in waitpid; the tracee stops in ptrace_stop from the signal
+        // work of its return to user mode.
+        "ptrace-singlestep" | "ptrace-stop" => (0, false, true, true),
         _ => (0, false, false, false),
     };
     let irq = ctx & (CALL_FUNCTION | TIMER | OTHER_IRQ);

@@ -55,7 +55,6 @@ fn kbuild_shootdowns(c: &mut Criterion) {
             "pti:linux,xpfo:immediate",
             60,
             &profile,
-            36000.0,
             sampling,
             &Params::linux(),
         )

@@ -17,15 +17,14 @@ fn slowest_point(c: &mut Criterion) {
         let m = scaled(&kharden::machine::load(family).unwrap(), 256).unwrap();
         let jobs = jobs_for(256);
         // A shorter window than the sweep's (4 ms of warm-up and 300/160 ms measured), so
-        // the unoptimised engine finishes a sample in seconds; a fixed extra cost per other
-        // syscall stands in for the point's calibration, a run of its own.
+        // the unoptimised engine finishes a sample in seconds.
         let sampling = Sampling {
             warmup_ms: 1.0,
             window_ms: 0.5,
             ..Sampling::default()
         };
         g.bench_function(format!("{family} x256 {config}"), |b| {
-            b.iter(|| simulate(&m, config, jobs, &profile, 36000.0, sampling, &params).unwrap())
+            b.iter(|| simulate(&m, config, jobs, &profile, sampling, &params).unwrap())
         });
     }
     g.finish();

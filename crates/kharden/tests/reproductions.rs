@@ -64,6 +64,6 @@ fn xpfo_v9_rows() {
 
 #[test]
 fn kvm_cr0wp_rows() {
-    // 6 rows, 2 fitted (the guest's work per step and the extra KERNEXEC toggles).
+    // 6 rows, 2 fitted (the guest's work per step and the unload cost per CR0.WP toggle).
     check("kvm-cr0wp", 2);
 }

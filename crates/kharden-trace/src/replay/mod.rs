@@ -19,6 +19,8 @@
 //! stays inside the user time around it (and the model adds its own fault path on top).
 
 mod drive;
+#[cfg(test)]
+mod flat_tests;
 mod ops;
 mod source;
 mod split;
@@ -56,7 +58,7 @@ pub struct Split {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{Event, GfpClass, Meta, Op as T, TraceWriter};
+    use crate::format::{Event, Meta, Op as T, TraceWriter};
     use kharden::kernel::Kernel;
     use kharden::machine;
     use kharden::sim::Counter;
@@ -162,91 +164,6 @@ mod tests {
             processes.counter(Counter::IpisSent),
             0,
             "separate processes: nobody else runs the mm"
-        );
-    }
-
-    /// `n` short tasks one after another, each forked by the root, faulting in 64 pages and
-    /// exiting; tids are reused (a tid comes back after its task exited).
-    fn write_sequential(path: &Path, n: u32) {
-        let f = std::io::BufWriter::new(File::create(path).unwrap());
-        let mut w = TraceWriter::new(f, &Meta::default()).unwrap();
-        let comm: Arc<str> = Arc::from("sh");
-        let mut put = |time_ns, tid, op| w.write(&Event { time_ns, tid, op }).unwrap();
-        put(
-            0,
-            1,
-            T::TaskNew {
-                pid: 1,
-                parent: None,
-                comm: comm.clone(),
-            },
-        );
-        put(0, 1, T::SwitchIn { cpu: 0 });
-        let mut t = 0;
-        for i in 0..n {
-            let tid = 100 + i % 7;
-            t += 100_000;
-            put(
-                t,
-                tid,
-                T::TaskNew {
-                    pid: tid,
-                    parent: Some(1),
-                    comm: comm.clone(),
-                },
-            );
-            put(t, tid, T::SwitchIn { cpu: 1 });
-            put(
-                t + 10_000,
-                tid,
-                T::PageAlloc {
-                    pfn: 5,
-                    order: 6,
-                    gfp: 0,
-                    class: GfpClass::UserAnon,
-                },
-            );
-            put(t + 50_000, tid, T::SwitchOut { state: 0x10 });
-            put(t + 50_000, tid, T::Exit);
-        }
-        put(t + 200_000, 1, T::Exit);
-        w.finish().unwrap();
-    }
-
-    fn replay_sequential(n: u32) -> (usize, usize, u64) {
-        let dir = tempfile::tempdir().unwrap();
-        let trace = dir.path().join("t.trace");
-        write_sequential(&trace, n);
-        let ops = dir.path().join("ops");
-        std::fs::create_dir(&ops).unwrap();
-        let split = split(&trace, &ops).unwrap();
-        assert_eq!(
-            split.recorded.tasks,
-            n as u64 + 1,
-            "a reused tid is a new task"
-        );
-        let k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), vec![]);
-        let out = drive(k, root_program(&split, 3.0, 1), |_| Ok(())).unwrap();
-        let faults = out.window.tasks.counter(Counter::PageFaults);
-        (out.runner.k.mem.table_pages(), out.peak_live, faults)
-    }
-
-    /// Issue 18: replay memory grew ~37 KB per dead task (tasks, mms and page tables never
-    /// freed). Now only the kernel's vmalloc page tables grow: task ids are not reused, so
-    /// kernel stacks (32 KiB apart) reach one new page-table page per 64 tasks, which Linux
-    /// does not free either; every address space's tables are freed.
-    #[test]
-    fn dead_tasks_are_freed_and_tables_stay_flat() {
-        let (tables_small, live_small, faults) = replay_sequential(100);
-        assert_eq!(faults, 100 * 64, "every order-6 allocation faults 64 pages");
-        let (tables_big, live_big, _) = replay_sequential(1000);
-        assert!(live_small <= 3 && live_big <= 3, "{live_small} {live_big}");
-        // Measured: 144, 164, 182 and 210 tables after 100, 1000, 2000 and 4000 tasks (each
-        // task's address space alone is about eight tables).
-        let vmalloc_tables = (1000 - 100) / 64 + 8;
-        assert!(
-            tables_big <= tables_small + vmalloc_tables,
-            "page tables grow with dead tasks: {tables_small} -> {tables_big}"
         );
     }
 }

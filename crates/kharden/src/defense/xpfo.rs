@@ -330,9 +330,11 @@ impl Defense for Xpfo {
 
     fn on_task_forked(&mut self, _k: &mut Kernel, _cpu: CpuId, parent: TaskId, child: TaskId) {
         // v7 16/16 keeps the mask in task_struct, which dup_task_struct copies.
-        if let Some(mask) = self.pending.get(&parent).cloned() {
-            self.pending.insert(child, mask);
-        }
+        match self.pending.get(&parent).cloned() {
+            Some(mask) => self.pending.insert(child, mask),
+            // A reaped task's id may come back (kernel/reap.rs): nothing of it survives.
+            None => self.pending.remove(&child),
+        };
     }
 
     fn on_task_switched_in(&mut self, k: &mut Kernel, cpu: CpuId, task: TaskId) {

@@ -5,7 +5,7 @@
 use super::Fit;
 use crate::error::{Error, Result};
 use crate::machine::{self, MachineProfile};
-use crate::params::{Overrides, Params};
+use crate::params::{Overrides, Params, Provenance};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::virt::params::{GuestParams, KvmCosts};
@@ -26,7 +26,8 @@ pub struct Experiment {
     pub tolerance_pct: f64,
     pub warmup_steps: u64,
     pub sample_steps: u64,
-    /// `guest_work_cycles_per_step` and `wp_pairs_other_per_step`, each fitted to one row.
+    /// `guest_work_cycles_per_step`, and one of `wp_pairs_other_per_step` or
+    /// `kvm.unload_cycles` (the cost a toggle adds without the patch), each fitted to one row.
     pub fit: Vec<Fit>,
     pub row: Vec<RowSpec>,
     #[serde(default)]
@@ -54,17 +55,35 @@ pub struct PredictionSpec {
     pub vcpus: Option<u64>,
     #[serde(default)]
     pub machine: Option<String>,
+    /// Guest or KVM parameters of this prediction alone, "PATH=VALUE" (an unpublished
+    /// choice whose effect the row shows).
+    #[serde(default)]
+    pub set: Vec<String>,
 }
 
 const WORK: &str = "guest.guest_work_cycles_per_step";
 const TOGGLES: &str = "guest.wp_pairs_other_per_step";
+const UNLOAD: &str = "kvm.unload_cycles";
+/// The parameters fitted to the difference of two rows (the guest work cancels there).
+const GAP: [&str; 2] = [TOGGLES, UNLOAD];
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
     let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
     for f in &e.fit {
-        f.check(place, &[WORK, TOGGLES], &labels)?;
+        f.check(place, &[WORK, TOGGLES, UNLOAD], &labels)?;
+    }
+    if e.fit
+        .iter()
+        .filter(|f| GAP.contains(&f.parameter.as_str()))
+        .count()
+        > 1
+    {
+        return Err(Error::at(
+            place,
+            format!("fit: at most one of {} is fitted", GAP.join(", ")),
+        ));
     }
     for (label, mmu, variant) in e
         .row
@@ -75,6 +94,9 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         MmuFlavour::parse(mmu).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
         Variant::parse(variant).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
     }
+    for p in &e.prediction {
+        prediction_params(place, p, &Params::linux())?;
+    }
     if e.sample_steps == 0 || e.vcpus == 0 {
         return Err(Error::at(
             place,
@@ -84,14 +106,31 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     Ok(e)
 }
 
+/// `base` with a prediction's `set` applied; a bad entry is an error naming it.
+fn prediction_params(place: &str, p: &PredictionSpec, base: &Params) -> Result<Params> {
+    let mut params = base.clone();
+    for kv in &p.set {
+        let (path, value) = kv.split_once('=').ok_or_else(|| {
+            Error::at(
+                place,
+                format!("\"{}\": set: expected PATH=VALUE, got \"{kv}\"", p.label),
+            )
+        })?;
+        let by = format!("prediction \"{}\"", p.label);
+        params.set_text(place, path.trim(), value.trim(), Provenance::Set { by })?;
+    }
+    Ok(params)
+}
+
 struct Runner<'a> {
     e: &'a Experiment,
     params: &'a Params,
     work: f64,
     toggles: f64,
+    unload: f64,
 }
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
     fn run(&self, m: &MachineProfile, mmu: &str, variant: &str, vcpus: u64) -> Result<SsddResult> {
         let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
         cfg.vcpus = vcpus;
@@ -101,6 +140,7 @@ impl Runner<'_> {
         cfg.costs = KvmCosts::from(self.params);
         cfg.guest.guest_work_cycles_per_step = self.work;
         cfg.guest.wp_pairs_other_per_step = self.toggles;
+        cfg.costs.unload_cycles = self.unload;
         run_ssdd(m, &cfg)
     }
 
@@ -108,32 +148,61 @@ impl Runner<'_> {
         let f = fits.iter().find(|f| f.parameter == param)?;
         self.e.row.iter().find(|r| r.label == f.row)
     }
+
+    /// This runner with gap parameter `param` at `v`.
+    fn with_gap(&self, param: &str, v: f64) -> Runner<'a> {
+        let mut r = Runner { ..*self };
+        r.set_gap(param, v);
+        r
+    }
+
+    fn set_gap(&mut self, param: &str, v: f64) {
+        if param == TOGGLES {
+            self.toggles = v;
+        } else {
+            self.unload = v;
+        }
+    }
 }
 
-/// Fits the extra toggles to the difference between the two fit rows (the guest work
-/// cancels there), then the guest work to the work row: one parameter per row.
+/// Fits the gap parameter (extra toggles, or the unload cost of each toggle) to the
+/// difference between its row and the work row (the guest work cancels there), then the
+/// guest work to the work row: one parameter per row.
 fn fit(r: &mut Runner, m: &MachineProfile, fits: &[Fit]) -> Result<Vec<String>> {
     let mut fitted = vec![];
     let vcpus = r.e.vcpus;
     let work_row = r.row_spec(fits, WORK).cloned();
-    if let (Some(tr), Some(wr)) = (r.row_spec(fits, TOGGLES).cloned(), &work_row) {
-        let gap = |r: &Runner, t: f64| -> Result<f64> {
-            let runner = Runner { toggles: t, ..*r };
+    let gap_fit = fits.iter().find(|f| GAP.contains(&f.parameter.as_str()));
+    if let (Some(gf), Some(wr)) = (gap_fit, &work_row) {
+        let param = gf.parameter.as_str();
+        let tr = r.row_spec(fits, param).cloned().expect("checked at parse");
+        let gap = |r: &Runner, v: f64| -> Result<f64> {
+            let runner = r.with_gap(param, v);
             Ok(runner.run(m, &tr.mmu, &tr.variant, vcpus)?.seconds
                 - runner.run(m, &wr.mmu, &wr.variant, vcpus)?.seconds)
         };
         let want = tr.published - wr.published;
-        let (g0, g1) = (gap(r, 0.0)?, gap(r, 4.0)?);
-        let mut t = (want - g0) / (g1 - g0) * 4.0;
-        // One secant step from the nearer end: the cost per toggle is nearly constant.
-        let gt = gap(r, t.max(0.0))?;
-        let slope = (g1 - g0) / 4.0;
-        t = (t.max(0.0) + (want - gt) / slope).max(0.0);
-        r.toggles = t;
-        fitted.push(format!(
-            "{TOGGLES} = {t:.3} toggle pairs per step (to \"{}\" minus \"{}\")",
-            tr.label, wr.label
-        ));
+        let [a, b] = gf.start.unwrap_or([0.0, 4.0]);
+        let (g0, g1) = (gap(r, a)?, gap(r, b)?);
+        let slope = (g1 - g0) / (b - a);
+        let mut v = (a + (want - g0) / slope).max(0.0);
+        // One secant step from there: the cost per unit is nearly constant.
+        let gv = gap(r, v)?;
+        v = (v + (want - gv) / slope).max(0.0);
+        r.set_gap(param, v);
+        fitted.push(if param == TOGGLES {
+            format!(
+                "{TOGGLES} = {v:.3} toggle pairs per step (to \"{}\" minus \"{}\")",
+                tr.label, wr.label
+            )
+        } else {
+            format!(
+                "{UNLOAD} = {v:.0} cycles ({:.2} us) per root unload (to \"{}\" minus \"{}\")",
+                v / m.cpu.frequency_ghz / 1e3,
+                tr.label,
+                wr.label
+            )
+        });
     }
     if let Some(wr) = work_row {
         let base = Runner { work: 0.0, ..*r }.run(m, &wr.mmu, &wr.variant, vcpus)?;
@@ -159,6 +228,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         params: &params,
         work: guest.guest_work_cycles_per_step,
         toggles: guest.wp_pairs_other_per_step,
+        unload: KvmCosts::from(&params).unload_cycles,
     };
     // A parameter the command line sets is not fitted (the run is a what-if).
     let set = |path: &str| overrides.software.iter().any(|(p, _)| p == path);
@@ -200,7 +270,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             Some(name) => overrides.apply_machine(&machine::load(name)?)?,
             None => m.clone(),
         };
-        let res = r.run(&pm, &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))?;
+        let params = prediction_params(&e.name, p, r.params)?;
+        let pr = Runner {
+            params: &params,
+            ..r
+        };
+        let res = pr.run(&pm, &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))?;
         predictions.push(Row::predicted(&p.label, "s", res.seconds));
         push_breakdown(&mut breakdown, &mut time, &p.label, &res, &pm);
     }

@@ -185,6 +185,9 @@ pub struct Kernel {
     pub kernel_root: Pfn,
     pub mms: Vec<Mm>,
     pub tasks: Vec<Task>,
+    /// Slots of `tasks` and `mms` freed by reap.rs, taken again by the next fork.
+    pub task_slots: reap::Slots,
+    pub mm_slots: reap::Slots,
     pub violations: Vec<Violation>,
     /// Returns to user mode so far (drives sampled oracle checks).
     returns_to_user: u64,
@@ -243,6 +246,8 @@ impl Kernel {
             kernel_root,
             mms: vec![],
             tasks: vec![],
+            task_slots: Default::default(),
+            mm_slots: Default::default(),
             violations: vec![],
             returns_to_user: 0,
             pages: Default::default(),
@@ -392,15 +397,14 @@ impl Kernel {
         for i in 256..512 {
             paging::share_pml4_entry(&mut self.mem, root, self.kernel_root, i);
         }
-        let mm_id = self.mms.len();
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
         let objects = [(); path::PROCESS_OBJECT_PAGES]
             .map(|_| direct_map(self.alloc_page(cpu, page_alloc::Gfp::Kernel, None).addr().0));
         let heap = VirtAddr(USER_HEAP);
-        self.mms.push(Mm {
+        let mm = Mm {
             root,
             user_root: None,
-            ctx_id: mm_id as u64 + 1,
+            ctx_id: self.mm_slots.created + 1,
             tlb_gen: 1,
             cpumask,
             vmas: vec![],
@@ -410,7 +414,8 @@ impl Kernel {
             anon: vec![],
             users: 0,
             objects,
-        });
+        };
+        let mm_id = self.mm_slots.fill(&mut self.mms, mm);
         self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
         for (base, pages, flags) in [
             (USER_TEXT, 4, PteFlags::USER_TEXT),
@@ -438,7 +443,7 @@ impl Kernel {
 
     /// A task of address space `mm`, its task_struct and kernel stack allocated on `cpu`.
     fn add_task(&mut self, cpu: CpuId, name: &str, parent: Option<TaskId>, mm: MmId) -> TaskId {
-        let task_id = self.tasks.len();
+        let task_id = self.task_slots.next(self.tasks.len());
         self.mms[mm].users += 1;
         let ts = self.alloc_page(cpu, page_alloc::Gfp::Kernel, None);
         let stack = kernel_stack(task_id);
@@ -455,7 +460,7 @@ impl Kernel {
             );
         }
         let state = sched::TaskState::Runnable;
-        self.tasks.push(Task {
+        let task = Task {
             name: name.into(),
             mm,
             parent,
@@ -464,8 +469,8 @@ impl Kernel {
             last_ran: None,
             task_struct: direct_map(ts.addr().0),
             stack,
-        });
-        task_id
+        };
+        self.task_slots.fill(&mut self.tasks, task)
     }
 
     /// Maps one user page into `mm`; lets defenses mirror a newly populated PGD slot.

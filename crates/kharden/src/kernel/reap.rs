@@ -1,11 +1,12 @@
 //! Freeing what dead tasks leave behind, for long runs (trace replay) whose memory must be
-//! bounded by the live tasks: a dead task's kernel stack and task_struct (release_task), and
-//! an address space nobody uses any more, its user page tables and image frames (mmdrop).
+//! bounded by the live tasks: a dead task's kernel stack and task_struct (release_task), an
+//! address space nobody uses any more (mmdrop: its user page tables, image frames, PGD and
+//! the second PGD a defense made), and their slots in `tasks` and `mms`, which the next
+//! fork takes again (a reaped task's id is reused like a pid; a reused mm gets a new
+//! ctx_id, so no TLB tag outlives it).
 //!
-//! Opt-in: nothing calls these during the reproductions, whose frame numbers (and so cache
-//! behaviour) stay as they were. Task and mm ids are never reused; a reaped task keeps its
-//! (small) entry in `tasks`, a reaped mm its entry in `mms`. PTI's second user PGD, when a
-//! defense made one, is not freed.
+//! Opt-in: nothing calls these during the reproductions, whose ids and frame numbers (and so
+//! cache behaviour) stay as they were.
 
 use super::layout::USER_TEXT;
 use super::layout::{DIRECT_MAP, KERNEL_STACK_BYTES, USER_DATA, USER_LIBC, USER_STACK_TOP};
@@ -21,21 +22,113 @@ const IMAGE: [(u64, u64); 4] = [
     (USER_STACK_TOP - 4 * 4096, 4),
 ];
 
+/// Which slots of `tasks` or `mms` are free to take again (reaped), most recent first.
+#[derive(Debug, Default)]
+pub struct Slots {
+    free: Vec<usize>,
+    is_free: Vec<bool>,
+    /// Slots ever filled (tasks created; for address spaces, the last ctx_id given).
+    pub created: u64,
+}
+
+impl Slots {
+    /// The slot the next allocation takes, in a table of `len` slots.
+    pub fn next(&self, len: usize) -> usize {
+        self.free.last().copied().unwrap_or(len)
+    }
+
+    /// Puts `item` in the next slot of `items`; returns the slot.
+    pub fn fill<T>(&mut self, items: &mut Vec<T>, item: T) -> usize {
+        self.created += 1;
+        match self.free.pop() {
+            Some(slot) => {
+                self.is_free[slot] = false;
+                items[slot] = item;
+                slot
+            }
+            None => {
+                items.push(item);
+                items.len() - 1
+            }
+        }
+    }
+
+    fn release(&mut self, slot: usize) {
+        if self.is_free.len() <= slot {
+            self.is_free.resize(slot + 1, false);
+        }
+        self.is_free[slot] = true;
+        self.free.push(slot);
+    }
+
+    pub fn is_free(&self, slot: usize) -> bool {
+        self.is_free.get(slot).copied().unwrap_or(false)
+    }
+
+    /// Slots in use in a table of `len` slots.
+    pub fn in_use(&self, len: usize) -> usize {
+        len - self.free.len()
+    }
+}
+
 impl Kernel {
-    /// Frees dead `task`'s kernel stack and task_struct; false (nothing done) while it is not
-    /// dead or a CPU still has it as current.
-    pub fn reap_task(&mut self, cpu: CpuId, task: TaskId) -> bool {
+    /// Frees every dead task no CPU still runs, then every address space left without
+    /// users; their slots are taken again by the next fork. Takes no simulated time (the
+    /// model's exit path already charged exit). Returns the tasks freed.
+    pub fn reap(&mut self) -> usize {
+        let was = std::mem::replace(&mut self.fast_forward, true);
+        let mut freed = 0;
+        for t in 0..self.tasks.len() {
+            if !self.task_slots.is_free(t) && self.reap_task(t) {
+                self.task_slots.release(t);
+                freed += 1;
+            }
+        }
+        if freed > 0 {
+            // Orphans of a freed parent are nobody's children (reparented to init, which
+            // reaps them): the parent's slot may go to a new task.
+            for t in 0..self.tasks.len() {
+                if let Some(p) = self.tasks[t].parent {
+                    if self.task_slots.is_free(p) {
+                        self.tasks[t].parent = None;
+                    }
+                }
+            }
+        }
+        for mm in 0..self.mms.len() {
+            if !self.mm_slots.is_free(mm) && self.reap_mm(mm) {
+                self.mm_slots.release(mm);
+            }
+        }
+        self.fast_forward = was;
+        freed
+    }
+
+    /// Tasks alive or dead but not yet freed.
+    pub fn tasks_in_use(&self) -> usize {
+        self.task_slots.in_use(self.tasks.len())
+    }
+
+    /// Frees dead `task`'s kernel stack and task_struct (into the page allocator of the CPU
+    /// it last ran on); false (nothing done) while it is not dead or a CPU still has it as
+    /// current.
+    fn reap_task(&mut self, task: TaskId) -> bool {
         if self.tasks[task].state != TaskState::Dead
             || self.cpus.iter().any(|c| c.current == Some(task))
         {
             return false;
         }
+        let cpu: CpuId = self.tasks[task].last_cpu.unwrap_or(0);
         let stack = self.tasks[task].stack;
         for p in 0..KERNEL_STACK_BYTES / 4096 {
-            if let Some(leaf) =
-                paging::unmap(&mut self.mem, self.kernel_root, stack.offset(p * 4096))
-            {
+            let va = stack.offset(p * 4096);
+            if let Some(leaf) = paging::unmap(&mut self.mem, self.kernel_root, va) {
                 self.free_page(cpu, leaf.page.pfn());
+            }
+            // The slot's next task maps its stack at the same address (vfree's lazy purge
+            // flushes before a vmalloc range is reused).
+            for c in &mut self.cpus {
+                c.mmu.invalidate_page_all_contexts(va);
             }
         }
         let ts = self.tasks[task].task_struct;
@@ -44,13 +137,15 @@ impl Kernel {
         true
     }
 
-    /// Frees address space `mm`'s user page tables, image frames and PGD once no task uses
+    /// Frees address space `mm`'s user page tables, image frames and PGDs once no task uses
     /// it and no CPU has it loaded (a lazy-TLB CPU keeps it until it switches away); false
     /// (nothing done) until then.
-    pub fn reap_mm(&mut self, mm: MmId) -> bool {
+    fn reap_mm(&mut self, mm: MmId) -> bool {
         let root = self.mms[mm].root;
         let user_root = self.mms[mm].user_root;
-        let loaded = |c: &super::Cpu| c.mmu.root() == root || Some(c.mmu.root()) == user_root;
+        let loaded = |c: &super::Cpu| {
+            c.asid.loaded_mm == Some(mm) || c.mmu.root() == root || Some(c.mmu.root()) == user_root
+        };
         if self.mms[mm].users > 0 || self.cpus.iter().any(loaded) {
             return false;
         }
@@ -67,6 +162,9 @@ impl Kernel {
                 self.free_tables_below(e.addr().pfn(), 3);
             }
         }
+        if let Some(user_root) = user_root {
+            self.free_own_kernel_half(user_root, root);
+        }
         self.mem.free_table(root);
         // The slab pages of its objects go back through the page allocator they came from
         // (CPU 0's lists: the time of freeing is not modelled here).
@@ -77,6 +175,18 @@ impl Kernel {
         m.vmas = Vec::new();
         m.anon = Vec::new();
         true
+    }
+
+    /// Frees a second PGD (PTI's user PGD): its user half mirrors `root`'s (freed with it);
+    /// in its kernel half, the tables it does not share with `root` are its own.
+    fn free_own_kernel_half(&mut self, user_root: Pfn, root: Pfn) {
+        for i in 256..512 {
+            let e = self.mem.read(user_root, i);
+            if e.present() && e.addr() != self.mem.read(root, i).addr() {
+                self.free_tables_below(e.addr().pfn(), 3);
+            }
+        }
+        self.mem.free_table(user_root);
     }
 
     /// Frees table `table` (at `level`, 3 = PDPT) and every table below it.

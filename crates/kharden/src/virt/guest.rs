@@ -1,9 +1,11 @@
 //! The guest: a KERNEXEC kernel's address spaces in simulated guest-physical memory (real
 //! 4-level tables), and the path of one `ssdd` step as explicit page touches, CR3 writes,
 //! CR0.WP toggles and the debug trap. This is a guest *path model*, not the kernel model of
-//! `kernel/` booted inside a VM: what each step touches is listed here (ESTIMATE, from the
-//! Linux functions the step runs), and its instructions are one fitted cycle count.
+//! `kernel/` booted inside a VM: the kernel code each phase runs is the measured footprint of
+//! its path (`guest_text.rs`), the kernel objects it uses are listed here (ESTIMATE, from
+//! the Linux functions the step runs), and its instructions are one fitted cycle count.
 
+use super::guest_text::{GuestText, TextPage};
 use super::params::GuestParams;
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, PhysMem, PteFlags, VirtAddr};
 use crate::sim::rng::Pcg32;
@@ -23,11 +25,15 @@ pub enum GuestOp {
     OpenKernel,
     /// pax_close_kernel: set CR0.WP.
     CloseKernel,
-    /// Further toggle pairs per step, each around a write to `rodata` (fractional count,
-    /// carried over between steps).
-    OtherToggles,
+    /// A share of the further toggle pairs per step, each around a write to `rodata`
+    /// (fractional count, carried over between steps).
+    OtherToggles(f64),
     /// The single-stepped instruction's debug trap (#DB).
     DebugTrap,
+    /// Kernel code run from one text page: its lines (bit i = line i) fetched.
+    Fetch { va: VirtAddr, lines: u64 },
+    /// PaX per-CPU PGD: copy process `next`'s user PGD entries into the CPU's PGD.
+    ClonePgd(usize),
 }
 
 const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
@@ -45,7 +51,8 @@ const LIBC_DATA: u64 = 0x7fff_f7fc_0000;
 const VMALLOC: u64 = 0xffff_c900_0000_0000;
 /// Guest-physical start of the kernel image (16 MiB, Linux's default physical start).
 const IMAGE_GPA: u64 = 16 << 20;
-const TEXT_2M_PAGES: u64 = 4;
+/// PGD entries of the user half (x86-64 USER_PGD_PTRS), what __clone_user_pgds copies.
+pub const USER_PGD_SLOTS: usize = 256;
 
 /// The pages of one task the step's kernel paths touch (ESTIMATE of the objects named).
 pub struct Process {
@@ -74,6 +81,13 @@ pub struct Guest {
     /// Every 2 MiB-aligned guest-physical region that holds RAM, and the guest-physical
     /// address the page tables start at (outside RAM, see `paging_gpa`).
     pub ram_bytes: u64,
+    /// The kernel code of each phase of a step (measured footprints).
+    pub text: GuestText,
+    /// KERNEXEC toggle pairs per context switch in __switch_to
+    /// (guest.wp_pairs_per_context_switch); pax_switch_mm's pair comes with `cpu_pgd`.
+    switch_pairs: u64,
+    /// The vCPU's own PGD when the guest runs PaX's per-CPU PGD (guest.per_cpu_pgd).
+    pub cpu_pgd: Option<Pfn>,
 }
 
 impl Guest {
@@ -88,14 +102,22 @@ impl Guest {
             PhysAddr((64 << 20) + ((rng.next_u64() % frames) << 12))
         };
         let kernel = mem.alloc_table(0);
-        for i in 0..TEXT_2M_PAGES {
-            let off = i << 21;
+        let text = GuestText::from(crate::kernel::footprint::Footprints::builtin())
+            .expect("the committed footprint file records the ssdd paths (guest_text tests)");
+        // The kernel image in 2 MiB pages as Linux maps it, or in 4 KiB pages.
+        let text_2m_pages = text.bytes.div_ceil(1 << 21);
+        let size = if p.kernel_text_4k {
+            PageSize::Size4K
+        } else {
+            PageSize::Size2M
+        };
+        for off in (0..text_2m_pages << 21).step_by(size.bytes() as usize) {
             paging::map(
                 &mut mem,
                 kernel,
                 VirtAddr(KERNEL_TEXT + off),
                 PhysAddr(IMAGE_GPA + off),
-                PageSize::Size2M,
+                size,
                 PteFlags::KERNEL_TEXT.with_global(true),
                 0,
             );
@@ -113,7 +135,7 @@ impl Guest {
             );
         }
         // KERNEXEC: the GDT and __read_only data are mapped read-only.
-        let image_end = IMAGE_GPA + (TEXT_2M_PAGES << 21);
+        let image_end = IMAGE_GPA + (text_2m_pages << 21);
         for (i, gpa) in [image_end, image_end + 4096].into_iter().enumerate() {
             paging::map(
                 &mut mem,
@@ -172,7 +194,14 @@ impl Guest {
                 libc_data: VirtAddr(LIBC_DATA),
             });
         }
-        Guest {
+        let cpu_pgd = p.per_cpu_pgd.then(|| {
+            let pgd = mem.alloc_table(0);
+            for slot in 256..512 {
+                paging::share_pml4_entry(&mut mem, pgd, kernel, slot);
+            }
+            pgd
+        });
+        let mut g = Guest {
             mem,
             procs,
             gdt: VirtAddr(RO_DATA),
@@ -180,17 +209,44 @@ impl Guest {
             runqueue,
             percpu,
             ram_bytes,
+            text,
+            switch_pairs: p.wp_pairs_per_context_switch.round() as u64,
+            cpu_pgd,
+        };
+        if g.cpu_pgd.is_some() {
+            for slot in 0..USER_PGD_SLOTS {
+                g.clone_pgd_slot(0, slot);
+            }
         }
+        g
+    }
+
+    /// The page-table root the guest runs process `p` on: its own PGD, or the CPU's.
+    pub fn root_of(&self, p: usize) -> Pfn {
+        self.cpu_pgd.unwrap_or(self.procs[p].root)
+    }
+
+    /// One entry of __clone_user_pgds: the CPU's PGD slot `slot` := process `p`'s.
+    pub fn clone_pgd_slot(&mut self, p: usize, slot: usize) {
+        let pgd = self.cpu_pgd.expect("per-CPU PGD guest");
+        let e = self.mem.read(self.procs[p].root, slot);
+        self.mem.write(pgd, slot, e);
     }
 
     /// One ssdd step of pair `pair`: the tracer T resumes from waitpid, takes SIGCHLD,
     /// single-steps the tracee E and waits; E runs one instruction, traps, stops and
     /// notifies T (kernel/ptrace.c, kernel/signal.c ptrace_stop and
-    /// do_notify_parent_cldstop, kernel/exit.c do_wait). The pages are an ESTIMATE of the
-    /// objects those functions use; text is in the kernel's 2 MiB pages.
+    /// do_notify_parent_cldstop, kernel/exit.c do_wait). The data pages are an ESTIMATE of
+    /// the objects those functions use; the text is each path's measured footprint.
     pub fn step_ops(&self, pair: usize) -> Vec<GuestOp> {
         let (t, e) = (2 * pair, 2 * pair + 1);
-        let text = |i: u64| VirtAddr(KERNEL_TEXT + (i << 21) + 0x1000);
+        let fetch = |ops: &mut Vec<GuestOp>, pages: &[TextPage]| {
+            ops.extend(pages.iter().map(|t| GuestOp::Fetch {
+                va: VirtAddr(KERNEL_TEXT + t.offset),
+                lines: t.lines,
+            }))
+        };
+        let text = &self.text;
         let k = |va, write| GuestOp::Touch {
             va,
             write,
@@ -206,9 +262,15 @@ impl Guest {
         let mut ops = vec![];
         // Kernel entry and exit (entry_SYSCALL_64 / an exception): text, the stack top,
         // the per-CPU area, current's task_struct.
+        // Where the step writes __read_only data between pax_open_kernel/pax_close_kernel is
+        // not known: the pairs beyond the context switches' are spread evenly over the
+        // step's six kernel phases (three syscalls, the trap, two switches), each share
+        // taken where the phase starts.
+        let share = GuestOp::OtherToggles(1.0 / 6.0);
         let entry = |ops: &mut Vec<GuestOp>, p: &Process| {
+            ops.push(share);
+            fetch(ops, &text.entry);
             ops.extend([
-                k(text(0), false),
                 k(p.kstack[1], true),
                 k(self.percpu[0], true),
                 k(p.task[0], true),
@@ -218,8 +280,9 @@ impl Guest {
         // switch_mm (CR3), __switch_to's load_TLS into the read-only GDT, the next stack.
         let switch_to = |ops: &mut Vec<GuestOp>, prev: &Process, next: usize| {
             let n = &self.procs[next];
+            ops.push(share);
+            fetch(ops, &text.switch);
             ops.extend([
-                k(text(0), false),
                 k(self.runqueue, true),
                 k(self.percpu[1], true),
                 k(prev.task[0], true),
@@ -227,20 +290,32 @@ impl Guest {
                 k(n.task[0], true),
                 k(n.task[1], true),
                 k(n.mm, false),
-                GuestOp::Cr3(next),
-                GuestOp::OpenKernel,
-                k(self.gdt, true),
-                GuestOp::CloseKernel,
-                k(n.kstack[1], true),
-                k(n.kstack[0], true),
             ]);
+            // pax_switch_mm (per-CPU PGD guests): the clone of the next mm's user PGD entries
+            // in its own pax_open_kernel/pax_close_kernel pair, then the CR3 write (the
+            // CPU's own PGD again where it has one).
+            if self.cpu_pgd.is_some() {
+                ops.extend([
+                    GuestOp::OpenKernel,
+                    GuestOp::ClonePgd(next),
+                    GuestOp::CloseKernel,
+                ]);
+            }
+            ops.push(GuestOp::Cr3(next));
+            // __switch_to: the first pair around load_TLS's GDT writes, any further one
+            // around another __read_only write.
+            for i in 0..self.switch_pairs {
+                let target = if i == 0 { self.gdt } else { self.rodata };
+                ops.extend([GuestOp::OpenKernel, k(target, true), GuestOp::CloseKernel]);
+            }
+            ops.extend([k(n.kstack[1], true), k(n.kstack[0], true)]);
         };
         switch_to(&mut ops, pe, t);
         // T: do_wait finds E stopped (wait_task_stopped reads E's task and signal state)
         // and returns to user; SIGCHLD is delivered (get_signal, the rt frame on the user
         // stack), the handler sets got_sigchld, rt_sigreturn restores.
+        fetch(&mut ops, &text.wait);
         ops.extend([
-            k(text(1), false),
             k(pt.signal, true),
             k(pt.sighand, true),
             k(pe.task[2], false),
@@ -256,19 +331,19 @@ impl Guest {
         // user_enable_single_step sets TF in E's saved registers, wake_up_state(E).
         ops.extend([u(USER_TEXT, false), libc(1), u(pt.libc_data.0, false)]);
         entry(&mut ops, pt);
+        fetch(&mut ops, &text.ptrace);
         ops.extend([
-            k(text(2), false),
             k(pe.task[0], true),
             k(pe.task[2], true),
             k(pe.kstack[1], true),
             k(self.runqueue, true),
-            GuestOp::OtherToggles,
             u(USER_TEXT, false),
         ]);
         // T: waitpid through libc; do_wait finds nothing and sleeps.
         ops.extend([libc(0), u(pt.libc_data.0, false)]);
         entry(&mut ops, pt);
-        ops.extend([k(text(1), false), k(pt.signal, true), k(pe.task[2], false)]);
+        fetch(&mut ops, &text.wait);
+        ops.extend([k(pt.signal, true), k(pe.task[2], false)]);
         switch_to(&mut ops, pt, e);
         // E: back to user, one instruction of `while (1);`, #DB; exc_debug sends SIGTRAP,
         // ptrace_stop notifies T (SIGCHLD queued on T's sighand, wake-up) and schedules.
@@ -278,9 +353,8 @@ impl Guest {
             GuestOp::DebugTrap,
         ]);
         entry(&mut ops, pe);
+        fetch(&mut ops, &text.trap);
         ops.extend([
-            k(text(1), false),
-            k(text(3), false),
             k(pe.task[2], true),
             k(pe.signal, true),
             k(pe.sighand, true),

@@ -6,11 +6,14 @@
 
 pub mod ept;
 pub mod guest;
+pub mod guest_text;
 pub mod kvm_mmu;
 #[cfg(target_os = "linux")]
 pub mod native;
 pub mod oracle;
 pub mod params;
+#[cfg(test)]
+mod pgd_tests;
 pub mod ssdd;
 pub mod vmx;
 

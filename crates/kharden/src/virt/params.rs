@@ -93,6 +93,24 @@ pub const DECLS: &[Decl] = &[
         "shadow paging: CR3 exit on the slow path (hash lookup, sync)",
     ),
     Decl::num(
+        "kvm.unprotect_cycles",
+        Unit::Cycles,
+        CYC,
+        "shadow paging: retry_instruction unprotecting a written guest page table",
+    ),
+    Decl::num(
+        "kvm.emulate_cycles",
+        Unit::Cycles,
+        CYC,
+        "shadow paging: one write to a write-protected guest page table emulated",
+    ),
+    Decl::num(
+        "kvm.pte_write_cycles",
+        Unit::Cycles,
+        CYC,
+        "shadow paging: kvm_mmu_pte_write on the shadow pages of the written gfn",
+    ),
+    Decl::num(
         "guest.pairs",
         Unit::Count,
         (1.0, 1e4),
@@ -133,6 +151,18 @@ pub const DECLS: &[Decl] = &[
         unit: Unit::Bool,
         range: (0.0, 0.0),
         help: "the host backs guest RAM with 2 MiB pages, so EPT maps 2 MiB leaves",
+    },
+    Decl {
+        path: "guest.per_cpu_pgd",
+        unit: Unit::Bool,
+        range: (0.0, 0.0),
+        help: "PaX per-CPU PGD: a process switch copies the next mm's user PGD entries into the CPU's PGD",
+    },
+    Decl {
+        path: "guest.kernel_text_4k",
+        unit: Unit::Bool,
+        range: (0.0, 0.0),
+        help: "the guest maps its kernel text with 4 KiB pages instead of 2 MiB ones",
     },
     Decl::num(
         "guest.lines_per_touch",
@@ -192,6 +222,17 @@ pub struct KvmCosts {
     /// Shadow paging: the slow path when it is not: mmu_lock, kvm_mmu_get_shadow_page hash
     /// lookup of the root for (gfn, role), kvm_mmu_sync_roots. ESTIMATE.
     pub cr3_slow_switch_cycles: f64,
+    /// Shadow paging: a write to a write-protected guest page table by an instruction that
+    /// does not itself walk page tables goes through retry_instruction first, which
+    /// unprotects the gfn (kvm_mmu_unprotect_page: zap every shadow page of it, the current
+    /// root included) and re-enters the guest. ESTIMATE.
+    pub unprotect_cycles: f64,
+    /// The same write when it faults again at the same address: x86_decode_insn,
+    /// x86_emulate_insn, the write through kvm_write_guest. ESTIMATE.
+    pub emulate_cycles: f64,
+    /// kvm_mmu_pte_write after an emulated write: the gfn's shadow pages looked up,
+    /// write-flooding and misalignment checks, the SPTE updated. ESTIMATE.
+    pub pte_write_cycles: f64,
 }
 
 impl KvmCosts {
@@ -213,6 +254,9 @@ impl KvmCosts {
             shadow_pf_cycles: c("shadow_pf_cycles"),
             cr3_fast_switch_cycles: c("cr3_fast_switch_cycles"),
             cr3_slow_switch_cycles: c("cr3_slow_switch_cycles"),
+            unprotect_cycles: c("unprotect_cycles"),
+            emulate_cycles: c("emulate_cycles"),
+            pte_write_cycles: c("pte_write_cycles"),
         }
     }
 }
@@ -234,10 +278,10 @@ pub struct GuestParams {
     /// PTRACE_SINGLESTEP iterations per pair: the default 10000 (`nsteps = 10000`), see
     /// `pairs`.
     pub steps_per_pair: u64,
-    /// CR0.WP toggle pairs (open + close) per guest context switch: grsecurity wraps the
-    /// TLS descriptor writes of __switch_to (load_TLS into the read-only GDT) in
+    /// CR0.WP toggle pairs (open + close) per guest context switch in __switch_to:
+    /// grsecurity wraps the TLS descriptor writes (load_TLS into the read-only GDT) in
     /// pax_open_kernel/pax_close_kernel. ESTIMATE: one pair; grsecurity's source for the
-    /// 2023 kernel is not public.
+    /// 2023 kernel is not public. pax_switch_mm's pair comes with `per_cpu_pgd`.
     pub wp_pairs_per_context_switch: f64,
     /// Further toggle pairs per ssdd step on the ptrace, signal and wait paths (writes to
     /// __read_only data). Fitted to the legacy base row: no source counts them.
@@ -256,6 +300,16 @@ pub struct GuestParams {
     /// with page-walk entries in the caches (its cycles are in the guest work). ESTIMATE:
     /// a kernel object access touches a few lines, a stack frame several.
     pub lines_per_touch: u64,
+    /// Whether the guest maps its kernel text with 4 KiB pages (each text page its own TLB
+    /// entry) rather than Linux's 2 MiB pages. ESTIMATE: 2 MiB, as x86-64 Linux maps the
+    /// image; grsecurity's 2023 KERNEXEC layout is not public.
+    pub kernel_text_4k: bool,
+    /// PaX's per-CPU PGD (CONFIG_PAX_PER_CPU_PGD, under UDEREF on amd64): every CPU runs on
+    /// its own PGD, and a process switch copies the next mm's 256 user PGD entries into it
+    /// (pax_switch_mm -> __clone_user_pgds, in a KERNEXEC toggle pair of its own) instead
+    /// of loading the mm's PGD. ESTIMATE: on, as the public PaX patches and hardened
+    /// configs have it; the seed's 2023 guest config is not published.
+    pub per_cpu_pgd: bool,
 }
 
 impl GuestParams {
@@ -271,6 +325,8 @@ impl GuestParams {
             guest_ram_mib: n("guest_ram_mib") as u64,
             host_thp: p.flag("guest.host_thp"),
             lines_per_touch: n("lines_per_touch") as u64,
+            kernel_text_4k: p.flag("guest.kernel_text_4k"),
+            per_cpu_pgd: p.flag("guest.per_cpu_pgd"),
         }
     }
 }

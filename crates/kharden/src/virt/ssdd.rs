@@ -70,6 +70,9 @@ pub struct Breakdown {
     pub cr3: f64,
     /// #DB reinjection.
     pub debug: f64,
+    /// Shadow paging: writes to write-protected guest page tables (unprotect, emulation,
+    /// kvm_mmu_pte_write; their exits are in exit+entry, the rebuilt roots in root builds).
+    pub emulation: f64,
 }
 
 impl Breakdown {
@@ -83,8 +86,9 @@ impl Breakdown {
             + self.flush
             + self.cr3
             + self.debug
+            + self.emulation
     }
-    pub fn named(&self) -> [(&'static str, f64); 9] {
+    pub fn named(&self) -> [(&'static str, f64); 10] {
         [
             ("guest work", self.guest_work),
             ("TLB refill walks", self.walks),
@@ -95,6 +99,7 @@ impl Breakdown {
             ("INVEPT/INVVPID", self.flush),
             ("CR3 exits", self.cr3),
             ("#DB reinjection", self.debug),
+            ("gPT write emulation", self.emulation),
         ]
     }
 }
@@ -108,6 +113,8 @@ pub struct Counts {
     pub walks: u64,
     pub walk_refs: u64,
     pub flushes: u64,
+    /// Shadow paging: guest page-table writes that faulted on write protection.
+    pub pt_write_faults: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +183,7 @@ pub fn run_ssdd(m: &MachineProfile, cfg: &SsddConfig) -> Result<SsddResult> {
         flush: b.flush / n,
         cr3: b.cr3 / n,
         debug: b.debug / n,
+        emulation: b.emulation / n,
     };
     let steps = pairs * cfg.guest.steps_per_pair;
     let seconds = per_step.total() * steps as f64 / (m.cpu.frequency_ghz * 1e9);
@@ -284,8 +292,8 @@ impl<'a> Vcpu<'a> {
             GuestOp::Cr3(p) => self.write_cr3(p),
             GuestOp::OpenKernel => self.write_cr0(self.cr0 & !CR0_WP),
             GuestOp::CloseKernel => self.write_cr0(self.cr0 | CR0_WP),
-            GuestOp::OtherToggles => {
-                self.carry += self.cfg.guest.wp_pairs_other_per_step;
+            GuestOp::OtherToggles(share) => {
+                self.carry += share * self.cfg.guest.wp_pairs_other_per_step;
                 while self.carry >= 1.0 {
                     self.carry -= 1.0;
                     self.write_cr0(self.cr0 & !CR0_WP);
@@ -298,6 +306,8 @@ impl<'a> Vcpu<'a> {
                     self.write_cr0(self.cr0 | CR0_WP);
                 }
             }
+            GuestOp::Fetch { va, lines } => self.fetch(va, lines),
+            GuestOp::ClonePgd(next) => self.clone_pgd(next),
             GuestOp::DebugTrap => {
                 self.exit(ExitReason::ExceptionNmi);
                 self.acct.debug += self.cfg.costs.db_reinject_cycles;
@@ -320,7 +330,7 @@ impl<'a> Vcpu<'a> {
         if self.mmu.current_root().is_some() {
             return;
         }
-        let root = self.guest.procs[self.proc].root;
+        let root = self.guest.root_of(self.proc);
         let (c, tag) = self.mmu.load(root, &self.cfg.costs);
         self.acct.cr0_mmu += c.handler;
         self.acct.root_build += c.root_alloc;
@@ -369,7 +379,13 @@ impl<'a> Vcpu<'a> {
             return;
         }
         self.exit(ExitReason::CrAccess);
-        let (c, reload) = self.mmu.new_pgd(self.guest.procs[p].root, &self.cfg.costs);
+        let root = self.guest.root_of(p);
+        if self.mmu.current_root().is_some() && self.mmu.current_guest_cr3() == Some(root) {
+            // kvm_set_cr3 with the CR3 already loaded: no new PGD, KVM_REQ_TLB_FLUSH_CURRENT.
+            self.flush_current();
+            return;
+        }
+        let (c, reload) = self.mmu.new_pgd(root, &self.cfg.costs);
         self.acct.cr3 += c;
         if reload {
             self.ensure_loaded();
@@ -391,6 +407,49 @@ impl<'a> Vcpu<'a> {
         let hw_wp = !self.cfg.flavour.direct() || self.wp();
         let denied = (user && !flags.user) || (write && !flags.writable && (user || hw_wp));
         !denied
+    }
+
+    /// pax_switch_mm's __clone_user_pgds: the CPU's PGD gets process `next`'s 256 user
+    /// entries, one store each. Under EPT a store is a store (its lines through the caches);
+    /// under shadow paging the PGD is a shadowed guest page table, so each store faults on
+    /// write protection: retry_instruction unprotects the gfn (zapping its shadow roots, the
+    /// loaded one included) and re-enters; the fresh root loaded at entry write-protects it
+    /// again, so the retried store faults at the same address and is emulated, with
+    /// kvm_mmu_pte_write (arch/x86/kvm/x86.c retry_instruction, mmu.c).
+    fn clone_pgd(&mut self, next: usize) {
+        let pgd = self
+            .guest
+            .cpu_pgd
+            .expect("ClonePgd only in a per-CPU PGD guest");
+        let host = GuestPhysAddr(super::guest::root_gpa(pgd)).host().0;
+        for slot in 0..super::guest::USER_PGD_SLOTS {
+            if !self.cfg.flavour.direct() && self.mmu.shadows(pgd) {
+                self.emulated_pt_write(pgd);
+            }
+            self.guest.clone_pgd_slot(next, slot);
+            self.caches.load(0, 0, host + slot as u64 * 8, false);
+        }
+    }
+
+    fn emulated_pt_write(&mut self, gfn: crate::arch::x86::Pfn) {
+        let c = &self.cfg.costs;
+        self.counts.pt_write_faults += 1;
+        self.exit(ExitReason::ExceptionNmi);
+        self.mmu.unprotect(gfn);
+        self.acct.emulation += c.unprotect_cycles;
+        self.ensure_loaded();
+        self.exit(ExitReason::ExceptionNmi);
+        self.acct.emulation += c.emulate_cycles + c.pte_write_cycles;
+    }
+
+    /// Kernel code: one translation, then the page's lines through the caches (cycles:
+    /// guest work).
+    fn fetch(&mut self, va: VirtAddr, lines: u64) {
+        let (_, page) = self.translate(va);
+        let base = page.0 & !0xfff;
+        for i in (0..64).filter(|i| lines >> i & 1 == 1) {
+            self.caches.load(0, 0, base + i * 64, false);
+        }
     }
 
     /// The combined translation of `va` for the current process: TLB, or a walk.
@@ -420,7 +479,7 @@ impl<'a> Vcpu<'a> {
         let tag = self.tag;
         let (mut table, mut level, mut w, mut u) = match self.tlb.psc.lookup(va, tag) {
             Some(h) => (h.entry.table, h.next_level, h.entry.writable, h.entry.user),
-            None => (self.guest.procs[self.proc].root, 4, true, true),
+            None => (self.guest.root_of(self.proc), 4, true, true),
         };
         loop {
             let idx = va.index(level);
@@ -541,7 +600,7 @@ impl<'a> Vcpu<'a> {
             }
             self.exit(ExitReason::ExceptionNmi);
             self.counts.shadow_pf += 1;
-            let groot = self.guest.procs[self.proc].root;
+            let groot = self.guest.root_of(self.proc);
             let g = crate::arch::x86::paging::translate(&self.guest.mem, groot, va)
                 .expect("guest path touches mapped pages");
             // KVM's software walk of the four guest levels.
@@ -580,7 +639,7 @@ impl<'a> Vcpu<'a> {
             // kvm_mmu_refresh_passthrough_bits: CR0.WP is read back from the VMCS first.
             self.mmu.permissions_wp = self.wp();
         }
-        let root = self.guest.procs[self.proc].root;
+        let root = self.guest.root_of(self.proc);
         let g = crate::arch::x86::paging::translate(&self.guest.mem, root, va)
             .expect("oracle probes a mapped page");
         g.flags.writable || !self.mmu.permissions_wp

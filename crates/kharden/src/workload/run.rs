@@ -75,6 +75,11 @@ impl Runner {
             self.is_thread.resize(n, false);
         }
         self.programs[task] = Some(program);
+        // A reaped task's slot (kernel/reap.rs) starts afresh.
+        self.alive_children[task] = 0;
+        self.exited_children[task] = 0;
+        self.waiting[task] = false;
+        self.is_thread[task] = false;
     }
 
     fn totals(&self) -> (Stats, Stats) {

@@ -188,6 +188,11 @@ impl KvmMmu {
             .map(|i| (self.roots[i].table, self.roots[i].tag, self.roots[i].role))
     }
 
+    /// The guest CR3 the loaded shadow root shadows.
+    pub fn current_guest_cr3(&self) -> Option<Pfn> {
+        self.current.and_then(|i| self.roots[i].guest_cr3)
+    }
+
     /// kvm_post_set_cr0 after a CR0 write that exited. Returns the cycles of the MMU work.
     pub fn post_set_cr0(&mut self, old: u64, new: u64, c: &super::params::KvmCosts) -> f64 {
         let changed = old ^ new;
@@ -331,6 +336,38 @@ impl KvmMmu {
                 (c.cr3_slow_switch_cycles, true)
             }
         }
+    }
+
+    /// Whether a valid shadow root shadows guest page table `gfn` (KVM write-protects it).
+    pub fn shadows(&self, gfn: Pfn) -> bool {
+        self.roots
+            .iter()
+            .any(|r| r.valid && r.guest_cr3 == Some(gfn))
+    }
+
+    /// kvm_mmu_unprotect_page on a guest PGD: every shadow root of `gfn` is zapped, the
+    /// loaded one and the cached previous ones included (they are obsolete; the next entry
+    /// loads a fresh root). Returns how many were zapped.
+    pub fn unprotect(&mut self, gfn: Pfn) -> u32 {
+        let mut zapped = 0;
+        for i in 0..self.roots.len() {
+            let r = &mut self.roots[i];
+            if !(r.valid && r.guest_cr3 == Some(gfn)) {
+                continue;
+            }
+            r.valid = false;
+            r.refs = 0;
+            let table = r.table;
+            let (_, leaves) = self.host.zap(table);
+            self.stats.roots_zapped += 1;
+            self.stats.sptes_zapped += leaves;
+            zapped += 1;
+            if self.current == Some(i) {
+                self.current = None;
+            }
+            self.prev.retain(|&p| p != i);
+        }
+        zapped
     }
 
     /// Counts a table page allocated by a fault.

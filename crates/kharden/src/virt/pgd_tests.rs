@@ -1,0 +1,62 @@
+//! The per-CPU PGD guest (guest.per_cpu_pgd): the clone of the user PGD entries at every
+//! process switch is a run of plain stores under EPT and, under shadow paging, a write to a
+//! write-protected guest page table per entry.
+
+use super::guest::USER_PGD_SLOTS;
+use super::{run_ssdd, MmuFlavour, SsddConfig, Variant};
+
+fn run(flavour: MmuFlavour, per_cpu_pgd: bool) -> super::SsddResult {
+    let m = crate::machine::load("skylake-i7-6700k").unwrap();
+    let mut cfg = SsddConfig::new(flavour, Variant::Base);
+    cfg.warmup_steps = 10;
+    cfg.sample_steps = 20;
+    cfg.oracle = true;
+    cfg.guest.per_cpu_pgd = per_cpu_pgd;
+    run_ssdd(&m, &cfg).unwrap()
+}
+
+#[test]
+fn shadow_paging_faults_on_every_cloned_entry_and_ept_on_none() {
+    let shadow = run(MmuFlavour::Shadow, true);
+    assert!(shadow.violations.is_empty(), "{:?}", shadow.violations);
+    // Two process switches per step, each cloning every user PGD entry.
+    let n = shadow.measured_steps;
+    assert_eq!(shadow.counts.pt_write_faults, 2 * USER_PGD_SLOTS as u64 * n);
+    // Each write: unprotect (the loaded root zapped), a fresh root, the retried write
+    // emulated.
+    assert!(shadow.mmu.roots_built >= shadow.counts.pt_write_faults);
+    assert!(shadow.per_step.emulation > 0.0);
+    let plain = run(MmuFlavour::Shadow, false);
+    assert_eq!(plain.counts.pt_write_faults, 0);
+    assert!(shadow.seconds > 5.0 * plain.seconds);
+    for f in [MmuFlavour::Legacy, MmuFlavour::Tdp] {
+        let r = run(f, true);
+        assert!(r.violations.is_empty(), "{f:?}: {:?}", r.violations);
+        assert_eq!(
+            r.counts.pt_write_faults, 0,
+            "{f:?}: EPT does not protect guest tables"
+        );
+    }
+}
+
+#[test]
+fn the_cpu_pgd_holds_the_running_process_user_half() {
+    let p = crate::virt::params::GuestParams {
+        per_cpu_pgd: true,
+        ..Default::default()
+    };
+    let mut g = super::guest::Guest::build(&p, 2, 1);
+    let pgd = g.cpu_pgd.unwrap();
+    assert_eq!(g.root_of(3), pgd, "every process runs on the CPU's PGD");
+    for slot in 0..USER_PGD_SLOTS {
+        g.clone_pgd_slot(3, slot);
+    }
+    for slot in 0..512 {
+        let want = if slot < USER_PGD_SLOTS {
+            g.procs[3].root
+        } else {
+            pgd
+        };
+        assert_eq!(g.mem.read(pgd, slot), g.mem.read(want, slot), "slot {slot}");
+    }
+}

@@ -95,7 +95,9 @@ pub fn write(path: &Path, records: &[Record], metadata: &[(String, String)]) -> 
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = tempfile::NamedTempFile::new_in(dir)
+    let tmp = tempfile::Builder::new()
+        .prefix(".kharden-sweep-")
+        .tempfile_in(dir)
         .map_err(|e| pq(path, format!("cannot create a file beside it: {e}")))?;
     let file = tmp.reopen().map_err(|e| pq(path, e))?;
     let mut w = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props))
@@ -153,6 +155,14 @@ pub fn write(path: &Path, records: &[Record], metadata: &[(String, String)]) -> 
     }
     rg.close().map_err(|e| pq(path, e))?;
     w.close().map_err(|e| pq(path, e))?;
+    // A results file, readable like any other (the temporary file was private).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = tmp
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644));
+    }
     tmp.persist(path)
         .map_err(|e| pq(path, format!("cannot rename into place: {e}")))?;
     Ok(())

@@ -71,12 +71,6 @@ impl Sweep {
             }
         }
         let points = point::expand(place, text, &file)?;
-        if points.len() > MAX_POINTS {
-            return Err(Error::at(
-                place,
-                format!("{} points: expected at most {MAX_POINTS}", points.len()),
-            ));
-        }
         let mut machines = point::Machines::default();
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut prepared = Vec::with_capacity(points.len());
@@ -158,25 +152,83 @@ pub struct Summary {
     pub failed: usize,
 }
 
-/// The rows of a resumed output that this sweep can keep. An output written by another
-/// version or from other base parameters is refused rather than mixed.
-pub fn resumable(sweep: &Sweep, output: &Path) -> Result<Vec<Record>> {
-    if !output.exists() {
-        return Ok(vec![]);
-    }
-    let (records, meta) = read(output)?;
-    let ours = sweep.metadata();
-    for key in ["kharden.version", "kharden.params"] {
-        let mine = ours.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-        let theirs = meta.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-        if mine != theirs {
-            return Err(Error::at(
-                output.display(),
-                format!("cannot resume: written with a different {key}; remove it or choose another output"),
-            ));
+/// The rows of a sweep's output: those already in the file (kept, their points skipped)
+/// and those run now, in point order, then rows of points the file no longer names.
+pub struct Book {
+    rows: Vec<Option<Record>>,
+    index: HashMap<String, usize>,
+    foreign: Vec<Record>,
+    /// Points whose rows were in the file when it was opened.
+    pub skipped: usize,
+}
+
+impl Book {
+    /// Opens `output` for `sweep`. An output written by another version or from other
+    /// base parameters is refused rather than mixed.
+    pub fn open(sweep: &Sweep, output: &Path) -> Result<Book> {
+        let old = if output.exists() {
+            let (records, meta) = read(output)?;
+            let ours = sweep.metadata();
+            for key in ["kharden.version", "kharden.params"] {
+                let mine = ours.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                let theirs = meta.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+                if mine != theirs {
+                    return Err(Error::at(
+                        output.display(),
+                        format!("cannot resume: written with a different {key}; remove it or choose another output"),
+                    ));
+                }
+            }
+            records
+        } else {
+            vec![]
+        };
+        let index: HashMap<String, usize> = sweep
+            .points
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.point.key(), i))
+            .collect();
+        let mut book = Book {
+            rows: vec![None; sweep.points.len()],
+            index,
+            foreign: vec![],
+            skipped: 0,
+        };
+        for r in old {
+            match book.index.get(&r.key) {
+                Some(&i) => book.rows[i] = Some(r),
+                None => book.foreign.push(r),
+            }
         }
+        book.skipped = book.rows.iter().flatten().count();
+        Ok(book)
     }
-    Ok(records)
+
+    /// Points without a row.
+    pub fn todo(&self) -> Vec<usize> {
+        (0..self.rows.len())
+            .filter(|&i| self.rows[i].is_none())
+            .collect()
+    }
+
+    /// Files a row under its point (found by key); a row of no point of the sweep is an error.
+    pub fn put(&mut self, record: Record) -> Result<()> {
+        let i = *self.index.get(&record.key).ok_or_else(|| {
+            Error::new(format!("a row for no point of the sweep: {}", record.key))
+        })?;
+        self.rows[i] = Some(record);
+        Ok(())
+    }
+
+    pub fn records(&self) -> Vec<Record> {
+        let ours = self.rows.iter().flatten();
+        ours.chain(self.foreign.iter()).cloned().collect()
+    }
+
+    pub fn write(&self, sweep: &Sweep, output: &Path) -> Result<()> {
+        write(output, &self.records(), &sweep.metadata())
+    }
 }
 
 /// Runs the sweep's points not yet in `output` and writes every row there, checkpointing
@@ -188,52 +240,31 @@ pub fn run_to_file(
     extensions: &[Extension],
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Summary> {
-    let old = resumable(sweep, output)?;
-    let have: HashMap<&str, &Record> = old.iter().map(|r| (r.key.as_str(), r)).collect();
-    let todo: Vec<usize> = (0..sweep.points.len())
-        .filter(|&i| !have.contains_key(sweep.points[i].point.key().as_str()))
-        .collect();
-    let mut rows: Vec<Option<Record>> = sweep
-        .points
-        .iter()
-        .map(|p| have.get(p.point.key().as_str()).map(|r| (*r).clone()))
-        .collect();
-    // Rows of points no longer in the file are kept, after this sweep's.
-    let ours: std::collections::HashSet<String> =
-        sweep.points.iter().map(|p| p.point.key()).collect();
-    let foreign: Vec<Record> = old
-        .iter()
-        .filter(|r| !ours.contains(&r.key))
-        .cloned()
-        .collect();
-    let snapshot = |rows: &[Option<Record>]| -> Vec<Record> {
-        rows.iter()
-            .flatten()
-            .cloned()
-            .chain(foreign.iter().cloned())
-            .collect()
-    };
+    let mut book = Book::open(sweep, output)?;
+    let todo = book.todo();
+    let total = sweep.points.len();
     let mut summary = Summary {
-        points: sweep.points.len(),
-        skipped: sweep.points.len() - todo.len(),
+        points: total,
+        skipped: book.skipped,
         ..Summary::default()
     };
-    let total = sweep.points.len();
     progress(summary.skipped, total);
     let mut last = Instant::now();
     let mut result = Ok(());
-    par_run(sweep, &todo, options.threads, extensions, |i, record| {
+    par_run(sweep, &todo, options.threads, extensions, |_, record| {
         summary.ran += 1;
         summary.failed += record.error().is_some() as usize;
-        rows[i] = Some(record);
+        if let Err(e) = book.put(record) {
+            result = Err(e);
+        }
         progress(summary.skipped + summary.ran, total);
         if result.is_ok() && last.elapsed() >= options.checkpoint && summary.ran < todo.len() {
             last = Instant::now();
-            result = write(output, &snapshot(&rows), &sweep.metadata());
+            result = book.write(sweep, output);
         }
     });
     result?;
-    write(output, &snapshot(&rows), &sweep.metadata())?;
+    book.write(sweep, output)?;
     Ok(summary)
 }
 

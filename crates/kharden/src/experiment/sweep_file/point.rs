@@ -82,8 +82,29 @@ pub fn expand(place: &str, text: &str, file: &spec::File) -> Result<Vec<Point>> 
             .iter()
             .map(|w| workload_of(place, text, w))
             .collect::<Result<Vec<_>>>()?;
+        let flat = spec::flatten_set(&g.set);
+        // The product's size first: a few long lists would not fit in memory.
+        let size = [
+            g.machine.len(),
+            cpus.len(),
+            g.defense.len(),
+            workloads.len(),
+        ]
+        .into_iter()
+        .chain(
+            flat.iter()
+                .map(|(_, v, _)| v.as_array().map_or(1, Vec::len)),
+        )
+        .try_fold(1usize, |n, k| n.checked_mul(k))
+        .filter(|&n| n <= super::MAX_POINTS);
+        if size.is_none() {
+            return Err(Error::at(
+                place,
+                format!("grid: more than {} points", super::MAX_POINTS),
+            ));
+        }
         let mut sets: Vec<BTreeMap<String, (String, Span)>> = vec![BTreeMap::new()];
-        for (path, value, span) in spec::flatten_set(&g.set) {
+        for (path, value, span) in flat {
             let values = match &value {
                 toml::Value::Array(a) if !a.is_empty() => a.clone(),
                 _ => {
@@ -140,6 +161,16 @@ pub fn expand(place: &str, text: &str, file: &spec::File) -> Result<Vec<Point>> 
             workload: workload_of(place, text, &p.workload)?,
             set,
         });
+    }
+    if points.len() > super::MAX_POINTS {
+        return Err(Error::at(
+            place,
+            format!(
+                "{} points: expected at most {}",
+                points.len(),
+                super::MAX_POINTS
+            ),
+        ));
     }
     if points.is_empty() {
         return Err(Error::at(

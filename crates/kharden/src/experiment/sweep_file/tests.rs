@@ -159,3 +159,20 @@ fn parquet_round_trips_and_resumes() {
     let e = run_to_file(&s3, &out, Options::default(), &[], &mut |_, _| {}).unwrap_err();
     assert!(e.to_string().contains("cannot resume"), "{e}");
 }
+
+#[test]
+fn rows_cross_processes_exactly() {
+    let r = Record {
+        key: "k".into(),
+        cells: vec![
+            ("key".into(), Cell::Text("k".into())),
+            ("b".into(), Cell::Float(0.011575718585394603)),
+            ("a".into(), Cell::Int(-3)),
+            ("n".into(), Cell::Float(f64::NAN)),
+        ],
+    };
+    let text = r.to_json().to_string();
+    let back = Record::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
+    assert_eq!(back.cells[..3], r.cells[..3]);
+    assert!(matches!(back.cells[3].1, Cell::Float(f) if f.is_nan()));
+}

@@ -9,7 +9,7 @@ use kharden::{machine, Error, Result};
 pub struct Args {
     /// A sweep file (TOML: machines, defenses, workloads, parameter values; see
     /// examples/*.toml). Without it: the built-in XPFO-against-CPUs sweep.
-    #[arg(conflicts_with_all = ["family", "svg", "json", "window_cpu_ms"])]
+    #[arg(conflicts_with_all = ["family", "cpus", "svg", "json", "window_cpu_ms"])]
     file: Option<String>,
     /// Sweep file: the Parquet output (default: FILE with .parquet); rows already there
     /// are kept and their points skipped.

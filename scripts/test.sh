@@ -50,13 +50,44 @@ if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 else
   echo "no usable /dev/kvm: kvm_ tests stay skipped"
 fi
+# The Python package (crates/kharden-py, outside the cargo workspace) and its Ray path:
+# installed with pip and tested with pytest where python3 is here. Its counts join the
+# closing line as a cargo-style result line; its skipped tests (Ray when ray is not
+# installed) are listed with the others.
+pyskips=$(mktemp)
+trap 'rm -f "$log" "$extra" "$pyskips"' EXIT
+if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+  echo "python3 is here: installing crates/kharden-py and running its pytest tests"
+  pylog=$(mktemp)
+  if python3 -m pip install -q ./crates/kharden-py pytest >"$pylog" 2>&1; then
+    python3 -m pytest -rs -p no:cacheprovider crates/kharden-py/tests 2>&1 | tee "$pylog"
+    # pytest's last line: "== 6 passed, 1 skipped in 16.7s ==" (or failed, errors).
+    count() { tail -1 "$pylog" | awk -v w="$1" '{ for (i = 1; i < NF; i++) if ($(i + 1) ~ w) n += $i } END { print n + 0 }'; }
+    passed=$(count '^passed')
+    failed=$(count '^(failed|errors?)')
+    [ "$passed" -gt 0 ] || [ "$failed" -gt 0 ] || failed=1
+    echo "test result: python. $passed passed; $failed failed; (pytest crates/kharden-py/tests)" >>"$extra"
+    sed -n 's/^SKIPPED \[[0-9]*\] \([^:]*\):[0-9]*: \(.*\)$/\1: \2/p' "$pylog" >"$pyskips"
+  else
+    tail -20 "$pylog"
+    echo "python package: pip install ./crates/kharden-py failed (above)"
+    echo "test result: python. 0 passed; 1 failed; (pip install ./crates/kharden-py)" >>"$extra"
+  fi
+  rm -f "$pylog"
+else
+  echo "no python3 with pip: the Python package's tests stay skipped"
+  echo "crates/kharden-py/tests: no python3 with pip" >"$pyskips"
+fi
 # Ignored tests that did not run in those passes are the skipped ones, listed with why.
 ran_ignored=$(grep -c '^test .* \.\.\. \(ok\|FAILED\)$' "$extra" || true)
-grep '^test .* \.\.\. ignored' "$log" | sed 's/^test \(.*\) \.\.\. ignored,* *\(.*\)$/\1: \2/' |
-  while IFS= read -r t; do
-    name=${t%%:*}
-    grep -q "^test $name \.\.\. \(ok\|FAILED\)$" "$extra" || echo "SKIPPED $t"
-  done | sort | awk '{ print } END { printf "skipped: %d tests (reasons above)\n", NR }'
+{
+  grep '^test .* \.\.\. ignored' "$log" | sed 's/^test \(.*\) \.\.\. ignored,* *\(.*\)$/\1: \2/' |
+    while IFS= read -r t; do
+      name=${t%%:*}
+      grep -q "^test $name \.\.\. \(ok\|FAILED\)$" "$extra" || echo "SKIPPED $t"
+    done
+  sed 's/^/SKIPPED /' "$pyskips"
+} | sort | awk '{ print } END { printf "skipped: %d tests (reasons above)\n", NR }'
 echo "ran $ran_ignored ignored tests whose tools are present"
 # One closing line for the whole workspace (cargo prints one per test binary, the last of
 # which is a doc-test run that may hold no test); CI reads it.

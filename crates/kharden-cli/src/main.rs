@@ -29,7 +29,7 @@ enum Command {
     Defenses,
     /// The resolved parameter tree (values, units, provenance); `--set` changes any of them.
     Params(cmd::params::Args),
-    /// XPFO's cost against the number of CPUs, per machine family (table and SVG).
+    /// A sweep file's points to Parquet (kharden sweep FILE), or XPFO's cost against CPUs.
     Sweep(cmd::sweep::Args),
     /// List the machine library, show one profile, or detect this host.
     #[command(alias = "machine")]

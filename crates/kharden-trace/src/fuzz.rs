@@ -69,3 +69,12 @@ pub fn experiment_file(data: &[u8]) -> Result<(), String> {
     };
     parsed.map_err(|e| one_line(e.to_string()))
 }
+
+/// Bytes as a sweep file: parsed, expanded and every point checked (not run).
+pub fn sweep_file(data: &[u8]) -> Result<(), String> {
+    use kharden::experiment::sweep_file::Sweep;
+    let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
+    let overrides = kharden::params::Overrides::default();
+    Sweep::parse("fuzz.toml", text, &overrides, &[]).map_err(|e| one_line(e.to_string()))?;
+    Ok(())
+}

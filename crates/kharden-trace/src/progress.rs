@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 pub struct Progress {
     enabled: bool,
+    started: Instant,
     last: Option<Instant>,
     shown: bool,
 }
@@ -15,6 +16,7 @@ impl Progress {
     pub fn on_terminal() -> Progress {
         Progress {
             enabled: std::io::stderr().is_terminal(),
+            started: Instant::now(),
             last: None,
             shown: false,
         }
@@ -42,6 +44,15 @@ impl Progress {
         self.show(text);
     }
 
+    /// `[#####.....] 12/40 label, 1m05s left`: `done` of `total` steps, the time left
+    /// estimated from the pace since the indicator was made.
+    pub fn show_bar(&mut self, done: usize, total: usize, label: &str) {
+        if self.enabled {
+            let text = bar(done, total, self.started.elapsed(), label);
+            self.show(&text);
+        }
+    }
+
     /// Erases the line.
     pub fn clear(&mut self) {
         if self.shown {
@@ -56,5 +67,46 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+/// The text of a progress bar (see `Progress::show_bar`).
+pub fn bar(done: usize, total: usize, elapsed: Duration, label: &str) -> String {
+    const WIDTH: usize = 30;
+    let filled = (done * WIDTH)
+        .checked_div(total)
+        .unwrap_or(WIDTH)
+        .min(WIDTH);
+    let left = if done == 0 || done >= total {
+        String::new()
+    } else {
+        let secs = elapsed.as_secs_f64() * (total - done) as f64 / done as f64;
+        format!(", {}m{:02}s left", secs as u64 / 60, secs as u64 % 60)
+    };
+    format!(
+        "[{}{}] {done}/{total} {label}{left}",
+        "#".repeat(filled),
+        ".".repeat(WIDTH - filled)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bar_fills_with_progress_and_estimates_the_rest() {
+        let t = Duration::from_secs(10);
+        assert_eq!(bar(0, 4, t, "x"), format!("[{}] 0/4 x", ".".repeat(30)));
+        assert_eq!(
+            bar(1, 4, t, "points"),
+            format!(
+                "[{}{}] 1/4 points, 0m30s left",
+                "#".repeat(7),
+                ".".repeat(23)
+            )
+        );
+        assert_eq!(bar(4, 4, t, "x"), format!("[{}] 4/4 x", "#".repeat(30)));
+        assert_eq!(bar(0, 0, t, "x"), format!("[{}] 0/0 x", "#".repeat(30)));
     }
 }

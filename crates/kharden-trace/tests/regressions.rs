@@ -27,6 +27,7 @@ fn every_defect_of_the_corpus_is_a_one_line_error() {
         let got = match target {
             "machine" => fuzz::machine_profile(&data),
             "experiment" => fuzz::experiment_file(&data),
+            "sweep" => fuzz::sweep_file(&data),
             "trace" => {
                 // Every trace path must refuse it: reader, stats and replay alike.
                 let r = fuzz::trace_reader(&data).map(|_| ());
@@ -42,7 +43,7 @@ fn every_defect_of_the_corpus_is_a_one_line_error() {
         }
         checked += 1;
     }
-    assert!(checked >= 17, "only {checked} corpus files checked");
+    assert!(checked >= 18, "only {checked} corpus files checked");
 }
 
 /// A trace with 1,500 tasks alive at once replays (each live task used to hold an open

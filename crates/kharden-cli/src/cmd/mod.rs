@@ -10,4 +10,5 @@ pub mod replay;
 pub mod reproduce;
 pub mod run;
 pub mod sweep;
+pub mod sweep_file;
 pub mod trace;

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut reps = vec![];
     let mut progress = kharden_trace::progress::Progress::on_terminal();
     for (i, n) in names.iter().enumerate() {
-        progress.show_now(&format!("reproduce: {n} ({} of {})", i + 1, names.len()));
+        progress.show_bar(i, names.len(), &format!("reproduce: {n}"));
         reps.push(run_one(n, &overrides)?);
     }
     progress.clear();

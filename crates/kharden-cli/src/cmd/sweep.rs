@@ -7,6 +7,21 @@ use kharden::{machine, Error, Result};
 
 #[derive(ClapArgs)]
 pub struct Args {
+    /// A sweep file (TOML: machines, defenses, workloads, parameter values; see
+    /// examples/*.toml). Without it: the built-in XPFO-against-CPUs sweep.
+    #[arg(conflicts_with_all = ["family", "cpus", "svg", "json", "window_cpu_ms"])]
+    file: Option<String>,
+    /// Sweep file: the Parquet output (default: FILE with .parquet); rows already there
+    /// are kept and their points skipped.
+    #[arg(long, short, requires = "file")]
+    output: Option<String>,
+    /// Sweep file: threads running points (default: one per core).
+    #[arg(long, default_value_t = 0, requires = "file")]
+    threads: usize,
+    /// Sweep file: run the points as Ray tasks on the cluster at ADDRESS ("auto", or
+    /// "local" for a Ray started on this machine); needs the Python package.
+    #[arg(long, requires = "file")]
+    ray: Option<String>,
     /// Machine families to scale (repeatable). Default: xeon-platinum-8160 (IPIs) and
     /// epyc-7763-2s (INVLPGB broadcast invalidation).
     #[arg(long)]
@@ -30,6 +45,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(file) = &args.file {
+        let overrides = args.set.overrides()?;
+        return super::sweep_file::run(
+            file,
+            args.output.as_deref(),
+            args.threads,
+            args.ray.as_deref(),
+            &overrides,
+        );
+    }
     let families = if args.family.is_empty() {
         vec!["xeon-platinum-8160".to_string(), "epyc-7763-2s".to_string()]
     } else {

@@ -5,6 +5,7 @@
 pub mod kbuild_table;
 pub mod kvm_table;
 pub mod sweep;
+pub mod sweep_file;
 pub mod syscall_table;
 pub mod validate;
 

@@ -1,0 +1,73 @@
+import pytest
+
+import kharden
+
+
+def test_library_as_data():
+    m = kharden.machines()
+    assert "xeon-platinum-8160" in m.index
+    assert (m["topology.sockets"] >= 1).all()
+    d = kharden.defenses()
+    assert {"pti:linux", "xpfo:deferred", "none"} <= set(d["name"])
+    assert d.loc[d["name"] == "pti:broken-global-text", "broken"].item()
+    p = kharden.parameters(machine="ivybridge-i5-3550", set={"xpfo.page_cycles": 10})
+    assert p.loc["xpfo.page_cycles", "value"] == 10
+    assert "set by" in p.loc["xpfo.page_cycles", "provenance"]
+    assert any(i.startswith("machine.") for i in p.index)
+
+
+def test_run_measures_the_defense():
+    none = kharden.run("ivybridge-i5-3550", "syscall-loop", iterations=5000)
+    pti = kharden.run(
+        "ivybridge-i5-3550", "syscall-loop", defense="pti:linux,nopcid", iterations=5000
+    )
+    assert len(none) == 1 and none["machine"][0] == "ivybridge-i5-3550"
+    # Without PCID every CR3 write flushes: PTI costs several times the bare syscall.
+    assert pti["ns_per_iteration"][0] > 2 * none["ns_per_iteration"][0]
+    assert pti["counters.cr3_write_flush"][0] > 0
+    assert none["counters.cr3_write_flush"][0] == 0
+
+
+def test_errors_are_python_exceptions_with_the_one_line_message():
+    with pytest.raises(kharden.KhardenError, match=r"^run: line \d+: machine: unknown machine 'nope'"):
+        kharden.run("nope", "syscall-loop")
+    with pytest.raises(kharden.KhardenError, match=r"unknown parameter 'kernel.nope'"):
+        kharden.parameters(set={"kernel.nope": 1})
+    with pytest.raises(kharden.KhardenError, match=r"^sweep dict: line \d+: defense: unknown defense 'pti:nope'"):
+        kharden.sweep({"grid": {"machine": ["ivybridge-i5-3550"], "defense": ["pti:nope"],
+                                "workload": ["syscall-loop"]}})
+    with pytest.raises(kharden.KhardenError, match="unknown experiment"):
+        kharden.reproduce("nope")
+    assert issubclass(kharden.KhardenError, ValueError)
+
+
+def test_sweep_rows_do_not_depend_on_threads_and_resume(small, tmp_path):
+    one = kharden.sweep(small, threads=1)
+    two = kharden.sweep(small, threads=2)
+    assert len(one) == 9
+    assert one.equals(two)
+    assert "error" not in one.columns
+    assert (one["cpus"].iloc[-1], one["jobs"].iloc[-1]) == (8, 5)
+    out = tmp_path / "s.parquet"
+    kharden.sweep(small, output=out)
+    first = out.read_bytes()
+    again = kharden.sweep(small, output=out)  # every point present: nothing runs
+    assert out.read_bytes() == first
+    assert again.equals(one)
+
+
+def test_sweep_file_matches_its_parquet_metadata(repo, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "pti.parquet"
+    df = kharden.sweep(repo / "examples" / "pti_syscalls.toml", output=out)
+    assert len(df) == 25
+    meta = pq.read_metadata(out).metadata
+    assert meta[b"kharden.version"] == kharden.__version__.encode()
+    assert b"kernel.irq_path_cycles" in meta[b"kharden.params"]
+
+
+def test_reproduce_returns_rows():
+    df = kharden.reproduce("pti-pcid")
+    assert {"label", "published", "simulated", "error_pct"} <= set(df.columns)
+    assert df["simulated"].notna().all()

@@ -1,0 +1,202 @@
+//! Runs one prepared point and turns what it measured into a row: the workload's own
+//! figures, then every time category, counter and flush reason of its tasks' stats (named
+//! as `run --json` names them, report/stats_json.rs).
+
+use super::point::{Prepared, Resolved};
+use super::record::{Cell, Record};
+use crate::defense::{self, Extension};
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, OracleMode};
+use crate::machine::MachineProfile;
+use crate::params::Params;
+use crate::sim::Stats;
+use crate::workload::kbuild_profile::JobProfile;
+use crate::workload::kbuild_run::{calibrate, simulate_with, Sampling};
+use crate::workload::SyscallLoop;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Calibrations of the build's unmodelled kernel work, shared by the points of a sweep
+/// that differ only in their defenses (a calibration runs the unhardened build). Whichever
+/// thread computes one, its value is the same.
+#[derive(Default)]
+pub struct Calibrations(Mutex<HashMap<String, Arc<OnceLock<Result<(f64, String)>>>>>);
+
+impl Calibrations {
+    fn get(
+        &self,
+        m: &MachineProfile,
+        jobs: u32,
+        profile: &JobProfile,
+        sampling: Sampling,
+        params: &Params,
+    ) -> Result<(f64, String)> {
+        let key = format!(
+            "{}|{jobs}|{sampling:?}|{:?}",
+            serde_json::to_string(m).unwrap_or_default(),
+            params.fingerprint(|_| true)
+        );
+        let cell = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(key).or_default().clone()
+        };
+        cell.get_or_init(|| calibrate(m, jobs, profile, sampling, params))
+            .clone()
+    }
+}
+
+/// The point's row: its inputs, then its outputs or its one-line error.
+pub fn record(p: &Prepared, extensions: &[Extension], calibrations: &Calibrations) -> Record {
+    let mut cells = inputs(p);
+    // A panic is a bug, but it fails this point only: the sweep goes on.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        outputs(p, extensions, calibrations)
+    }));
+    match run {
+        Ok(Ok(out)) => cells.extend(out),
+        Ok(Err(e)) => cells.push(("error".into(), Cell::Text(e.to_string()))),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let msg = format!("internal error (please report): {what}");
+            cells.push(("error".into(), Cell::Text(msg.replace('\n', " "))));
+        }
+    }
+    Record {
+        key: p.point.key(),
+        cells,
+    }
+}
+
+fn inputs(p: &Prepared) -> Vec<(String, Cell)> {
+    let text = |s: &str| Cell::Text(s.to_string());
+    let mut cells = vec![
+        ("key".to_string(), text(&p.point.key())),
+        ("machine".into(), text(&p.point.machine.0)),
+        ("cpus".into(), Cell::Int(p.machine.threads() as i64)),
+        ("defense".into(), text(&p.point.defense.0)),
+        ("workload".into(), text(&p.point.workload.0.label())),
+    ];
+    if let Resolved::Kbuild { jobs, .. } = p.workload {
+        cells.push(("jobs".into(), Cell::Int(jobs as i64)));
+    }
+    for (path, (value, _)) in &p.point.set {
+        cells.push((format!("set.{path}"), text(value)));
+    }
+    cells
+}
+
+fn outputs(
+    p: &Prepared,
+    extensions: &[Extension],
+    calibrations: &Calibrations,
+) -> Result<Vec<(String, Cell)>> {
+    let m = &p.machine;
+    let mut out: Vec<(String, Cell)> = vec![];
+    let mut put = |name: &str, v: f64| out.push((name.to_string(), Cell::Float(v)));
+    let stats = match &p.workload {
+        Resolved::SyscallLoop {
+            syscall,
+            iterations,
+            loops,
+        } => {
+            let mut k = Kernel::boot_with(
+                m.clone(),
+                defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?,
+                &p.params,
+                OracleMode::default(),
+            );
+            let mut lp = SyscallLoop::new(syscall, *iterations)?;
+            lp.start(&mut k)?;
+            for _ in 0..lp.warmup {
+                lp.measure(&mut k, 1)?;
+            }
+            let mut total: Option<Stats> = None;
+            let mut elapsed = 0.0;
+            for _ in 0..*loops {
+                let l = lp.measure(&mut k, *iterations)?;
+                elapsed += l.elapsed.secs();
+                match &mut total {
+                    Some(t) => t.merge(&l.stats),
+                    None => total = Some(l.stats),
+                }
+            }
+            violations(&k)?;
+            put("seconds", elapsed);
+            put(
+                "ns_per_iteration",
+                elapsed * 1e9 / (*iterations * *loops as u64) as f64,
+            );
+            total.unwrap_or_default()
+        }
+        Resolved::Kbuild {
+            jobs,
+            warmup_ms,
+            window_ms,
+            seed,
+            samples,
+        } => {
+            let profile = JobProfile::builtin();
+            let sampling = Sampling {
+                warmup_ms: *warmup_ms,
+                window_ms: *window_ms,
+                seed: *seed,
+                samples: *samples,
+            };
+            let (extra, _) = calibrations.get(m, *jobs, &profile, sampling, &p.params)?;
+            let r = simulate_with(
+                m,
+                &p.point.defense.0,
+                extensions,
+                *jobs,
+                &profile,
+                extra,
+                sampling,
+                &p.params,
+            )?;
+            let w = &r.window;
+            put("seconds", w.elapsed.secs());
+            put("user_s", w.tasks.user_time().secs());
+            put("system_s", w.tasks.system_time().secs());
+            put("system_per_user_cycle", r.system_per_user_cycle());
+            put(
+                "system_ms_per_job",
+                r.system_per_user_cycle() * profile.user_cycles() * 1e3,
+            );
+            put(
+                "compile_jobs_of_work",
+                r.user_work_cycles / profile.user_cycles(),
+            );
+            put("idle_system_s", w.idle.system_time().secs());
+            put("calibration_extra_cycles", extra);
+            if let Some(e) = r.sampling_error() {
+                put("sampling_error", e);
+            }
+            w.tasks.clone()
+        }
+    };
+    out.extend(stats_cells(&stats)?);
+    Ok(out)
+}
+
+fn violations(k: &Kernel) -> Result<()> {
+    match k.violations.first() {
+        Some(v) => Err(Error::new(format!("security oracle violation: {}", v.what))),
+        None => Ok(()),
+    }
+}
+
+/// The stats as `run --json` writes them, one cell per entry.
+fn stats_cells(stats: &Stats) -> Result<Vec<(String, Cell)>> {
+    let v = serde_json::to_value(stats).map_err(|e| Error::new(e.to_string()))?;
+    let map = v
+        .as_object()
+        .ok_or_else(|| Error::new("stats: expected a JSON object"))?;
+    Ok(map
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), Cell::from_json(v)?)))
+        .collect())
+}

@@ -1,0 +1,204 @@
+//! The sweep file's TOML form, as written: every value keeps its span so that a check
+//! made later (an unknown machine, a parameter out of range) can name its line.
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// `[grid]`: every combination of the listed values is a point.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    pub machine: Vec<Spanned<String>>,
+    /// Hardware threads each machine is scaled to; absent: the profile as it is.
+    #[serde(default)]
+    pub cpus: Option<Vec<Spanned<u32>>>,
+    #[serde(default = "default_defenses")]
+    pub defense: Vec<Spanned<String>>,
+    pub workload: Vec<Spanned<toml::Value>>,
+    /// Parameter path -> the values it takes.
+    #[serde(default)]
+    pub set: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+}
+
+/// `[[point]]`: one point, written out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListedPoint {
+    pub machine: Spanned<String>,
+    #[serde(default)]
+    pub cpus: Option<Spanned<u32>>,
+    #[serde(default = "default_defense")]
+    pub defense: Spanned<String>,
+    pub workload: Spanned<toml::Value>,
+    #[serde(default)]
+    pub set: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+}
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    /// Parameters every point runs with (path -> one value).
+    #[serde(default)]
+    pub set: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    #[serde(default)]
+    pub grid: Option<Grid>,
+    #[serde(default)]
+    pub point: Vec<ListedPoint>,
+}
+
+fn default_defenses() -> Vec<Spanned<String>> {
+    vec![default_defense()]
+}
+fn default_defense() -> Spanned<String> {
+    Spanned::new(0..0, "none".to_string())
+}
+
+/// A workload as `kharden run` takes it: a name (`"kbuild"`) or a table with the name and
+/// the options of that workload (`{ name = "kbuild", jobs = 60, window_ms = 25 }`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    pub name: String,
+    /// syscall-loop: the syscall (default getppid).
+    pub syscall: Option<String>,
+    /// syscall-loop: iterations per loop (default 100000).
+    pub iterations: Option<u64>,
+    /// syscall-loop: loops (default 1).
+    pub loops: Option<u32>,
+    /// kbuild: make -jN (default: one job per hardware thread, or `jobs_per_cpu`).
+    pub jobs: Option<u32>,
+    /// kbuild: jobs per hardware thread, rounded up (the seed's -j60 on 96 threads is 0.625).
+    pub jobs_per_cpu: Option<f64>,
+    /// kbuild: simulated warm-up, ms (default 4).
+    pub warmup_ms: Option<f64>,
+    /// kbuild: simulated window, ms (default 24), or `window_cpu_ms` split over the jobs.
+    pub window_ms: Option<f64>,
+    /// kbuild: CPU time of the build measured, ms: the window is this over the jobs.
+    pub window_cpu_ms: Option<f64>,
+    /// kbuild: the first window's seed (default 1).
+    pub seed: Option<u64>,
+    /// kbuild: independent windows pooled (default 1).
+    pub samples: Option<u32>,
+}
+
+impl WorkloadSpec {
+    /// Reads a workload: a name, or a table with `name` and options.
+    pub fn from_toml(v: &toml::Value) -> std::result::Result<WorkloadSpec, String> {
+        match v {
+            toml::Value::String(name) => Ok(WorkloadSpec {
+                name: name.clone(),
+                ..WorkloadSpec::default()
+            }),
+            toml::Value::Table(_) => {
+                WorkloadSpec::deserialize(v.clone()).map_err(|e| e.message().trim().to_string())
+            }
+            other => Err(format!(
+                "expected a workload name or a table {{ name = ..., options }}, got a {}",
+                other.type_str()
+            )),
+        }
+    }
+    /// The options given, as `key=value` words in a fixed order (a point's identity).
+    pub fn options(&self) -> Vec<String> {
+        let mut out = vec![];
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                out.push(format!("{k}={v}"));
+            }
+        };
+        put("syscall", self.syscall.clone());
+        put("iterations", self.iterations.map(|v| v.to_string()));
+        put("loops", self.loops.map(|v| v.to_string()));
+        put("jobs", self.jobs.map(|v| v.to_string()));
+        put("jobs_per_cpu", self.jobs_per_cpu.map(|v| v.to_string()));
+        put("warmup_ms", self.warmup_ms.map(|v| v.to_string()));
+        put("window_ms", self.window_ms.map(|v| v.to_string()));
+        put("window_cpu_ms", self.window_cpu_ms.map(|v| v.to_string()));
+        put("seed", self.seed.map(|v| v.to_string()));
+        put("samples", self.samples.map(|v| v.to_string()));
+        out
+    }
+
+    /// `kbuild jobs=60 window_ms=25`: the name and the options given.
+    pub fn label(&self) -> String {
+        std::iter::once(self.name.clone())
+            .chain(self.options())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// 1-based line of a byte offset.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// An error at a span of the file: `FILE: line N: msg`, as the TOML parser's own errors
+/// read (a default value has no line).
+pub fn at(
+    place: &str,
+    text: &str,
+    span: std::ops::Range<usize>,
+    msg: impl std::fmt::Display,
+) -> Error {
+    if span.is_empty() && span.start == 0 {
+        Error::at(place, msg)
+    } else {
+        Error::at(format!("{place}: line {}", line_of(text, span.start)), msg)
+    }
+}
+
+/// A parameter value as the text `--set` takes ("374", "true", "tick").
+pub fn value_text(
+    place: &str,
+    text: &str,
+    span: std::ops::Range<usize>,
+    path: &str,
+    v: &toml::Value,
+) -> Result<String> {
+    match v {
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        toml::Value::String(s) => Ok(s.clone()),
+        other => Err(at(
+            place,
+            text,
+            span,
+            format!(
+                "set.{path}: expected a number, a bool or a word, got a {}",
+                other.type_str()
+            ),
+        )),
+    }
+}
+
+/// `set` tables flattened to (path, value, span): `xpfo.page_cycles = 1` written as a
+/// dotted key arrives as nested tables.
+pub fn flatten_set(
+    set: &BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+) -> Vec<(String, toml::Value, std::ops::Range<usize>)> {
+    fn walk(
+        prefix: &str,
+        v: &toml::Value,
+        span: &std::ops::Range<usize>,
+        out: &mut Vec<(String, toml::Value, std::ops::Range<usize>)>,
+    ) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    walk(&format!("{prefix}.{k}"), v, span, out);
+                }
+            }
+            other => out.push((prefix.to_string(), other.clone(), span.clone())),
+        }
+    }
+    let mut out = vec![];
+    for (k, v) in set {
+        walk(k.get_ref(), v.get_ref(), &k.span(), &mut out);
+    }
+    out
+}

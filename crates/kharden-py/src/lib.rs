@@ -4,7 +4,7 @@
 //! message the command line prints. Simulations release the GIL.
 
 use kharden::defense::{self, Extension};
-use kharden::experiment::sweep_file::{self, Book, Calibrations, Options, Record, Sweep};
+use kharden::experiment::sweep_file::{self, Book, Options, Record, Sweep};
 use kharden::params::{machine_params, Overrides, Params};
 use kharden::{experiment, machine};
 use pyo3::create_exception;
@@ -196,7 +196,7 @@ fn sweep_point(
             s.points.len()
         )));
     }
-    let row = py.allow_threads(|| s.run_point(index, EXTENSIONS, &Calibrations::default()));
+    let row = py.allow_threads(|| s.run_point(index, EXTENSIONS));
     json(&row.to_json())
 }
 

@@ -14,7 +14,6 @@ pub mod spec;
 pub use parquet::{read, write};
 pub use point::{Point, Prepared, Resolved};
 pub use record::{Cell, Record};
-pub use run::Calibrations;
 
 use crate::defense::Extension;
 use crate::error::{Error, Result};
@@ -109,8 +108,8 @@ impl Sweep {
     }
 
     /// Runs point `i` (any thread, any process: the row depends only on the point).
-    pub fn run_point(&self, i: usize, extensions: &[Extension], cal: &Calibrations) -> Record {
-        run::record(&self.points[i], extensions, cal)
+    pub fn run_point(&self, i: usize, extensions: &[Extension]) -> Record {
+        run::record(&self.points[i], extensions)
     }
 
     /// The output file's key-value metadata: what produced it and from what.
@@ -291,15 +290,14 @@ fn par_run(
     }
     .min(todo.len().max(1));
     let next = AtomicUsize::new(0);
-    let cal = Calibrations::default();
     let (tx, rx) = mpsc::channel::<(usize, Record)>();
     std::thread::scope(|s| {
         for _ in 0..threads {
             let tx = tx.clone();
-            let (next, cal) = (&next, &cal);
+            let next = &next;
             s.spawn(move || {
                 while let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if tx.send((i, sweep.run_point(i, extensions, cal))).is_err() {
+                    if tx.send((i, sweep.run_point(i, extensions))).is_err() {
                         break;
                     }
                 }

@@ -7,50 +7,17 @@ use super::record::{Cell, Record};
 use crate::defense::{self, Extension};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, OracleMode};
-use crate::machine::MachineProfile;
-use crate::params::Params;
 use crate::sim::Stats;
 use crate::workload::kbuild_profile::JobProfile;
-use crate::workload::kbuild_run::{calibrate, simulate_with, Sampling};
+use crate::workload::kbuild_run::{simulate_with, Sampling};
 use crate::workload::SyscallLoop;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
-/// Calibrations of the build's unmodelled kernel work, shared by the points of a sweep
-/// that differ only in their defenses (a calibration runs the unhardened build). Whichever
-/// thread computes one, its value is the same.
-#[derive(Default)]
-pub struct Calibrations(Mutex<HashMap<String, Arc<OnceLock<Result<(f64, String)>>>>>);
-
-impl Calibrations {
-    fn get(
-        &self,
-        m: &MachineProfile,
-        jobs: u32,
-        profile: &JobProfile,
-        sampling: Sampling,
-        params: &Params,
-    ) -> Result<(f64, String)> {
-        let key = format!(
-            "{}|{jobs}|{sampling:?}|{:?}",
-            serde_json::to_string(m).unwrap_or_default(),
-            params.fingerprint(|_| true)
-        );
-        let cell = {
-            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(key).or_default().clone()
-        };
-        cell.get_or_init(|| calibrate(m, jobs, profile, sampling, params))
-            .clone()
-    }
-}
 
 /// The point's row: its inputs, then its outputs or its one-line error.
-pub fn record(p: &Prepared, extensions: &[Extension], calibrations: &Calibrations) -> Record {
+pub fn record(p: &Prepared, extensions: &[Extension]) -> Record {
     let mut cells = inputs(p);
     // A panic is a bug, but it fails this point only: the sweep goes on.
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        outputs(p, extensions, calibrations)
+        outputs(p, extensions)
     }));
     match run {
         Ok(Ok(out)) => cells.extend(out),
@@ -92,7 +59,6 @@ fn inputs(p: &Prepared) -> Vec<(String, Cell)> {
 fn outputs(
     p: &Prepared,
     extensions: &[Extension],
-    calibrations: &Calibrations,
 ) -> Result<Vec<(String, Cell)>> {
     let m = &p.machine;
     let mut out: Vec<(String, Cell)> = vec![];
@@ -146,14 +112,12 @@ fn outputs(
                 seed: *seed,
                 samples: *samples,
             };
-            let (extra, _) = calibrations.get(m, *jobs, &profile, sampling, &p.params)?;
             let r = simulate_with(
                 m,
                 &p.point.defense.0,
                 extensions,
                 *jobs,
                 &profile,
-                extra,
                 sampling,
                 &p.params,
             )?;
@@ -171,7 +135,6 @@ fn outputs(
                 r.user_work_cycles / profile.user_cycles(),
             );
             put("idle_system_s", w.idle.system_time().secs());
-            put("calibration_extra_cycles", extra);
             if let Some(e) = r.sampling_error() {
                 put("sampling_error", e);
             }

@@ -722,6 +722,7 @@ pub fn reproduce() -> Result<Reproduction> {
         fitted,
         predictions,
         breakdowns: vec![breakdown, lse],
+        figures: vec![],
         notes,
         params: None,
     })

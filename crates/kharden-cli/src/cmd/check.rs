@@ -14,7 +14,7 @@ pub struct Args {
     /// Comma-separated defenses, e.g. "pti:linux".
     #[arg(long)]
     defense: String,
-    /// Machines to check on (repeatable); default: one with PCID+INVPCID, one with PCID only, one without PCID.
+    /// Machines to check on (repeatable); default: one with PCID+INVPCID, one with PCID only, one without PCID (for text-repl: two 2-socket machines and a 1-node one).
     #[arg(long)]
     machine: Vec<String>,
     #[command(flatten)]
@@ -28,8 +28,15 @@ pub fn run(args: Args) -> Result<()> {
     }
     let mut params = kharden::params::Params::linux();
     overrides.apply(&mut params)?;
-    let machines = if args.machine.is_empty() {
+    // Text replication acts across NUMA nodes: its defaults have two.
+    let defaults = if kharden::defense::registry::families_in(&args.defense).contains(&"text-repl")
+    {
+        ["xeon-e5-2690v3-2s", "epyc-7763-2s", "haswell-i7-4770"]
+    } else {
         ["haswell-i7-4770", "sandybridge-i7-2600", "nehalem-i7-920"]
+    };
+    let machines = if args.machine.is_empty() {
+        defaults
             .iter()
             .filter(|n| machine::names().contains(n))
             .map(|s| s.to_string())

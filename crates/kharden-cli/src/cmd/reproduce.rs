@@ -12,9 +12,12 @@ pub struct Args {
     /// Machine-readable output: one JSON object per experiment (a JSON array for "all").
     #[arg(long, conflicts_with = "csv")]
     json: bool,
-    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted.
+    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted,difference_pp,tolerance_pp (gains compared in percentage points).
     #[arg(long)]
     csv: bool,
+    /// Write the charts the reproductions draw (NAME.svg) into this directory.
+    #[arg(long, value_name = "DIR")]
+    figures: Option<std::path::PathBuf>,
     #[command(flatten)]
     set: super::params::SetArgs,
 }
@@ -63,6 +66,9 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
+    if let Some(dir) = &args.figures {
+        write_figures(dir, reps)?;
+    }
     if !args.json && !args.csv {
         for rep in reps {
             println!("{rep}");
@@ -89,6 +95,19 @@ fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
             reps.len(),
             predicted.len()
         );
+    }
+    Ok(())
+}
+
+/// Writes every figure of `reps` to `dir`/NAME.svg.
+fn write_figures(dir: &std::path::Path, reps: &[Reproduction]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::new(format!("--figures {}: {e}", dir.display())))?;
+    for f in reps.iter().flat_map(|r| &r.figures) {
+        let path = dir.join(format!("{}.svg", f.name));
+        std::fs::write(&path, &f.svg)
+            .map_err(|e| Error::new(format!("--figures: writing {}: {e}", path.display())))?;
+        eprintln!("wrote {}", path.display());
     }
     Ok(())
 }

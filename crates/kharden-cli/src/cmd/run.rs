@@ -216,10 +216,7 @@ fn run_kbuild(
         ..Sampling::default()
     };
     let mut progress = kharden_trace::progress::Progress::on_terminal();
-    progress.show_now(&format!(
-        "run: make -j{jobs} on {}: simulating...",
-        m.name
-    ));
+    progress.show_now(&format!("run: make -j{jobs} on {}: simulating...", m.name));
     let r = simulate_with(
         m,
         &args.defense,

@@ -130,6 +130,22 @@ impl CacheHierarchy {
         }
     }
 
+    /// Empties every level of every core and socket. Counted as a fill of each cache, so
+    /// nothing that watches the fill counts (kernel/path.rs) takes the lines for present.
+    pub fn clear(&mut self) {
+        let all = self
+            .l1
+            .iter_mut()
+            .chain(self.l1i.iter_mut())
+            .chain(self.l2.iter_mut())
+            .chain(self.llc.iter_mut());
+        for c in all {
+            c.tags.fill(u64::MAX);
+            c.stamps.fill(0);
+            c.fills += 1;
+        }
+    }
+
     /// Fills of `core`'s L1I and L1D so far: while both stand still, every line that was in
     /// them still is.
     pub fn l1_fills(&self, core: usize) -> (u64, u64) {

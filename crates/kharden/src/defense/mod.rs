@@ -6,6 +6,7 @@
 pub mod boot_options;
 pub mod pti;
 pub mod registry;
+pub mod text_repl;
 pub mod xpfo;
 
 use crate::error::{Error, Result};

@@ -139,7 +139,7 @@ impl Defense for Pti {
         self.deferred_user_flush = vec![false; machine.threads() as usize];
     }
 
-    fn on_mm_created(&mut self, k: &mut Kernel, mm: MmId) {
+    fn on_mm_created(&mut self, k: &mut Kernel, _cpu: CpuId, mm: MmId) {
         let user_root = k.mem.alloc_table(0);
         let kernel_root = k.mms[mm].root;
         if self.variant == Variant::BrokenUserMapsKernel {
@@ -193,7 +193,7 @@ impl Defense for Pti {
         self.trampoline(k, cpu);
         let mm = k.current_mm(cpu);
         let pcide = k.cpus[cpu].mmu.pcide();
-        let root = k.mms[mm].root;
+        let root = k.pgd(mm, cpu);
         k.write_cr3(cpu, root, k.kernel_pcid(cpu), pcide);
     }
 

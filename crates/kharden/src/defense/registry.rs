@@ -2,7 +2,7 @@
 //! the parameters it declares and the counters it owns. Adding a mechanism is one file in
 //! defense/ and one line in FAMILIES.
 
-use super::{boot_options, pti, xpfo, Defense};
+use super::{boot_options, pti, text_repl, xpfo, Defense};
 use crate::params::Decl;
 use crate::sim::OwnedCounter;
 
@@ -47,7 +47,12 @@ pub struct Family {
     pub counters: &'static [(&'static str, &'static str)],
 }
 
-pub const FAMILIES: &[&Family] = &[&boot_options::NOPCID, &pti::FAMILY, &xpfo::FAMILY];
+pub const FAMILIES: &[&Family] = &[
+    &boot_options::NOPCID,
+    &pti::FAMILY,
+    &xpfo::FAMILY,
+    &text_repl::FAMILY,
+];
 
 pub fn variant(name: &str) -> Option<&'static Variant> {
     FAMILIES

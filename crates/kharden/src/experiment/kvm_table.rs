@@ -287,6 +287,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         fitted,
         predictions,
         breakdowns: vec![breakdown, time],
+        figures: vec![],
         notes: vec![format!(
             "ssdd 10 50000 with early-2023 rt-tests runs 10 pairs x 10000 steps (getopt_long ignores positional arguments); {} guest steps sampled after {} warm-up steps and scaled",
             e.sample_steps, e.warmup_steps

@@ -7,6 +7,7 @@ pub mod kvm_table;
 pub mod sweep;
 pub mod sweep_file;
 pub mod syscall_table;
+pub mod text_replication;
 pub mod validate;
 
 use crate::error::{Error, Result};
@@ -86,9 +87,12 @@ pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reprod
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),
         "kvm-table" => kvm_table::run(&kvm_table::parse(place, text)?, overrides),
+        "text-replication" => {
+            text_replication::run(&text_replication::parse(place, text)?, overrides)
+        }
         other => Err(Error::at(
             place,
-            format!("kind: expected \"syscall-table\", \"kbuild-table\" or \"kvm-table\", got \"{other}\""),
+            format!("kind: expected \"syscall-table\", \"kbuild-table\", \"kvm-table\" or \"text-replication\", got \"{other}\""),
         )),
     }
 }

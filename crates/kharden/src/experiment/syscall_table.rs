@@ -205,6 +205,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         fitted,
         predictions,
         breakdowns: vec![breakdown(&e.title, &measured)],
+        figures: vec![],
         notes,
         params: Some(params.to_json()),
     })

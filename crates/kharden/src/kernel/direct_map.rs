@@ -81,6 +81,26 @@ impl Kernel {
         splits
     }
 
+    /// Makes the direct-map alias of the 2 MiB block at `pa` read-only, splitting a 1 GiB
+    /// page over it: set_memory_ro() on kernel text changes its direct-map alias too (Linux
+    /// cpa_process_alias()). Boot work, charged nothing.
+    pub fn protect_direct_map_2m(&mut self, pa: PhysAddr) {
+        let va = direct_map(pa.0);
+        let leaf = paging::translate(&self.mem, self.kernel_root, va)
+            .expect("the direct map covers every frame handed out");
+        if leaf.size == PageSize::Size1G {
+            self.split_large(va, leaf.size, leaf.page, leaf.flags);
+        }
+        let flags = PteFlags {
+            writable: false,
+            ..PteFlags::KERNEL_DATA
+        }
+        .with_global(self.config.global_kernel == super::KernelGlobal::All);
+        let table = self.table_at_level(va, 2);
+        self.mem
+            .write(table, va.index(2), Pte::leaf(pa, PageSize::Size2M, flags));
+    }
+
     /// Size of the direct-map page that maps `pfn` now.
     pub fn direct_map_page_size(&self, pfn: Pfn) -> Option<PageSize> {
         paging::translate(&self.mem, self.kernel_root, self.direct_map_addr(pfn)).map(|l| l.size)

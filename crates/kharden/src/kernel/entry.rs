@@ -83,12 +83,16 @@ impl Kernel {
         self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
             k.run_path(cpu, spec.path, Some(spec.work_cycles))?;
             k.kernel_touches(cpu, spec.touches, spec.name)?;
-            k.apply(cpu, spec.effect);
-            Ok(())
+            k.apply(cpu, spec.effect)
         })
     }
 
-    pub(crate) fn kernel_touches(&mut self, cpu: CpuId, touches: &[KTouch], path: &str) -> Result<()> {
+    pub(crate) fn kernel_touches(
+        &mut self,
+        cpu: CpuId,
+        touches: &[KTouch],
+        path: &str,
+    ) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
             self.touch(cpu, va, access).map_err(|f| {
@@ -119,19 +123,35 @@ impl Kernel {
         }
     }
 
-    fn apply(&mut self, cpu: CpuId, effect: Effect) {
+    /// A new anonymous VMA of `pages` pages of `mm`; returns its start.
+    fn new_vma(&mut self, mm: super::MmId, pages: u64) -> VirtAddr {
+        let m = &mut self.mms[mm];
+        let start = VirtAddr(m.next_mmap);
+        m.next_mmap += pages * 4096;
+        m.vmas.push((start, pages));
+        start
+    }
+
+    fn apply(&mut self, cpu: CpuId, effect: Effect) -> Result<()> {
         let mm = self.current_mm(cpu);
         match effect {
             Effect::None => {}
             Effect::MmapAnon { pages } => {
-                let m = &mut self.mms[mm];
-                let start = VirtAddr(m.next_mmap);
-                m.next_mmap += pages * 4096;
-                m.vmas.push((start, pages));
+                self.new_vma(mm, pages);
+            }
+            Effect::MmapPopulate { pages } => {
+                let start = self.new_vma(mm, pages);
+                let task = self.current_task(cpu);
+                for p in 0..pages {
+                    let pfn = self.alloc_page(cpu, super::page_alloc::Gfp::UserAnon, Some(task));
+                    // The recorded path's work includes clear_page().
+                    self.touch_page_copy(cpu, pfn, Access::Write, None)?;
+                    self.map_user(mm, start.offset(p * 4096), pfn.addr(), PteFlags::USER_DATA);
+                }
             }
             Effect::MunmapLast => {
                 let Some((start, pages)) = self.mms[mm].vmas.pop() else {
-                    return;
+                    return Ok(());
                 };
                 let root = self.mms[mm].root;
                 let mut cleared = 0;
@@ -154,7 +174,7 @@ impl Kernel {
             }
             Effect::MprotectLast => {
                 let Some(&(start, pages)) = self.mms[mm].vmas.last() else {
-                    return;
+                    return Ok(());
                 };
                 let root = self.mms[mm].root;
                 let mut changed = 0;
@@ -174,5 +194,6 @@ impl Kernel {
                 }
             }
         }
+        Ok(())
     }
 }

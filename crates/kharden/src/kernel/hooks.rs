@@ -22,8 +22,9 @@ pub trait Defense {
     /// After the kernel half is mapped and the CPUs are up.
     fn on_boot(&mut self, _k: &mut Kernel) {}
 
-    /// A new address space exists (its kernel half is shared, its user half empty).
-    fn on_mm_created(&mut self, _k: &mut Kernel, _mm: MmId) {}
+    /// A new address space exists, created on `cpu` (its kernel half is shared, its user
+    /// half empty).
+    fn on_mm_created(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId) {}
 
     /// A user-half PGD slot of `mm` went from empty to populated (a new PUD/P4D).
     fn on_user_pgd_populated(&mut self, _k: &mut Kernel, _mm: MmId, _slot: usize) {}
@@ -86,6 +87,10 @@ pub trait Defense {
         _pages: u64,
     ) {
     }
+
+    /// text_poke() wrote content `version` into the original image's text line at `va`;
+    /// a defense that keeps other copies of the text writes them here.
+    fn on_text_poke(&mut self, _k: &mut Kernel, _cpu: CpuId, _va: VirtAddr, _version: u64) {}
 
     /// The security property, checked in user mode right after a return from the kernel.
     fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {

@@ -27,6 +27,8 @@ pub enum IpiWork {
         start: VirtAddr,
         pages: u64,
     },
+    /// do_sync_core() after a text patch: a serialising instruction, nothing to flush.
+    SyncCore,
 }
 
 impl Kernel {
@@ -56,7 +58,7 @@ impl Kernel {
         }
     }
 
-    fn ipi_latency(&self, a: CpuId, b: CpuId) -> Time {
+    pub fn ipi_latency(&self, a: CpuId, b: CpuId) -> Time {
         let l = &self.machine.costs.ipi_latency_ns;
         Time::from_ns(if self.same_core(a, b) {
             l.same_core_ns
@@ -231,6 +233,7 @@ impl Kernel {
             IpiWork::FlushTlbKernel { start, pages } => {
                 self.flush_kernel_range_local(t, start, pages, FlushReason::RemoteShootdown)
             }
+            IpiWork::SyncCore => {}
         }
     }
 

@@ -14,6 +14,7 @@ pub mod ipi;
 pub mod irq_calendar;
 pub mod layout;
 pub mod mode_log;
+pub mod numa;
 pub mod page_alloc;
 pub mod params;
 pub mod path;
@@ -131,10 +132,16 @@ pub struct Cpu {
 }
 
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
-/// (PTI) creates one.
+/// (PTI) creates one; `node_roots` its PGD per NUMA node, when a defense (kernel text
+/// replication) gives every node its own.
 pub struct Mm {
     pub root: Pfn,
     pub user_root: Option<Pfn>,
+    /// One PGD per node, indexed by node (`root` among them), or empty: every node uses `root`.
+    pub node_roots: Vec<Pfn>,
+    /// The node its page tables are allocated on: the creating CPU's (Linux allocates page
+    /// tables from the local node).
+    pub node: u32,
     /// Unique over the kernel's life (Linux mm->context.ctx_id).
     pub ctx_id: u64,
     /// Flush generation (Linux mm->context.tlb_gen), bumped by every flush_tlb_mm_range().
@@ -183,6 +190,9 @@ pub struct Kernel {
     pub cpus: Vec<Cpu>,
     /// init_mm's PGD: the template of every address space's kernel half.
     pub kernel_root: Pfn,
+    /// init_mm's PGD per NUMA node, indexed by node, when a defense replicates the kernel
+    /// half (kernel/numa.rs); empty otherwise.
+    pub kernel_node_roots: Vec<Pfn>,
     pub mms: Vec<Mm>,
     pub tasks: Vec<Task>,
     /// Slots of `tasks` and `mms` freed by reap.rs, taken again by the next fork.
@@ -199,6 +209,12 @@ pub struct Kernel {
     pub rng: crate::sim::Pcg32,
     /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
     pub(crate) direct_map_covered: Vec<u64>,
+    /// Contents of patched kernel text, by physical line: the version last written there
+    /// (kernel/numa.rs; unpatched lines are version 0).
+    pub text_contents: crate::sim::IntMap<u64, u64>,
+    /// Patched kernel text lines by virtual address, and the version the last patch wrote.
+    pub text_patches: crate::sim::IntMap<u64, u64>,
+    pub text_version: u64,
     /// The earliest clock of any CPU with work (set by the engine loop at each step).
     pub global_now: Time,
     /// Fast-forward: state changes happen (allocations, mappings, flushes) but take no
@@ -244,6 +260,7 @@ impl Kernel {
             caches: CacheHierarchy::new(&machine),
             cpus: vec![],
             kernel_root,
+            kernel_node_roots: vec![],
             mms: vec![],
             tasks: vec![],
             task_slots: Default::default(),
@@ -255,6 +272,9 @@ impl Kernel {
             rng: crate::sim::Pcg32::new(1, 0x6b68),
             fast_forward: false,
             direct_map_covered: vec![0; machine.numa_nodes() as usize],
+            text_contents: Default::default(),
+            text_patches: Default::default(),
+            text_version: 0,
             global_now: Time::ZERO,
             defenses: vec![],
             mem,
@@ -332,6 +352,10 @@ impl Kernel {
         for node in 0..self.mem.nodes() {
             self.cover_direct_map(node);
         }
+        // mark_rodata_ro(): text and rodata are read-only through their direct-map alias too.
+        for off in (0..KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES).step_by(m2 as usize) {
+            self.protect_direct_map_2m(PhysAddr(image.addr().0 + off));
+        }
         // vmalloc: preallocate the PUD so kernel stacks mapped later are seen by every PGD
         // (Linux: preallocate_vmalloc_pages()).
         let pud = self.mem.alloc_table(0);
@@ -393,9 +417,11 @@ impl Kernel {
     /// spawn() with the kernel's own allocations (task_struct, kernel stack) made on `cpu`
     /// through the page allocator, as fork does.
     pub fn spawn_on(&mut self, cpu: CpuId, name: &str, parent: Option<TaskId>) -> TaskId {
-        let root = self.mem.alloc_table(0);
+        let node = self.cpus[cpu].mmu.node();
+        let root = self.mem.alloc_table(node);
+        let kernel_half = self.kernel_pgd_of_node(node);
         for i in 256..512 {
-            paging::share_pml4_entry(&mut self.mem, root, self.kernel_root, i);
+            paging::share_pml4_entry(&mut self.mem, root, kernel_half, i);
         }
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
         let objects = [(); path::PROCESS_OBJECT_PAGES]
@@ -404,6 +430,8 @@ impl Kernel {
         let mm = Mm {
             root,
             user_root: None,
+            node_roots: vec![],
+            node,
             ctx_id: self.mm_slots.created + 1,
             tlb_gen: 1,
             cpumask,
@@ -416,7 +444,7 @@ impl Kernel {
             objects,
         };
         let mm_id = self.mm_slots.fill(&mut self.mms, mm);
-        self.with_defenses(|d, k| d.on_mm_created(k, mm_id));
+        self.with_defenses(|d, k| d.on_mm_created(k, cpu, mm_id));
         for (base, pages, flags) in [
             (USER_TEXT, 4, PteFlags::USER_TEXT),
             (USER_DATA, 2, PteFlags::USER_DATA),
@@ -475,10 +503,10 @@ impl Kernel {
 
     /// Maps one user page into `mm`; lets defenses mirror a newly populated PGD slot.
     pub fn map_user(&mut self, mm: MmId, va: VirtAddr, pa: PhysAddr, flags: PteFlags) {
-        let root = self.mms[mm].root;
+        let (root, node) = (self.mms[mm].root, self.mms[mm].node);
         let slot = va.index(4);
         let was_present = self.mem.read(root, slot).present();
-        paging::map(&mut self.mem, root, va, pa, PageSize::Size4K, flags, 0);
+        paging::map(&mut self.mem, root, va, pa, PageSize::Size4K, flags, node);
         if !was_present {
             self.with_defenses(|d, k| d.on_user_pgd_populated(k, mm, slot));
         }

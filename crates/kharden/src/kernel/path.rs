@@ -97,6 +97,8 @@ pub struct KernelPaths {
     pub kernel_release: String,
     /// Where the syscall entry code (entry_SYSCALL_64) lies, as an offset from _text.
     pub entry_text_offset: u64,
+    /// Bytes of each kernel object the recording names ([objects]).
+    pub object_bytes: std::collections::BTreeMap<String, u64>,
 }
 
 impl KernelPaths {
@@ -124,11 +126,8 @@ impl KernelPaths {
                 KERNEL_TEXT_BYTES >> 20
             )));
         }
-        let mut paths: Vec<KernelPath> = f
-            .path
-            .iter()
-            .map(|p| layout(p, f))
-            .collect::<Result<_>>()?;
+        let mut paths: Vec<KernelPath> =
+            f.path.iter().map(|p| layout(p, f)).collect::<Result<_>>()?;
         let ghz = f.kernel.host_ghz;
         for p in paths.iter_mut() {
             p.native_cycles = f.path(&p.name).and_then(|r| r.latency_cycles(ghz));
@@ -164,6 +163,7 @@ impl KernelPaths {
             paths,
             kernel_release: f.kernel.release.clone(),
             entry_text_offset,
+            object_bytes: f.objects.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         })
     }
 
@@ -173,6 +173,11 @@ impl KernelPaths {
 
     pub fn get(&self, id: PathId) -> &KernelPath {
         &self.paths[id.0]
+    }
+
+    /// Bytes of kernel object `name` in the recording (0 when it names none).
+    pub fn objects_bytes(&self, name: &str) -> u64 {
+        self.object_bytes.get(name).copied().unwrap_or(0)
     }
 }
 
@@ -297,10 +302,18 @@ impl Kernel {
         for &(object, lines) in &p.data {
             let va = self.object_va(cpu, object, lines);
             let t = self.touch(cpu, va, Access::Write).map_err(|f| {
-                Error::new(format!("kernel fault in {} at {va} ({object:?}): {f:?}", p.name))
+                Error::new(format!(
+                    "kernel fault in {} at {va} ({object:?}): {f:?}",
+                    p.name
+                ))
             })?;
             let base = t.page.0 + (va.0 & (t.size.bytes() - 1));
-            stall += self.fetch_lines(cpu, base, (0..lines).map(|l| (l * LINE_BYTES, false)), false);
+            stall += self.fetch_lines(
+                cpu,
+                base,
+                (0..lines).map(|l| (l * LINE_BYTES, false)),
+                false,
+            );
         }
         let memo = &mut self.cpus[cpu].path_memo;
         if memo.len() <= id.0 {
@@ -312,26 +325,47 @@ impl Kernel {
             (usize::MAX, (0, 0))
         };
         self.compute(cpu, stall, TimeCategory::KernelCacheMiss);
-        self.compute(cpu, work.or(p.work_cycles).unwrap_or(0.0), TimeCategory::Kernel);
+        self.compute(
+            cpu,
+            work.or(p.work_cycles).unwrap_or(0.0),
+            TimeCategory::Kernel,
+        );
         Ok(())
     }
 
     /// run_path() when every line is known to be in L1: translations and work only.
-    fn run_path_l1_resident(&mut self, cpu: CpuId, p: &KernelPath, work: Option<f64>) -> Result<()> {
+    fn run_path_l1_resident(
+        &mut self,
+        cpu: CpuId,
+        p: &KernelPath,
+        work: Option<f64>,
+    ) -> Result<()> {
         let mut mapped = None;
         for (page, _) in &p.text {
-            self.text_page(cpu, p, VirtAddr(KERNEL_TEXT + page * PAGE_BYTES), &mut mapped)?;
+            self.text_page(
+                cpu,
+                p,
+                VirtAddr(KERNEL_TEXT + page * PAGE_BYTES),
+                &mut mapped,
+            )?;
         }
         for &(object, lines) in &p.data {
             let va = self.object_va(cpu, object, lines);
             self.touch(cpu, va, Access::Write).map_err(|f| {
-                Error::new(format!("kernel fault in {} at {va} ({object:?}): {f:?}", p.name))
+                Error::new(format!(
+                    "kernel fault in {} at {va} ({object:?}): {f:?}",
+                    p.name
+                ))
             })?;
         }
         let stats = &mut self.cpus[cpu].stats;
         stats.add(Counter::KernelTextLines, p.text_lines() as u64);
         stats.add(Counter::KernelDataLines, p.data.iter().map(|d| d.1).sum());
-        self.compute(cpu, work.or(p.work_cycles).unwrap_or(0.0), TimeCategory::Kernel);
+        self.compute(
+            cpu,
+            work.or(p.work_cycles).unwrap_or(0.0),
+            TimeCategory::Kernel,
+        );
         Ok(())
     }
 
@@ -351,7 +385,10 @@ impl Kernel {
             }
         }
         let t = self.touch(cpu, va, Access::Exec).map_err(|f| {
-            Error::new(format!("kernel fault fetching {} text at {va}: {f:?}", p.name))
+            Error::new(format!(
+                "kernel fault fetching {} text at {va}: {f:?}",
+                p.name
+            ))
         })?;
         let len = t.size.bytes();
         let start = va.0 & !(len - 1);
@@ -389,16 +426,34 @@ impl Kernel {
                 HitLevel::LocalDram => {
                     stats.count(Counter::KernelLineL1Misses);
                     stats.count(Counter::KernelLinesFromMemory);
+                    if text {
+                        stats.count(Counter::KernelTextFromMemory);
+                    }
                 }
                 HitLevel::RemoteDram => {
                     stats.count(Counter::KernelLineL1Misses);
                     stats.count(Counter::KernelLinesFromMemory);
                     stats.count(Counter::KernelLinesFromRemoteMemory);
+                    if text {
+                        stats.count(Counter::KernelTextFromMemory);
+                        stats.count(Counter::KernelTextFromRemoteMemory);
+                    }
                 }
             }
             stall += fetch_stall(&self.caches, h, text && sequential);
         }
         stall
+    }
+
+    /// Stores to `lines` lines from physical `pa` (a copy or a clear): write-allocate brings
+    /// each into `cpu`'s caches; the store buffer hides the wait, so nothing is charged.
+    pub fn store_lines(&mut self, cpu: CpuId, pa: u64, lines: u64) {
+        let mmu = &self.cpus[cpu].mmu;
+        let (core, socket) = (mmu.core(), mmu.socket());
+        let remote = self.mem.node_of(crate::arch::x86::PhysAddr(pa).pfn()) != mmu.node();
+        for l in 0..lines {
+            self.caches.load(core, socket, pa + l * LINE_BYTES, remote);
+        }
     }
 
     /// Where the first of the `lines` a path touches of `object` lies, for the task

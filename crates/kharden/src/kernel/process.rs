@@ -84,6 +84,20 @@ impl Kernel {
         page_access: Access,
         user_buffer: Option<(VirtAddr, Access)>,
     ) -> Result<()> {
+        self.touch_page_copy(cpu, pfn, page_access, user_buffer)?;
+        self.compute(cpu, self.params.copy_page_cycles, TimeCategory::Kernel);
+        Ok(())
+    }
+
+    /// copy_page() whose copy work a recorded path's own work already includes: the
+    /// translations and the kmap/kunmap only.
+    pub(crate) fn touch_page_copy(
+        &mut self,
+        cpu: CpuId,
+        pfn: Pfn,
+        page_access: Access,
+        user_buffer: Option<(VirtAddr, Access)>,
+    ) -> Result<()> {
         let va = self.kmap(cpu, pfn);
         self.touch(cpu, va, page_access)
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
@@ -91,7 +105,6 @@ impl Kernel {
             self.touch(cpu, uva, access)
                 .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
         }
-        self.compute(cpu, self.params.copy_page_cycles, TimeCategory::Kernel);
         self.kunmap(cpu, pfn);
         Ok(())
     }
@@ -195,10 +208,35 @@ impl Kernel {
             k.run_known_path(cpu, "fork", Work::Measured)?;
             k.refcount_ops(cpu, k.params.fork_refcount_ops);
             let child = k.spawn_on(cpu, name, Some(parent));
+            k.fork_stores(cpu, child);
             k.tasks[child].last_cpu = Some(cpu);
             k.with_defenses(|d, k| d.on_task_forked(k, cpu, parent, child));
             Ok(child)
         })
+    }
+
+    /// What copy_process() writes for `child`, as cache fills: dup_task_struct()'s copy of
+    /// the whole task_struct, dup_mm()'s copy of mm_struct, and pgd_alloc()'s cleared PGD
+    /// page(s) (PTI's user PGD too). The copies' time is in the fork path's measured work;
+    /// what they add is the lines they bring into this CPU's caches, evicting others (what
+    /// a loop of forks does to the kernel text cached beside them).
+    fn fork_stores(&mut self, cpu: CpuId, child: TaskId) {
+        let task = &self.tasks[child];
+        let mm = &self.mms[task.mm];
+        let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
+        let mm_struct = mm.objects[0].0 - super::layout::DIRECT_MAP;
+        let pgds: Vec<u64> = std::iter::once(mm.root)
+            .chain(mm.user_root)
+            .map(|p| p.addr().0)
+            .collect();
+        let line = super::footprint::LINE_BYTES;
+        let task_lines = self.paths.objects_bytes("task_struct").div_ceil(line);
+        let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
+        self.store_lines(cpu, ts, task_lines);
+        self.store_lines(cpu, mm_struct, mm_lines);
+        for pgd in pgds {
+            self.store_lines(cpu, pgd, super::footprint::PAGE_BYTES / line);
+        }
     }
 
     /// execve(): the task's old user memory is freed and a fresh image mapped.

@@ -143,8 +143,11 @@ impl Kernel {
     fn reap_mm(&mut self, mm: MmId) -> bool {
         let root = self.mms[mm].root;
         let user_root = self.mms[mm].user_root;
+        let pgds = self.kernel_pgds(mm);
         let loaded = |c: &super::Cpu| {
-            c.asid.loaded_mm == Some(mm) || c.mmu.root() == root || Some(c.mmu.root()) == user_root
+            c.asid.loaded_mm == Some(mm)
+                || pgds.contains(&c.mmu.root())
+                || Some(c.mmu.root()) == user_root
         };
         if self.mms[mm].users > 0 || self.cpus.iter().any(loaded) {
             return false;
@@ -164,6 +167,11 @@ impl Kernel {
         }
         if let Some(user_root) = user_root {
             self.free_own_kernel_half(user_root, root);
+        }
+        // The other nodes' PGDs: their user halves mirror `root`'s, their kernel halves are
+        // their node's init_mm entries.
+        for &pgd in pgds.iter().filter(|&&p| p != root) {
+            self.mem.free_table(pgd);
         }
         self.mem.free_table(root);
         // The slab pages of its objects go back through the page allocator they came from

@@ -127,7 +127,7 @@ impl Kernel {
     /// Kernel mode for the scheduler: a CPU still in user mode (its task preempted at a
     /// tick) entered the kernel through the interrupt, PTI's CR3 switch included, so that
     /// __schedule's text and a lazily kept mm are reached through the kernel page tables.
-    fn leave_user_mode(&mut self, cpu: CpuId) {
+    pub fn leave_user_mode(&mut self, cpu: CpuId) {
         if self.cpus[cpu].user_mode {
             self.cpus[cpu].user_mode = false;
             self.with_defenses(|d, k| d.on_kernel_entry(k, cpu));

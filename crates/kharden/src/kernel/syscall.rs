@@ -27,6 +27,11 @@ pub enum Effect {
     MmapAnon {
         pages: u64,
     },
+    /// mmap(MAP_ANONYMOUS | MAP_LOCKED) of `pages` pages: a new VMA whose pages are
+    /// allocated, zeroed and mapped inside the call (__mm_populate).
+    MmapPopulate {
+        pages: u64,
+    },
     /// munmap of the newest VMA: clears its PTEs, frees the frames, flushes the range.
     MunmapLast,
     /// mprotect of the newest VMA, alternating read-only and read-write; flushes the range.
@@ -62,19 +67,64 @@ const TABLE: &[Entry] = &[
     Entry("getpid", "getpid", &[], Effect::None),
     Entry("lseek", "lseek", &[], Effect::None),
     Entry("read-1", "read-1", &[UserBufferWrite(0)], Effect::None),
-    Entry("read-8k", "read-8k", &[UserBufferWrite(0), UserBufferWrite(1)], Effect::None),
+    Entry(
+        "read-8k",
+        "read-8k",
+        &[UserBufferWrite(0), UserBufferWrite(1)],
+        Effect::None,
+    ),
     Entry("write-1", "write-1", &[UserBufferRead(0)], Effect::None),
-    Entry("getrusage", "getrusage", &[UserBufferWrite(0)], Effect::None),
-    Entry("open-close", "open-close", &[UserBufferRead(0)], Effect::None),
+    Entry(
+        "getrusage",
+        "getrusage",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
+    Entry(
+        "open-close",
+        "open-close",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
     Entry("mmap", "mmap", &[], Effect::MmapAnon { pages: 1 }),
     Entry("munmap", "munmap", &[], Effect::MunmapLast),
     Entry("mprotect", "mprotect", &[], Effect::MprotectLast),
+    // Seed 002's operations (workload/kernel_ops.rs).
+    Entry(
+        "mmap-locked",
+        "mmap-locked",
+        &[],
+        Effect::MmapPopulate { pages: 1 },
+    ),
+    Entry("kill", "kill", &[], Effect::None),
+    Entry(
+        "rt_sigreturn",
+        "rt_sigreturn",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry(
+        "mount-proc",
+        "mount-proc",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
     // The rest of a compile job's mix (workloads/kbuild.toml), whose effects on the address
     // space the job's own events model (faults, exit): here only their kernel path runs.
     Entry("openat", "openat", &[UserBufferRead(0)], Effect::None),
-    Entry("newfstatat", "newfstatat", &[UserBufferWrite(0)], Effect::None),
+    Entry(
+        "newfstatat",
+        "newfstatat",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
     Entry("close", "close", &[], Effect::None),
-    Entry("rt_sigaction", "rt_sigaction", &[UserBufferRead(0)], Effect::None),
+    Entry(
+        "rt_sigaction",
+        "rt_sigaction",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
     Entry("brk", "brk", &[], Effect::None),
     Entry("access", "access", &[UserBufferRead(0)], Effect::None),
     Entry("readlink", "readlink", &[UserBufferWrite(0)], Effect::None),

@@ -51,7 +51,7 @@ impl Kernel {
             self.cpus[cpu].stats.flush(FlushReason::TaskSwitch);
         }
         let pcide = self.cpus[cpu].mmu.pcide();
-        let root = self.mms[mm].root;
+        let root = self.pgd(mm, cpu);
         self.write_cr3(cpu, root, self.kernel_pcid(cpu), pcide && !need_flush);
         self.with_defenses(|d, k| d.on_switch_mm(k, cpu, mm, need_flush));
     }
@@ -118,7 +118,7 @@ impl Kernel {
             }
             self.cpus[cpu].stats.add(Counter::NrTlbLocalFlushOne, pages);
         } else {
-            let (root, pcid) = (self.mms[mm].root, self.kernel_pcid(cpu));
+            let (root, pcid) = (self.pgd(mm, cpu), self.kernel_pcid(cpu));
             self.write_cr3(cpu, root, pcid, false);
             self.cpus[cpu].stats.count(Counter::NrTlbLocalFlushAll);
         }

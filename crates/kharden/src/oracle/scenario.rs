@@ -33,6 +33,11 @@ pub const ALL: &[Scenario] = &[
         what: "thread T receives a page on one CPU while its sibling thread keeps running on a CPU holding the page's old kernel alias (Dave Hansen's review of XPFO v7 16/16)",
         run: sibling_thread,
     },
+    Scenario {
+        name: "text-poke",
+        what: "a task runs on a CPU of every NUMA node; the kernel patches a line of the syscall path's text (a static key) from the first node; every CPU then makes the syscall again",
+        run: text_poke,
+    },
 ];
 
 /// A page changes hands between CPUs. Task T runs on CPU 1, where the kernel uses page P as
@@ -82,6 +87,38 @@ pub fn sibling_thread(
     let getppid = syscall::lookup("getppid")
         .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
+    Ok(k.violations)
+}
+
+/// Kernel text changes under running CPUs: after text_poke() returns, every CPU must
+/// execute the new bytes, whichever copy of the text its node maps (kernel/numa.rs checks
+/// this as the poke returns), and no mapping may let a write reach any copy (the defenses'
+/// own checks at every return to user mode).
+pub fn text_poke(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, params, "text-poke")?;
+    let getppid = syscall::lookup("getppid")
+        .ok_or_else(|| Error::new("text-poke: getppid is not in the syscall table"))?;
+    let mut cpus: Vec<CpuId> = (0..k.mem.nodes())
+        .filter_map(|n| (0..k.cpus.len()).find(|&c| k.cpus[c].mmu.node() == n))
+        .collect();
+    if cpus.len() < 2 {
+        cpus = vec![0, 1];
+    }
+    for &cpu in &cpus {
+        let t = k.spawn_on(cpu, "runner", None);
+        run_next(&mut k, cpu, t);
+        k.syscall(cpu, &getppid)?;
+    }
+    let first_line = k.paths.get(getppid.path).text[0].1[0];
+    let line = crate::arch::x86::VirtAddr(crate::kernel::layout::KERNEL_TEXT + first_line * 64);
+    k.text_poke(cpus[0], line)?;
+    for &cpu in &cpus {
+        k.syscall(cpu, &getppid)?;
+    }
     Ok(k.violations)
 }
 

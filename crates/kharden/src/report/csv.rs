@@ -18,6 +18,8 @@ pub fn reproductions(reps: &[Reproduction]) -> String {
             "error_pct",
             "tolerance_pct",
             "fitted",
+            "difference_pp",
+            "tolerance_pp",
         ]
         .map(String::from),
     );
@@ -34,6 +36,8 @@ pub fn reproductions(reps: &[Reproduction]) -> String {
                     opt(r.error_pct),
                     opt(r.tolerance_pct),
                     r.fitted.to_string(),
+                    opt(r.difference_pp),
+                    opt(r.tolerance_pp),
                 ],
             );
         }
@@ -79,14 +83,15 @@ mod tests {
             fitted: vec![],
             predictions: vec![Row::predicted("plain", "s", 1.5)],
             breakdowns: vec![],
+            figures: vec![],
             notes: vec![],
             params: None,
         };
         assert_eq!(
             reproductions(&[rep]),
-            "experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted\n\
-             x,\"a, \"\"b\"\"\",%,2,2.5,25,10,false\n\
-             x,plain,s,,1.5,,,false\n"
+            "experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted,difference_pp,tolerance_pp\n\
+             x,\"a, \"\"b\"\"\",%,2,2.5,25,10,false,,\n\
+             x,plain,s,,1.5,,,false,,\n"
         );
     }
 

@@ -26,6 +26,15 @@ pub struct Row {
     /// tests then require it to miss (a fixed model must update the file).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub known_miss: Option<String>,
+    /// For rows compared in percentage points (gains): simulated - published, and the
+    /// tolerance on it; `error_pct` is then `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference_pp: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tolerance_pp: Option<f64>,
+    /// The simulated figure must have the published one's sign (a gain must be a gain).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sign_required: bool,
     /// A parameter was fitted to this row's published figure: its error says how well the
     /// fit converged, not how well the model predicts, and it is never counted as a
     /// prediction.
@@ -49,6 +58,9 @@ impl Row {
             tolerance_pct: Some(tolerance_pct),
             sampling_pct: None,
             known_miss: None,
+            difference_pp: None,
+            tolerance_pp: None,
+            sign_required: false,
             fitted: false,
         }
     }
@@ -62,12 +74,43 @@ impl Row {
             tolerance_pct: None,
             sampling_pct: None,
             known_miss: None,
+            difference_pp: None,
+            tolerance_pp: None,
+            sign_required: false,
             fitted: false,
         }
     }
+    /// A gain in percent compared in percentage points: it misses when it is more than
+    /// `tolerance_pp` away from the published gain, or (`sign_required`) has another sign.
+    pub fn compared_points(
+        label: &str,
+        published: f64,
+        simulated: f64,
+        tolerance_pp: f64,
+        sign_required: bool,
+    ) -> Row {
+        Row {
+            error_pct: None,
+            tolerance_pct: None,
+            difference_pp: Some(simulated - published),
+            tolerance_pp: Some(tolerance_pp),
+            sign_required,
+            published: Some(published),
+            ..Row::predicted(label, "% gain", simulated)
+        }
+    }
+
     /// True when the row has a target and misses it.
     pub fn misses(&self) -> bool {
-        matches!((self.error_pct, self.tolerance_pct), (Some(e), Some(t)) if e.abs() > t)
+        let relative =
+            matches!((self.error_pct, self.tolerance_pct), (Some(e), Some(t)) if e.abs() > t);
+        let points =
+            matches!((self.difference_pp, self.tolerance_pp), (Some(d), Some(t)) if d.abs() > t);
+        let sign = self.sign_required
+            && self
+                .published
+                .is_some_and(|p| p.signum() != self.simulated.signum());
+        relative || points || sign
     }
 }
 
@@ -86,12 +129,22 @@ pub struct Reproduction {
     pub predictions: Vec<Row>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub breakdowns: Vec<table::Table>,
+    /// Charts (SVG) the reproduction drew; `kharden reproduce --figures DIR` writes them.
+    #[serde(skip)]
+    pub figures: Vec<Figure>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The resolved parameters the rows ran with (path -> value, unit, provenance), so any
     /// figure can be re-run from this output; `None` where the experiment has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub params: Option<serde_json::Value>,
+}
+
+/// A chart of a reproduction, as SVG text, named for its file (NAME.svg).
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub name: String,
+    pub svg: String,
 }
 
 impl Reproduction {
@@ -147,8 +200,16 @@ impl std::fmt::Display for Reproduction {
                 r.published.map_or("-".into(), fmt_num),
                 fmt_num(r.simulated),
                 r.sampling_pct.map_or("-".into(), |e| format!("{e:.1}")),
-                r.error_pct.map_or("-".into(), |e| format!("{e:+.1}")),
-                r.tolerance_pct.map_or("-".into(), |t| format!("{t:.0}")),
+                match (r.error_pct, r.difference_pp) {
+                    (Some(e), _) => format!("{e:+.1}"),
+                    (None, Some(d)) => format!("{d:+.1} pp"),
+                    (None, None) => "-".into(),
+                },
+                match (r.tolerance_pct, r.tolerance_pp) {
+                    (Some(t), _) => format!("{t:.0}"),
+                    (None, Some(t)) => format!("{t:.0} pp"),
+                    (None, None) => "-".into(),
+                },
                 match (r.misses(), r.fitted, &r.known_miss) {
                     (false, true, _) => "fitted".into(),
                     (false, false, _) => "ok".into(),

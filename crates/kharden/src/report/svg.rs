@@ -84,6 +84,22 @@ fn draw(
         .light_line_style(WHITE)
         .draw()
         .map_err(e)?;
+    draw_lines(&mut chart, series, shown)?;
+    root.present().map_err(e)
+}
+
+/// The series' lines and dots, and the legend, on `chart` (log or linear axes alike).
+fn draw_lines<'a, DB, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    series: &[Series],
+    shown: &[Vec<(f64, f64)>],
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     for (i, (s, pts)) in series.iter().zip(shown).enumerate() {
         let color = COLORS[i % COLORS.len()];
         let style = color.stroke_width(2);
@@ -114,7 +130,58 @@ fn draw(
         .border_style(BLACK)
         .draw()
         .map_err(e)?;
-    root.present().map_err(e)
+    Ok(())
+}
+
+/// A chart with linear axes (values that may be zero or negative, such as gains), the
+/// ranges widened by a tenth on each side.
+pub fn linear_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    let shown: Vec<Vec<(f64, f64)>> = series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| x.is_finite() && y.is_finite())
+                .collect()
+        })
+        .collect();
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, 0.0f64);
+    for &(x, y) in shown.iter().flatten() {
+        (x0, x1) = (x0.min(x), x1.max(x));
+        (y0, y1) = (y0.min(y), y1.max(y));
+    }
+    if x0 >= x1 {
+        (x0, x1) = (x0.min(0.0), x0.max(0.0) + 1.0);
+    }
+    let pad = ((y1 - y0) * 0.1).max(1.0);
+    let mut svg = String::new();
+    {
+        let mut draw = || -> Result<(), String> {
+            let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+            let root = SVGBackend::with_string(&mut svg, (760, 460)).into_drawing_area();
+            root.fill(&WHITE).map_err(e)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 15))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(x0..x1, (y0 - pad)..(y1 + pad))
+                .map_err(e)?;
+            chart
+                .configure_mesh()
+                .x_desc(x_label)
+                .y_desc(y_label)
+                .light_line_style(WHITE)
+                .draw()
+                .map_err(e)?;
+            draw_lines(&mut chart, series, &shown)?;
+            root.present().map_err(e)
+        };
+        draw().unwrap_or_else(|e| unreachable!("plotters failed on an in-memory SVG: {e}"));
+    }
+    svg.push('\n');
+    svg
 }
 
 #[cfg(test)]
@@ -147,6 +214,18 @@ mod tests {
                 "{label}: {svg}"
             );
         }
+    }
+
+    #[test]
+    fn linear_chart_shows_negative_and_zero_values() {
+        let s = [Series {
+            label: "gain".into(),
+            points: vec![(1.0, -2.0), (2.0, 0.0), (3.0, 5.0)],
+            dashed: false,
+        }];
+        let svg = linear_chart("t", "x", "y", &s);
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert!(svg.contains("gain"));
     }
 
     #[test]

@@ -107,6 +107,13 @@ named_enum! {
         KernelLineL1Misses = "kernel_lines.l1_miss",
         KernelLinesFromMemory = "kernel_lines.memory",
         KernelLinesFromRemoteMemory = "kernel_lines.remote_memory",
+        /// Kernel text lines that came from DRAM, and of those from another node's DRAM.
+        KernelTextFromMemory = "kernel_text.memory",
+        KernelTextFromRemoteMemory = "kernel_text.remote_memory",
+        /// Page-walk loads served by another node's DRAM.
+        WalkLoadsRemoteDram = "page_walker_loads.remote_memory",
+        /// Kernel text lines written by text_poke() (one per copy of the text).
+        TextLineWrites = "text_line_writes",
         Invlpg = "invlpg",
         InvpcidIndividual = "invpcid_individual",
         InvpcidSingleContext = "invpcid_single_context",

@@ -5,6 +5,7 @@ pub mod bounds;
 pub mod kbuild;
 pub mod kbuild_profile;
 pub mod kbuild_run;
+pub mod kernel_ops;
 pub mod program;
 pub mod run;
 pub mod syscall_loop;

@@ -357,6 +357,9 @@ impl Mmu {
                 HitLevel::Llc => Counter::WalkLoadsLlc,
                 HitLevel::LocalDram | HitLevel::RemoteDram => Counter::WalkLoadsDram,
             });
+            if hit == HitLevel::RemoteDram {
+                env.stats.count(Counter::WalkLoadsRemoteDram);
+            }
             cycles += env.caches.cycles(hit);
             let e = env.mem.read(table, idx);
             if !e.present() {

@@ -301,6 +301,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         fitted,
         predictions,
         breakdowns,
+        figures: vec![],
         notes,
         params: Some(rows.params.to_json()),
     })

@@ -1,0 +1,411 @@
+//! Kernel text replication (seed 002): the gain of per-node text and rodata copies on each
+//! of the cover letter's operations (workload/kernel_ops.rs), hot and cold, published vs
+//! simulated in percentage points, with the fetches and walks that explain each row; then
+//! the same rows on other two-node machines and the gain against the remote/local DRAM
+//! latency ratio (predictions: nobody published them).
+
+use crate::defense;
+use crate::error::{Error, Result};
+use crate::kernel::Kernel;
+use crate::machine::{self, MachineProfile};
+use crate::params::{Overrides, Params};
+use crate::report::table::Table;
+use crate::report::{Figure, Reproduction, Row};
+use crate::sim::{Counter, Stats};
+use crate::workload::kernel_ops::{self, Caches, Op, OpResult};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    pub name: String,
+    /// Always "text-replication" here.
+    pub kind: String,
+    pub title: String,
+    pub source: String,
+    pub machine: String,
+    /// The base kernel's own defenses (both sides of every comparison run them).
+    pub defenses: String,
+    /// The nodes the benchmark runs on; a row's gain is the mean over them.
+    pub nodes: Vec<u32>,
+    pub tolerance_hot_pp: f64,
+    pub tolerance_cold_pp: f64,
+    /// Rows whose published gain is at least this must come out with the same sign.
+    pub sign_from_pct: f64,
+    pub row: Vec<RowSpec>,
+    #[serde(default)]
+    pub prediction: Vec<PredictionSpec>,
+    #[serde(default)]
+    pub ratio_sweep: Option<RatioSweep>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RowSpec {
+    pub op: String,
+    pub caches: String,
+    /// Published gain, percent.
+    pub published: f64,
+    #[serde(default)]
+    pub known_miss: Option<String>,
+}
+
+/// Every row again on another machine, with its own base defenses.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredictionSpec {
+    pub machine: String,
+    pub defenses: String,
+}
+
+/// The gain of some rows against dram_remote_ns / dram_local_ns on the experiment's machine.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RatioSweep {
+    pub ratios: Vec<f64>,
+    /// Rows by "op caches", e.g. "fork-1 cold".
+    pub rows: Vec<String>,
+}
+
+pub fn parse(place: &str, text: &str) -> Result<Experiment> {
+    let e: Experiment =
+        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    for r in &e.row {
+        Op::parse(&r.op).map_err(|err| Error::at(place, format!("row op: {err}")))?;
+        Caches::parse(&r.caches).map_err(|err| Error::at(place, format!("row caches: {err}")))?;
+    }
+    if e.nodes.is_empty() {
+        return Err(Error::at(place, "nodes: expected at least one node"));
+    }
+    if let Some(s) = &e.ratio_sweep {
+        if s.ratios.iter().any(|&r| !(1.0..=10.0).contains(&r)) {
+            return Err(Error::at(
+                place,
+                "ratio_sweep.ratios: expected ratios from 1 to 10",
+            ));
+        }
+        for name in &s.rows {
+            parse_row_name(name)
+                .map_err(|err| Error::at(place, format!("ratio_sweep.rows: {err}")))?;
+        }
+    }
+    Ok(e)
+}
+
+fn parse_row_name(name: &str) -> Result<(Op, Caches)> {
+    let (op, caches) = name
+        .split_once(' ')
+        .ok_or_else(|| Error::new(format!("\"{name}\": expected \"OP hot|cold\"")))?;
+    Ok((Op::parse(op)?, Caches::parse(caches)?))
+}
+
+/// One operation on one node, without and with replication.
+struct Pair {
+    base: OpResult,
+    repl: OpResult,
+}
+
+impl Pair {
+    fn gain_pct(&self) -> f64 {
+        let (b, r) = (self.base.elapsed.ns(), self.repl.elapsed.ns());
+        (b - r) / b * 100.0
+    }
+}
+
+/// What one row ran: a pair per node.
+struct Measured {
+    pairs: Vec<(u32, Pair)>,
+}
+
+impl Measured {
+    fn gain_pct(&self) -> f64 {
+        self.pairs.iter().map(|(_, p)| p.gain_pct()).sum::<f64>() / self.pairs.len() as f64
+    }
+}
+
+fn run_one(
+    m: &MachineProfile,
+    params: &Params,
+    defenses: &str,
+    op: Op,
+    caches: Caches,
+    node: u32,
+) -> Result<OpResult> {
+    let mut k = Kernel::boot_with(
+        m.clone(),
+        defense::parse_list(defenses)?,
+        params,
+        crate::oracle::OracleMode::default(),
+    );
+    let r = kernel_ops::run(&mut k, op, caches, node)?;
+    if let Some(v) = k.violations.first() {
+        return Err(Error::new(format!(
+            "{} {} on {}: model fault under {defenses}: {}",
+            op.name(),
+            caches.name(),
+            m.name,
+            v.what
+        )));
+    }
+    Ok(r)
+}
+
+fn with_replication(defenses: &str) -> String {
+    match defenses {
+        "" | "none" => "text-repl".into(),
+        d => format!("{d},text-repl"),
+    }
+}
+
+/// Runs every (op, caches) of `rows` on every node of `nodes`, both variants, in parallel.
+fn measure(
+    m: &MachineProfile,
+    params: &Params,
+    defenses: &str,
+    nodes: &[u32],
+    rows: &[(Op, Caches)],
+) -> Result<Vec<Measured>> {
+    let jobs: Vec<(usize, u32, bool)> = (0..rows.len())
+        .flat_map(|i| {
+            nodes
+                .iter()
+                .flat_map(move |&n| [(i, n, false), (i, n, true)])
+        })
+        .collect();
+    let repl = with_replication(defenses);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<OpResult>>> = (0..jobs.len()).map(|_| None).collect();
+    let done: Vec<(usize, Result<OpResult>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = vec![];
+                    loop {
+                        let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&(i, node, replicated)) = jobs.get(j) else {
+                            break out;
+                        };
+                        let d = if replicated { repl.as_str() } else { defenses };
+                        let (op, caches) = rows[i];
+                        out.push((j, run_one(m, params, d, op, caches, node)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a measurement thread panicked"))
+            .collect()
+    });
+    for (j, r) in done {
+        results[j] = Some(r);
+    }
+    let mut it = results.into_iter().map(|r| r.expect("every job ran"));
+    let mut out = vec![];
+    for _ in rows {
+        let mut pairs = vec![];
+        for &n in nodes {
+            let base = it.next().expect("job")?;
+            let repl = it.next().expect("job")?;
+            pairs.push((n, Pair { base, repl }));
+        }
+        out.push(Measured { pairs });
+    }
+    Ok(out)
+}
+
+pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
+    let m = overrides.apply_machine(&machine::load(&e.machine)?)?;
+    let mut params = Params::linux();
+    overrides.apply(&mut params)?;
+    let specs: Vec<(Op, Caches)> = e
+        .row
+        .iter()
+        .map(|r| Ok((Op::parse(&r.op)?, Caches::parse(&r.caches)?)))
+        .collect::<Result<_>>()?;
+    let measured = measure(&m, &params, &e.defenses, &e.nodes, &specs)?;
+    let mut rows = vec![];
+    let mut breakdown = breakdown_table(&format!(
+        "\nper node, {} under {} (base) and {} (replicated); counts per timed operation:",
+        m.name,
+        e.defenses,
+        with_replication(&e.defenses)
+    ));
+    for ((spec, &(op, caches)), res) in e.row.iter().zip(&specs).zip(&measured) {
+        let tolerance = match caches {
+            Caches::Hot => e.tolerance_hot_pp,
+            Caches::Cold => e.tolerance_cold_pp,
+        };
+        let label = format!("{} {}", op.name(), caches.name());
+        let mut row = Row::compared_points(
+            &label,
+            spec.published,
+            res.gain_pct(),
+            tolerance,
+            spec.published >= e.sign_from_pct,
+        );
+        row.known_miss = spec.known_miss.clone();
+        rows.push(row);
+        push_breakdown(&mut breakdown, &label, op, res);
+    }
+    let mut predictions = vec![];
+    for p in &e.prediction {
+        let pm = overrides.apply_machine(&machine::load(&p.machine)?)?;
+        let nodes: Vec<u32> = (0..pm.numa_nodes().min(2)).collect();
+        let res = measure(&pm, &params, &p.defenses, &nodes, &specs)?;
+        for (&(op, caches), r) in specs.iter().zip(&res) {
+            let label = format!("{} {} {}", pm.name, op.name(), caches.name());
+            predictions.push(Row::predicted(&label, "% gain", r.gain_pct()));
+            push_breakdown(&mut breakdown, &label, op, r);
+        }
+    }
+    let mut figures = vec![];
+    let mut breakdowns = vec![breakdown];
+    if let Some(sweep) = &e.ratio_sweep {
+        let (table, figure) = ratio_sweep(e, sweep, &m, &params)?;
+        breakdowns.push(table);
+        figures.push(figure);
+    }
+    Ok(Reproduction {
+        experiment: e.name.clone(),
+        source: e.source.clone(),
+        rows,
+        fitted_parameters: 0,
+        fitted: vec![],
+        predictions,
+        breakdowns,
+        figures,
+        notes: vec![format!(
+            "gain = (base - replicated) / base of the timed operation, the mean over a run on the first CPU of node{} {}; the kernel image (and, without replication, all kernel text) lives on node 0",
+            if e.nodes.len() > 1 { "s" } else { "" },
+            e.nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" and ")
+        )],
+        params: Some(params.to_json()),
+    })
+}
+
+/// The sweep's rows at each latency ratio: dram_remote_ns = ratio x dram_local_ns.
+fn ratio_sweep(
+    e: &Experiment,
+    s: &RatioSweep,
+    m: &MachineProfile,
+    params: &Params,
+) -> Result<(Table, Figure)> {
+    let specs: Vec<(Op, Caches)> = s
+        .rows
+        .iter()
+        .map(|r| parse_row_name(r))
+        .collect::<Result<_>>()?;
+    let mut h = vec!["remote/local".to_string()];
+    h.extend(s.rows.iter().cloned());
+    let headers: Vec<&str> = h.iter().map(|s| s.as_str()).collect();
+    let mut table = Table::new(
+        &format!(
+            "\ngain (%) against the remote/local DRAM latency ratio, {} (local {} ns; predictions):",
+            m.name, m.memory.dram_local_ns
+        ),
+        &headers,
+    );
+    let mut series: Vec<crate::report::svg::Series> = s
+        .rows
+        .iter()
+        .map(|r| crate::report::svg::Series {
+            label: r.clone(),
+            points: vec![],
+            dashed: r.ends_with("hot"),
+        })
+        .collect();
+    for &ratio in &s.ratios {
+        let mut pm = m.clone();
+        pm.memory.dram_remote_ns = pm.memory.dram_local_ns * ratio;
+        let res = measure(&pm, params, &e.defenses, &e.nodes, &specs)?;
+        let mut row = vec![format!("{ratio:.2}")];
+        for (i, r) in res.iter().enumerate() {
+            row.push(format!("{:.1}", r.gain_pct()));
+            series[i].points.push((ratio, r.gain_pct()));
+        }
+        table.push(row);
+    }
+    let svg = crate::report::svg::linear_chart(
+        &format!(
+            "{}: replication gain vs remote/local DRAM latency ({})",
+            e.name, m.name
+        ),
+        "remote / local DRAM latency",
+        "gain, % of the base time",
+        &series,
+    );
+    Ok((
+        table,
+        Figure {
+            name: format!("{}-ratio", e.name),
+            svg,
+        },
+    ))
+}
+
+fn breakdown_table(title: &str) -> Table {
+    Table::new(
+        title,
+        &[
+            "row",
+            "node",
+            "base us",
+            "repl us",
+            "gain %",
+            "text lines",
+            "text DRAM base (remote)",
+            "text DRAM repl (remote)",
+            "walks base/repl",
+            "walk DRAM base (remote)",
+            "walk DRAM repl (remote)",
+            "PGD copies",
+        ],
+    )
+}
+
+fn push_breakdown(t: &mut Table, label: &str, op: Op, r: &Measured) {
+    let n = op.iterations().max(1) as f64;
+    let per = |s: &Stats, c: Counter| format!("{:.1}", s.counter(c) as f64 / n);
+    let pgd = crate::defense::registry::counter("text_repl.pgd_copies");
+    for (node, p) in &r.pairs {
+        let (b, rp) = (&p.base.stats, &p.repl.stats);
+        t.push(vec![
+            label.to_string(),
+            node.to_string(),
+            format!("{:.2}", p.base.elapsed.ns() / 1e3),
+            format!("{:.2}", p.repl.elapsed.ns() / 1e3),
+            format!("{:+.1}", p.gain_pct()),
+            per(b, Counter::KernelTextLines),
+            format!(
+                "{} ({})",
+                per(b, Counter::KernelTextFromMemory),
+                per(b, Counter::KernelTextFromRemoteMemory)
+            ),
+            format!(
+                "{} ({})",
+                per(rp, Counter::KernelTextFromMemory),
+                per(rp, Counter::KernelTextFromRemoteMemory)
+            ),
+            format!(
+                "{}/{}",
+                per(b, Counter::PageWalks),
+                per(rp, Counter::PageWalks)
+            ),
+            format!(
+                "{} ({})",
+                per(b, Counter::WalkLoadsDram),
+                per(b, Counter::WalkLoadsRemoteDram)
+            ),
+            format!(
+                "{} ({})",
+                per(rp, Counter::WalkLoadsDram),
+                per(rp, Counter::WalkLoadsRemoteDram)
+            ),
+            format!("{:.2}", rp.owned(pgd) as f64 / n),
+        ]);
+    }
+}

@@ -1,0 +1,290 @@
+//! The kernel operations of seed 002's evaluation (Kuzin's text-replication RFC), each timed
+//! as its cover letter describes, on a CPU of a chosen NUMA node, with hot or cold caches.
+//!
+//! - fork-1: one fork(), timed from syscall entry to exit in the parent.
+//! - fork-1024: 1024 fork()s in a loop, timed around the loop; each child exits on another
+//!   core of the same node (the parent's work is timed; the children's share its LLC).
+//! - mmap-munmap: 1024 iterations of mmap() and munmap() of one anonymous page.
+//! - mmap-lock: the same with MAP_LOCKED, which populates the page inside mmap().
+//! - open-close: 1024 open()/close() pairs of a character device (the recorded pair opens
+//!   /dev/zero; the seed's /dev/null runs the same chrdev_open path).
+//! - kill: SIGUSR1 to a forked child sleeping in pause() on another core of the node, timed
+//!   from the kill() call to the handler's first instruction (the wake-up IPI, the child's
+//!   CPU leaving idle, the switch to it and the signal frame set-up included).
+//! - mount: one mount() of procfs.
+//!
+//! Hot: the operation (one loop iteration, for the loops) ran once just before, so caches
+//! and TLBs hold what it left. Cold: after that, every cache level, TLB and paging-structure
+//! cache of every CPU is emptied before the timed part (what a cache-thrashing run between
+//! measurements leaves: kernel text and data come from DRAM, on their home node).
+
+use crate::arch::x86::InvpcidType;
+use crate::error::{Error, Result};
+use crate::kernel::process::Work;
+use crate::kernel::syscall::{self, SyscallSpec};
+use crate::kernel::{CpuId, Kernel, TaskId};
+use crate::sim::{Stats, Time};
+
+/// One of the seed's operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Fork1,
+    Fork1024,
+    MmapMunmap,
+    MmapLock,
+    OpenClose,
+    Kill,
+    Mount,
+}
+
+impl Op {
+    pub const ALL: &'static [Op] = &[
+        Op::Fork1,
+        Op::Fork1024,
+        Op::MmapMunmap,
+        Op::MmapLock,
+        Op::OpenClose,
+        Op::Kill,
+        Op::Mount,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Fork1 => "fork-1",
+            Op::Fork1024 => "fork-1024",
+            Op::MmapMunmap => "mmap-munmap",
+            Op::MmapLock => "mmap-lock",
+            Op::OpenClose => "open-close",
+            Op::Kill => "kill",
+            Op::Mount => "mount",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Op> {
+        Op::ALL
+            .iter()
+            .copied()
+            .find(|o| o.name() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
+                Error::new(format!(
+                    "unknown operation '{name}': expected one of {}",
+                    known.join(", ")
+                ))
+            })
+    }
+
+    /// Iterations of the timed loop (1 for the single operations).
+    pub fn iterations(self) -> u32 {
+        match self {
+            Op::Fork1 | Op::Kill | Op::Mount => 1,
+            _ => 1024,
+        }
+    }
+}
+
+/// Hot or cold caches (module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caches {
+    Hot,
+    Cold,
+}
+
+impl Caches {
+    pub fn name(self) -> &'static str {
+        match self {
+            Caches::Hot => "hot",
+            Caches::Cold => "cold",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Caches> {
+        match name {
+            "hot" => Ok(Caches::Hot),
+            "cold" => Ok(Caches::Cold),
+            _ => Err(Error::new(format!(
+                "unknown cache state '{name}': expected hot or cold"
+            ))),
+        }
+    }
+}
+
+/// What a timed operation took and did.
+#[derive(Debug, Clone)]
+pub struct OpResult {
+    pub elapsed: Time,
+    /// Counters of the CPUs the timed part ran on (the timed CPU, and the signalled child's).
+    pub stats: Stats,
+}
+
+/// The benchmark process on a booted kernel: the timed CPU and a second core of its node.
+struct Bench {
+    cpu: CpuId,
+    partner: CpuId,
+    task: TaskId,
+    /// The signalled child (kill), sleeping on `partner`.
+    child: Option<TaskId>,
+}
+
+/// Runs `op` on the first CPU of `node` of a booted kernel `k` and times it.
+pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult> {
+    let mut b = Bench::start(k, node)?;
+    if op == Op::Kill {
+        b.child = Some(b.sleeping_child(k)?);
+    }
+    // Warm-up: one run of the operation (one iteration of a loop).
+    b.once(k, op)?;
+    if caches == Caches::Cold {
+        empty_caches(k);
+    }
+    let cpus = [b.cpu, b.partner];
+    let before: Vec<Stats> = cpus.iter().map(|&c| k.cpus[c].stats.clone()).collect();
+    let t0 = k.cpus[b.cpu].now;
+    let end = if op == Op::Kill {
+        b.kill(k)?
+    } else {
+        for _ in 0..op.iterations() {
+            b.once(k, op)?;
+        }
+        k.cpus[b.cpu].now
+    };
+    let mut stats = Stats::default();
+    let counted: &[CpuId] = if op == Op::Kill { &cpus } else { &cpus[..1] };
+    for (i, &c) in counted.iter().enumerate() {
+        let mut s = k.cpus[c].stats.clone();
+        s.subtract(&before[i]);
+        stats.merge(&s);
+    }
+    Ok(OpResult {
+        elapsed: end - t0,
+        stats,
+    })
+}
+
+/// Empties every cache level, TLB and paging-structure cache of every CPU, charging nothing.
+pub fn empty_caches(k: &mut Kernel) {
+    k.caches.clear();
+    for c in k.cpus.iter_mut() {
+        c.mmu.invpcid(InvpcidType::AllInclGlobal);
+        c.path_memo.clear();
+    }
+}
+
+fn lookup(name: &str) -> Result<SyscallSpec> {
+    syscall::lookup(name)
+        .ok_or_else(|| Error::new(format!("syscall {name} is not in the syscall table")))
+}
+
+impl Bench {
+    /// The benchmark process on the first CPU of `node`, in user mode; the partner is the
+    /// next core of the node (not an SMT sibling).
+    fn start(k: &mut Kernel, node: u32) -> Result<Bench> {
+        let on_node: Vec<CpuId> = (0..k.cpus.len())
+            .filter(|&c| k.cpus[c].mmu.node() == node)
+            .collect();
+        let tpc = k.machine.topology.threads_per_core as usize;
+        let (&cpu, partner) = match on_node.first() {
+            Some(c) => (c, on_node.iter().copied().find(|&p| p / tpc != c / tpc)),
+            None => {
+                return Err(Error::new(format!(
+                    "{}: no CPU on NUMA node {node}",
+                    k.machine.name
+                )))
+            }
+        };
+        let partner = partner.ok_or_else(|| {
+            Error::new(format!("{}: node {node} has a single core", k.machine.name))
+        })?;
+        let shell = k.spawn_on(cpu, "sh", None);
+        let task = k.spawn_on(cpu, "bench", Some(shell));
+        k.switch_to(cpu, task);
+        k.enter_user(cpu);
+        Ok(Bench {
+            cpu,
+            partner,
+            task,
+            child: None,
+        })
+    }
+
+    /// One run of `op` (one iteration of a loop); kill's warm-up is a whole signal.
+    fn once(&mut self, k: &mut Kernel, op: Op) -> Result<()> {
+        let cpu = self.cpu;
+        match op {
+            Op::Fork1 | Op::Fork1024 => {
+                let child = k.fork(cpu, self.task, "child")?;
+                self.exit_on_partner(k, child)
+            }
+            Op::MmapMunmap | Op::MmapLock => {
+                let mmap = if op == Op::MmapLock {
+                    "mmap-locked"
+                } else {
+                    "mmap"
+                };
+                k.syscall(cpu, &lookup(mmap)?)?;
+                k.syscall(cpu, &lookup("munmap")?)
+            }
+            Op::OpenClose => k.syscall(cpu, &lookup("open-close")?),
+            Op::Mount => k.syscall(cpu, &lookup("mount-proc")?),
+            Op::Kill => {
+                self.kill(k)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// `child` runs on the partner core and exits there at once.
+    fn exit_on_partner(&self, k: &mut Kernel, child: TaskId) -> Result<()> {
+        let p = self.partner;
+        k.cpus[p].now = k.cpus[p].now.max(k.cpus[self.cpu].now);
+        k.cpus[p].rq.push_back(child);
+        k.schedule(p);
+        k.exit(p, child)?;
+        k.schedule(p);
+        Ok(())
+    }
+
+    /// A forked child with a SIGUSR1 handler, asleep in pause() on the partner core (which
+    /// is then idle).
+    fn sleeping_child(&self, k: &mut Kernel) -> Result<TaskId> {
+        let child = k.fork(self.cpu, self.task, "child")?;
+        let p = self.partner;
+        k.cpus[p].now = k.cpus[p].now.max(k.cpus[self.cpu].now);
+        k.cpus[p].rq.push_back(child);
+        k.schedule(p);
+        k.enter_user(p);
+        k.syscall(p, &lookup("rt_sigaction")?)?;
+        self.sleep(k, child);
+        Ok(child)
+    }
+
+    /// The child enters pause() and its core goes idle.
+    fn sleep(&self, k: &mut Kernel, child: TaskId) {
+        let p = self.partner;
+        k.cpus[p].stats.count(crate::sim::Counter::Syscalls);
+        k.leave_user_mode(p);
+        k.tasks[child].state = crate::kernel::sched::TaskState::Blocked;
+        k.schedule(p);
+    }
+
+    /// kill(child, SIGUSR1) on the timed CPU; the child wakes on the partner core, switches
+    /// in, and returns to user mode through signal delivery into its handler. Returns when
+    /// the handler starts; the handler then returns (rt_sigreturn) and the child sleeps
+    /// again, untimed.
+    fn kill(&self, k: &mut Kernel) -> Result<Time> {
+        let child = self.child.expect("kill has a child");
+        let (cpu, p) = (self.cpu, self.partner);
+        k.syscall(cpu, &lookup("kill")?)?;
+        // try_to_wake_up() near the end of kill() sends the reschedule IPI to the idle core.
+        let arrival = k.cpus[cpu].now + k.ipi_latency(cpu, p);
+        k.wake_up(child, arrival);
+        k.schedule(p);
+        // exit_to_user_mode() finds the signal: get_signal(), the rt frame, then user mode.
+        k.run_known_path(p, "signal-deliver", Work::Measured)?;
+        k.enter_user(p);
+        let handler = k.cpus[p].now;
+        k.syscall(p, &lookup("rt_sigreturn")?)?;
+        self.sleep(k, child);
+        Ok(handler)
+    }
+}

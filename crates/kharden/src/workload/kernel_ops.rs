@@ -137,6 +137,9 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult
     if caches == Caches::Cold {
         empty_caches(k);
     }
+    if op == Op::Kill {
+        b.ready(k);
+    }
     let cpus = [b.cpu, b.partner];
     let before: Vec<Stats> = cpus.iter().map(|&c| k.cpus[c].stats.clone()).collect();
     let t0 = k.cpus[b.cpu].now;
@@ -227,6 +230,7 @@ impl Bench {
             Op::OpenClose => k.syscall(cpu, &lookup("open-close")?),
             Op::Mount => k.syscall(cpu, &lookup("mount-proc")?),
             Op::Kill => {
+                self.ready(k);
                 self.kill(k)?;
                 Ok(())
             }
@@ -265,6 +269,15 @@ impl Bench {
         k.leave_user_mode(p);
         k.tasks[child].state = crate::kernel::sched::TaskState::Blocked;
         k.schedule(p);
+    }
+
+    /// The parent sends when the child is asleep: both clocks at the later of the two, so
+    /// the child's core has been idle for the same time in every run (its C-state, chosen
+    /// from the idle time, does not depend on how long earlier work took).
+    fn ready(&self, k: &mut Kernel) {
+        let t = k.cpus[self.cpu].now.max(k.cpus[self.partner].now);
+        k.cpus[self.cpu].now = t;
+        k.cpus[self.partner].now = t;
     }
 
     /// kill(child, SIGUSR1) on the timed CPU; the child wakes on the partner core, switches

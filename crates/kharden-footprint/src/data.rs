@@ -86,6 +86,22 @@ pub fn objects(path: &str) -> Vec<&'static str> {
         // exc_debug_user → send_sigtrap → ptrace_stop → do_notify_parent_cldstop: both
         // tasks' signal state, the switch to the tracer.
         "ptrace-stop" => &[ENTRY, &["signal_struct", "sighand_struct", "mm_struct"]],
+        // kill_pid_info → do_send_sig_info → lock_task_sighand, the sigqueue on the target's
+        // shared pending list (signal_struct), complete_signal, try_to_wake_up (the other
+        // CPU's runqueue is per-CPU data).
+        "kill" => &[ENTRY, &["signal_struct", "sighand_struct"]],
+        // get_signal under siglock: the action (sighand_struct), the pending lists
+        // (signal_struct and the task's own), the new blocked mask; the frame on the user
+        // stack (siginfo, ucontext, the XSAVE area) is user memory the model does not charge.
+        "signal-deliver" => &[ENTRY, &["signal_struct", "sighand_struct"]],
+        // restore_sigcontext, restore_altstack, set_current_blocked under siglock.
+        "rt_sigreturn" => &[ENTRY, &["sighand_struct"]],
+        // The target's lookup (getname, path walk); the new mount, super_block and procfs
+        // root have no object of their own in [objects]: the dentry and inode lines stand
+        // for them.
+        "mount-proc" | "umount" => &[ENTRY, LOOKUP],
+        // mmap's, then the populate's fault on a zeroed page (fault-anon's objects).
+        "mmap-locked" => &[ENTRY, VM, &["anon_vma"], WALK, &["user_page"]],
         _ => &[ENTRY],
     };
     let mut names: Vec<&str> = Vec::new();

@@ -7,6 +7,8 @@ use std::ffi::CString;
 use std::io;
 use std::path::{Path, PathBuf};
 
+mod seed002;
+
 /// Runs loops and keeps their windows.
 pub struct Driver {
     pub windows: Vec<Window>,
@@ -111,6 +113,21 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "tick",
         paths: &["timer-tick"],
         run: tick,
+    },
+    Scenario {
+        name: "signals",
+        paths: &["kill", "signal-deliver", "rt_sigreturn"],
+        run: seed002::signals,
+    },
+    Scenario {
+        name: "mount",
+        paths: &["mount-proc", "umount"],
+        run: seed002::mount_proc,
+    },
+    Scenario {
+        name: "mmap-locked",
+        paths: &["mmap-locked"],
+        run: seed002::mmap_locked,
     },
 ];
 

@@ -98,6 +98,102 @@ const TICK: &[&str] = &[
 /// with interrupts off, sends SIGTRAP and re-enables them only around send_sigtrap).
 const DEBUG: &[&str] = &["asm_exc_debug", "noist_exc_debug", "exc_debug_user"];
 
+/// kill's send, under lock_task_sighand's spin_lock_irqsave (kernel/signal.c
+/// do_send_sig_info): __send_signal_locked queues a sigqueue (GFP_ATOMIC slab allocation,
+/// the ucounts rlimit) and complete_signal wakes the target (signal_wake_up_state).
+const SEND_SIGNAL: &[&str] = &[
+    "__lock_task_sighand",
+    "_raw_spin_lock_irqsave",
+    "_raw_spin_unlock_irqrestore",
+    "send_signal_locked",
+    "__send_signal_locked",
+    "prepare_signal",
+    "inc_rlimit_get_ucounts",
+    "kmem_cache_alloc_noprof",
+    "complete_signal",
+    "signal_wake_up_state",
+    "wake_up_state",
+];
+
+/// try_to_wake_up of a sleeping task pinned to another, busy CPU, under p->pi_lock with
+/// interrupts off (kernel/sched/core.c): select_task_rq, ttwu_queue taking the remote
+/// runqueue's lock (the wakelist is used only when that CPU is idle), ttwu_do_activate ->
+/// enqueue_task_fair (kernel/sched/fair.c: update_curr, place_entity, the load averages,
+/// the rbtree insert), psi accounting (psi=1 on this host), wakeup_preempt ->
+/// check_preempt_wakeup_fair -> resched_curr and the reschedule IPI through the physical
+/// x2APIC (arch/x86/kernel/apic/x2apic_phys.c). The recording host's ipi:ipi_send_cpu and
+/// csd:csd_queue_cpu tracepoints confirm this branch (one IPI per kill from
+/// wakeup_preempt, no wakelist).
+const WAKE_REMOTE: &[&str] = &[
+    "try_to_wake_up",
+    "select_task_rq",
+    "raw_spin_rq_lock_nested",
+    "raw_spin_rq_unlock",
+    "update_rq_clock",
+    "sched_clock_cpu",
+    "ttwu_do_activate",
+    "activate_task",
+    "enqueue_task",
+    "enqueue_task_fair",
+    "update_curr",
+    "place_entity",
+    "avg_vruntime",
+    "update_load_avg",
+    "__update_load_avg_se",
+    "__update_load_avg_cfs_rq",
+    "update_cfs_group",
+    "__enqueue_entity",
+    "min_vruntime_cb_rotate",
+    "hrtick_update",
+    "psi_task_change",
+    "psi_group_change",
+    "wakeup_preempt",
+    "check_preempt_wakeup_fair",
+    "pick_eevdf",
+    "resched_curr",
+    "__resched_curr",
+    "native_smp_send_reschedule",
+    "x2apic_send_IPI",
+    "__x2apic_send_IPI_dest",
+];
+
+/// Changing the blocked mask (kernel/signal.c __set_current_blocked under siglock with
+/// spin_lock_irq): rt_sigreturn's restore of the mask, and delivery's block of the handled
+/// signal.
+const SET_BLOCKED: &[&str] = &[
+    "_raw_spin_lock_irq",
+    "_raw_spin_unlock_irq",
+    "__set_task_blocked",
+    "recalc_sigpending",
+];
+
+/// Signal delivery on the return to user mode: exit_to_user_mode_loop is entered with
+/// interrupts off (kernel/entry/common.c); get_signal dequeues under siglock with
+/// spin_lock_irq (kernel/signal.c: dequeue_signal, next_signal, collect_signal freeing the
+/// sigqueue and its ucount, recalc_sigpending).
+const DELIVER: &[&str] = &[
+    "exit_to_user_mode_loop",
+    "dequeue_signal",
+    "next_signal",
+    "collect_signal",
+    "__sigqueue_free",
+    "dec_rlimit_put_ucounts",
+    "kmem_cache_free",
+];
+
+/// mm/percpu.c pcpu_alloc_noprof's area search and allocation under pcpu_lock with
+/// spin_lock_irqsave: a mount allocates four per-CPU areas (the vfsmount's counters, the
+/// superblock's s_writers rwsems), per the host's percpu:percpu_alloc_percpu tracepoint.
+const PERCPU_ALLOC: &[&str] = &[
+    "_raw_spin_lock_irqsave",
+    "_raw_spin_unlock_irqrestore",
+    "pcpu_find_block_fit",
+    "pcpu_alloc_area",
+    "pcpu_block_update_hint_alloc",
+    "pcpu_block_refresh_hint",
+    "pcpu_chunk_relocate",
+];
+
 /// The interrupts-off functions of `path`, by kernel symbol name.
 pub fn functions(path: &str) -> Vec<&'static str> {
     let groups: &[&[&str]] = match path {
@@ -111,6 +207,12 @@ pub fn functions(path: &str) -> Vec<&'static str> {
         "ipi-tlb-flush" => &[CALL_FUNCTION, EXCEPTION, TLB_FLUSH],
         "ipi-membarrier" => &[CALL_FUNCTION, EXCEPTION, MEMBARRIER],
         "timer-tick" => &[TICK, EXCEPTION],
+        "kill" => &[SYSCALL, SEND_SIGNAL, WAKE_REMOTE],
+        "signal-deliver" => &[DELIVER, SET_BLOCKED],
+        "rt_sigreturn" => &[SYSCALL, SET_BLOCKED],
+        "mount-proc" => &[SYSCALL, PERCPU_ALLOC],
+        // It sleeps once in synchronize_rcu_expedited (namespace_unlock).
+        "umount" => &[SYSCALL, SWITCH],
         _ => &[SYSCALL],
     };
     let mut names: Vec<&str> = groups.iter().flat_map(|g| g.iter().copied()).collect();

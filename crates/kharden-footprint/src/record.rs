@@ -39,6 +39,8 @@ pub mod context {
     /// In the return-to-user work loop (exit_to_user_mode_loop): rescheduling, rseq and
     /// task work that a tick or a preemption left, not the path's own work.
     pub const EXIT_WORK: u8 = 32;
+    /// Delivering a signal on the return to user mode (arch_do_signal_or_restart).
+    pub const SIGNAL: u8 = 64;
 
     /// The flag a kernel function on a call chain raises.
     pub fn of(name: &str) -> u8 {
@@ -48,6 +50,7 @@ pub mod context {
             "handle_softirqs" => SOFTIRQ,
             "__schedule" => SCHEDULE,
             "exit_to_user_mode_loop" => EXIT_WORK,
+            "arch_do_signal_or_restart" => SIGNAL,
             n if n.starts_with("asm_sysvec_") || n == "asm_common_interrupt" => OTHER_IRQ,
             _ => 0,
         }
@@ -68,6 +71,10 @@ pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
         // The tracer sleeps in waitpid; the tracee stops in ptrace_stop from the signal
         // work of its return to user mode.
         "ptrace-singlestep" | "ptrace-stop" => (0, false, true, true),
+        // Delivery is return-to-user work by nature.
+        "signal-deliver" => (0, false, false, true),
+        // It waits for an RCU grace period; its teardown is task work on the return.
+        "umount" => (0, false, true, true),
         _ => (0, false, false, false),
     };
     let irq = ctx & (CALL_FUNCTION | TIMER | OTHER_IRQ);
@@ -76,6 +83,11 @@ pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
     }
     if irq & !irqs != 0 {
         return Some("interrupt");
+    }
+    // Delivery rides on the return of the syscall that unblocked the signal: only the
+    // samples under arch_do_signal_or_restart are its own.
+    if path == "signal-deliver" && ctx & SIGNAL == 0 {
+        return Some("trigger");
     }
     if ctx & SOFTIRQ != 0 && !softirq {
         return Some("softirq");
@@ -400,6 +412,11 @@ mod tests {
         assert_eq!(excluded("getppid", EXIT_WORK), Some("exit-work"));
         assert_eq!(excluded("timer-tick", TIMER | EXIT_WORK), None);
         assert_eq!(excluded("wait4", SCHEDULE), None);
+        assert_eq!(excluded("signal-deliver", EXIT_WORK | SIGNAL), None);
+        assert_eq!(excluded("signal-deliver", 0), Some("trigger"));
+        assert_eq!(excluded("signal-deliver", EXIT_WORK), Some("trigger"));
+        assert_eq!(excluded("umount", SCHEDULE | EXIT_WORK), None);
+        assert_eq!(excluded("kill", EXIT_WORK), Some("exit-work"));
         assert_eq!(excluded("timer-tick", TIMER | SOFTIRQ), None);
         assert_eq!(excluded("timer-tick", 0), Some("interrupt"));
         assert_eq!(

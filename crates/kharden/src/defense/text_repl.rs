@@ -62,7 +62,7 @@ enum Variant {
 }
 
 /// Bytes replicated: text and rodata, 2 MiB aligned (the series aligns both to huge pages).
-const REPLICATED_BYTES: u64 = KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES;
+pub const REPLICATED_BYTES: u64 = KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES;
 const M2: u64 = 2 << 20;
 
 pub struct TextReplication {

@@ -278,11 +278,17 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         predictions,
         breakdowns,
         figures,
-        notes: vec![format!(
-            "gain = (base - replicated) / base of the timed operation, the mean over a run on the first CPU of node{} {}; the kernel image (and, without replication, all kernel text) lives on node 0",
-            if e.nodes.len() > 1 { "s" } else { "" },
-            e.nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" and ")
-        )],
+        notes: vec![
+            format!(
+                "gain = (base - replicated) / base of the timed operation, the mean over a run on the first CPU of node{} {}; the kernel image (and, without replication, all kernel text) lives on node 0",
+                if e.nodes.len() > 1 { "s" } else { "" },
+                e.nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" and ")
+            ),
+            format!(
+                "replication's memory: {} MiB of text and rodata and 3 page-table pages per extra node at boot, one more 4 KiB PGD per address space per extra node",
+                crate::defense::text_repl::REPLICATED_BYTES >> 20
+            ),
+        ],
         params: Some(params.to_json()),
     })
 }

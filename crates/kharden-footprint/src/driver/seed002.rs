@@ -124,7 +124,13 @@ fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
             )? as usize;
             // The state follows the command name's closing parenthesis.
             let after = buf[..n].iter().rposition(|&b| b == b')').map(|i| i + 2);
-            Ok(after.and_then(|i| buf.get(i)) == Some(&b'S'))
+            match after.and_then(|i| buf.get(i)) {
+                Some(b'Z' | b'X') => Err(io::Error::new(
+                    io::ErrorKind::Other,
+                    "the signalled child exited",
+                )),
+                state => Ok(state == Some(&b'S')),
+            }
         };
         for sent in 0..d.n(400_000) {
             while !sleeping(&mut buf)? {
@@ -134,8 +140,15 @@ fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
                 // SAFETY: signalling our own child.
                 ok(unsafe { libc::kill(child, libc::SIGUSR1) } as i64, "kill").map(drop)
             })?;
+            let sent_ns = now_ns();
             while acks.load(Ordering::Acquire) <= sent {
                 std::hint::spin_loop();
+                if now_ns() - sent_ns > 5_000_000_000 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Other,
+                        "the child did not handle SIGUSR1 within 5 s",
+                    ));
+                }
             }
         }
         super::close(fd)

@@ -396,3 +396,57 @@ fn params_show_provenance_and_set_changes_a_run() {
         );
     }
 }
+
+#[test]
+fn kernel_ops_run_per_node_and_reject_bad_choices() {
+    let args = [
+        "run",
+        "--machine",
+        "xeon-e5-2690v3-2s",
+        "--workload",
+        "kernel-op",
+        "--op",
+        "fork-1",
+        "--caches",
+        "cold",
+        "--node",
+        "1",
+        "--defense",
+        "pti:linux,text-repl",
+    ];
+    let o = kharden(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("kernel_text.memory"));
+    assert_eq!(o.stdout, kharden(&args).stdout, "deterministic");
+    let base = [
+        "run",
+        "--machine",
+        "xeon-e5-2690v3-2s",
+        "--workload",
+        "kernel-op",
+    ];
+    assert_one_line_error(
+        &[&base[..], &["--op", "forks"]].concat(),
+        "--op: unknown operation 'forks'",
+    );
+    assert_one_line_error(
+        &[&base[..], &["--caches", "warm"]].concat(),
+        "--caches: unknown cache state 'warm'",
+    );
+    assert_one_line_error(
+        &[&base[..], &["--node", "2"]].concat(),
+        "--node: xeon-e5-2690v3-2s has nodes 0 to 1",
+    );
+}
+
+#[test]
+fn text_replication_check_catches_its_broken_variants() {
+    for (d, ok) in [
+        ("text-repl", true),
+        ("text-repl:broken-one-replica", false),
+        ("text-repl:broken-writable", false),
+    ] {
+        let o = kharden(&["check", "--defense", d, "--machine", "xeon-e5-2690v3-2s"]);
+        assert_eq!(o.status.success(), ok, "{d}: {}", stderr(&o));
+    }
+}

@@ -46,6 +46,15 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// kernel-op: the operation (fork-1, fork-1024, mmap-munmap, mmap-lock, open-close, kill, mount).
+    #[arg(long, default_value = "fork-1")]
+    op: String,
+    /// kernel-op: hot or cold caches.
+    #[arg(long, default_value = "hot")]
+    caches: String,
+    /// kernel-op: the NUMA node whose first CPU runs it.
+    #[arg(long, default_value_t = 0)]
+    node: u32,
     /// ssdd: the hypervisor the guest runs under (kvm).
     #[arg(long)]
     pub(crate) virt: Option<String>,
@@ -71,6 +80,9 @@ pub fn run(args: Args) -> Result<()> {
     workload::check_name(&args.workload)?;
     if args.workload == "kbuild" {
         return run_kbuild(&args, &m, &params, &overrides);
+    }
+    if args.workload == "kernel-op" {
+        return run_kernel_op(&args, &m, &params, &overrides);
     }
     kharden::workload::bounds::syscall_loop(args.loops, args.iterations)?;
     let _ = args.seed; // the syscall loop makes no random choices
@@ -263,5 +275,58 @@ fn run_kbuild(
         w.idle.system_time().secs()
     );
     println!("calibration: {note}");
+    Ok(())
+}
+
+/// `--workload kernel-op`: one of seed 002's operations on the first CPU of `--node`.
+fn run_kernel_op(
+    args: &Args,
+    m: &kharden::machine::MachineProfile,
+    params: &Params,
+    overrides: &kharden::params::Overrides,
+) -> Result<()> {
+    use kharden::workload::kernel_ops::{self, Caches, Op};
+    let op = Op::parse(&args.op).map_err(|e| Error::new(format!("--op: {e}")))?;
+    let caches = Caches::parse(&args.caches).map_err(|e| Error::new(format!("--caches: {e}")))?;
+    if args.node >= m.numa_nodes() {
+        return Err(Error::new(format!(
+            "--node: {} has nodes 0 to {}, got {}",
+            m.name,
+            m.numa_nodes() - 1,
+            args.node
+        )));
+    }
+    let mut k = Kernel::boot_with(
+        m.clone(),
+        super::defenses::parse(&args.defense, m)?,
+        params,
+        OracleMode::default(),
+    );
+    let r = kernel_ops::run(&mut k, op, caches, args.node)?;
+    let elapsed = r.elapsed.secs();
+    if args.json {
+        let v = serde_json::json!({
+            "machine": k.machine.name, "workload": "kernel-op", "op": op.name(),
+            "caches": caches.name(), "node": args.node, "defense": k.defense_names(),
+            "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
+            "stats": r.stats, "set": overrides.to_json(), "params": params.to_json(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
+        );
+        return Ok(());
+    }
+    println!(
+        "{} ({} caches) on node {} of {}: {:.3} us, {} iteration(s)",
+        op.name(),
+        caches.name(),
+        args.node,
+        k.machine.name,
+        elapsed * 1e6,
+        op.iterations()
+    );
+    print_stats(&r.stats, elapsed, op.iterations() as f64, "op");
+    println!();
     Ok(())
 }

@@ -27,6 +27,10 @@ pub const NAMES: &[(&str, &str)] = &[
         "kbuild",
         "make -jN of kernel compile jobs from the recorded profile (--jobs N)",
     ),
+    (
+        "kernel-op",
+        "one of seed 002's kernel operations, timed (--op fork-1|fork-1024|mmap-munmap|mmap-lock|open-close|kill|mount --caches hot|cold --node N)",
+    ),
 ];
 
 pub fn check_name(name: &str) -> Result<()> {

@@ -28,7 +28,8 @@ pub const FAMILY: registry::Family = registry::Family {
     boot_option: false,
     variants: &[
         registry::Variant::new("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", false, || Box::new(Pti::new(Variant::FreeBsd))),
-        registry::Variant::new("pti:linux", &["pti", "pti=on"], "PTI as Linux does it: global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false, || Box::new(Pti::new(Variant::Linux))),
+        registry::Variant::new("pti:linux", &["pti"], "PTI as Linux does it (pti=auto): global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false, || Box::new(Pti::new(Variant::Linux))),
+        registry::Variant::new("pti:linux-forced", &["pti=on"], "Linux PTI booted with pti=on: the kernel image is never global and never cloned into user tables (pti_kernel_image_global_ok() is false unless PTI was chosen automatically)", false, || Box::new(Pti::new(Variant::LinuxForced))),
         registry::Variant::new("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true, || Box::new(Pti::new(Variant::BrokenGlobalText))),
         registry::Variant::new("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", true, || Box::new(Pti::new(Variant::BrokenUserMapsKernel))),
         registry::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, || Box::new(Pti::new(Variant::BrokenNoUserFlush))),
@@ -41,12 +42,20 @@ pub const FAMILY: registry::Family = registry::Family {
 pub enum Variant {
     FreeBsd,
     Linux,
+    /// Linux with pti=on: no global kernel image, whatever the CPU.
+    LinuxForced,
     /// Kernel text global even with PCID: its entries outlive the switch to user mode.
     BrokenGlobalText,
     /// User PGD shares every kernel PGD slot: isolation in name only.
     BrokenUserMapsKernel,
     /// Never invalidates the user PCID's copy of a flushed user translation.
     BrokenNoUserFlush,
+}
+
+impl Variant {
+    fn is_linux(self) -> bool {
+        matches!(self, Variant::Linux | Variant::LinuxForced)
+    }
 }
 
 pub struct Pti {
@@ -80,7 +89,7 @@ impl Pti {
         let mut allowed = vec![(slot, slot + (1 << 39))];
         let entry = Self::entry_text_page().0;
         allowed.push((entry, entry + PageSize::Size2M.bytes()));
-        if k.config.global_kernel == KernelGlobal::TextOnly && self.variant == Variant::Linux {
+        if k.config.global_kernel == KernelGlobal::TextOnly && self.variant.is_linux() {
             // Linux without PCID maps all kernel text into user tables (pti_clone_kernel_text):
             // text is judged not secret, and global text spares the refills.
             allowed.push((KERNEL_TEXT, KERNEL_TEXT + KERNEL_TEXT_BYTES));
@@ -116,6 +125,7 @@ impl Defense for Pti {
         match self.variant {
             Variant::FreeBsd => "pti:freebsd",
             Variant::Linux => "pti:linux",
+            Variant::LinuxForced => "pti:linux-forced",
             Variant::BrokenGlobalText => "pti:broken-global-text",
             Variant::BrokenUserMapsKernel => "pti:broken-user-maps-kernel",
             Variant::BrokenNoUserFlush => "pti:broken-no-user-flush",
@@ -133,6 +143,7 @@ impl Defense for Pti {
             }
             // Linux: pti_kernel_image_global_ok() is false with PCID.
             Variant::Linux if pcid => KernelGlobal::None,
+            Variant::LinuxForced => KernelGlobal::None,
             Variant::Linux => KernelGlobal::TextOnly,
             Variant::BrokenGlobalText => KernelGlobal::TextOnly,
         };
@@ -156,7 +167,7 @@ impl Defense for Pti {
             );
             let global = k.config.global_kernel != KernelGlobal::None;
             let clone_all_text =
-                self.variant == Variant::Linux && k.config.global_kernel == KernelGlobal::TextOnly;
+                self.variant.is_linux() && k.config.global_kernel == KernelGlobal::TextOnly;
             let pages: Vec<VirtAddr> = if clone_all_text {
                 (0..KERNEL_TEXT_BYTES / PageSize::Size2M.bytes())
                     .map(|i| VirtAddr(KERNEL_TEXT + i * PageSize::Size2M.bytes()))
@@ -234,7 +245,7 @@ impl Defense for Pti {
     fn on_kernel_page_flush(&mut self, k: &mut Kernel, cpu: CpuId, start: VirtAddr, pages: u64) {
         // Linux's __flush_tlb_one_kernel goes through flush_tlb_one_user, which under PTI
         // invalidates the address in the user PCID too (INVPCID type 0, or a deferred flush).
-        if self.variant == Variant::Linux {
+        if self.variant.is_linux() {
             self.flush_user_pcid(k, cpu, start, pages);
         }
     }

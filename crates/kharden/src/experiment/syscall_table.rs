@@ -54,6 +54,10 @@ pub struct PredictionSpec {
     pub machine: Option<String>,
     #[serde(default)]
     pub syscall: Option<String>,
+    /// Run the syscall with its measured Linux work (kernel/path.rs) even where the
+    /// experiment fits the work of the same syscall for another kernel.
+    #[serde(default)]
+    pub measured_work: bool,
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
@@ -183,7 +187,11 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             }
         };
         let syscall = p.syscall.as_deref().unwrap_or(&e.syscall);
-        let w = if syscall == e.syscall { work } else { None };
+        let w = if syscall == e.syscall && !p.measured_work {
+            work
+        } else {
+            None
+        };
         let res = simulate(&m, &p.defense, syscall, w, e.iterations, params)?;
         predictions.push(Row::predicted(
             &format!("{} [{}]", p.label, m.name),

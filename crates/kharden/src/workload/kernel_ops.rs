@@ -301,3 +301,30 @@ impl Bench {
         Ok(handler)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{defense, machine};
+
+    #[test]
+    fn every_operation_runs_on_both_nodes_and_cold_is_slower_than_hot() {
+        let m = machine::load("xeon-e5-2690v3-2s").unwrap();
+        for &op in Op::ALL.iter().filter(|&&o| o != Op::Fork1024) {
+            for node in [0, 1] {
+                let time = |caches| {
+                    let mut k = Kernel::boot(m.clone(), defense::parse_list("pti:linux").unwrap());
+                    let r = run(&mut k, op, caches, node).unwrap();
+                    assert!(k.violations.is_empty(), "{op:?}: {:?}", k.violations);
+                    r.elapsed
+                };
+                let (hot, cold) = (time(Caches::Hot), time(Caches::Cold));
+                assert!(
+                    cold > hot,
+                    "{op:?} node {node}: cold {cold:?} <= hot {hot:?}"
+                );
+            }
+        }
+        assert!(Op::parse("fork").is_err() && Caches::parse("warm").is_err());
+    }
+}

@@ -54,7 +54,9 @@ pub fn machine_profile(data: &[u8]) -> Result<(), String> {
 
 /// Bytes as an experiment file: the entry checks and the parse of either kind (not the run).
 pub fn experiment_file(data: &[u8]) -> Result<(), String> {
-    use kharden::experiment::{kbuild_table, syscall_table, validate};
+    use kharden::experiment::{
+        flush_range, kbuild_table, kvm_table, syscall_table, text_replication, validate,
+    };
     let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
     let place = "fuzz.toml";
     validate::check(place, text).map_err(|e| one_line(e.to_string()))?;
@@ -64,6 +66,12 @@ pub fn experiment_file(data: &[u8]) -> Result<(), String> {
         .unwrap_or("");
     let parsed = if kind.contains("kbuild") {
         kbuild_table::parse(place, text).map(|_| ())
+    } else if kind.contains("kvm") {
+        kvm_table::parse(place, text).map(|_| ())
+    } else if kind.contains("text-replication") {
+        text_replication::parse(place, text).map(|_| ())
+    } else if kind.contains("flush-range") {
+        flush_range::parse(place, text).map(|_| ())
     } else {
         syscall_table::parse(place, text).map(|_| ())
     };

@@ -213,8 +213,12 @@ impl TlbArray {
 
     /// The entry translating `va` under `pcid`, if present (updates LRU).
     pub fn lookup(&mut self, va: VirtAddr, pcid: Pcid) -> Option<TlbEntry> {
-        for i in 0..self.sizes.len() {
-            let size = self.sizes[i];
+        self.find(va, pcid).map(|slot| self.hit(slot))
+    }
+
+    /// The slot `lookup` would return, without touching LRU order.
+    pub fn find(&self, va: VirtAddr, pcid: Pcid) -> Option<usize> {
+        for &size in &self.sizes {
             let vpn = va.page_number(size);
             let want = page_tag(vpn, size);
             let Some(range) = self.candidates(vpn, want) else {
@@ -225,13 +229,17 @@ impl TlbArray {
                 .iter()
                 .position(|&t| tag_matches(t, want, pcid))
             {
-                let slot = base + way;
-                self.clock += 1;
-                self.stamps[slot] = self.clock;
-                return self.slots[slot];
+                return Some(base + way);
             }
         }
         None
+    }
+
+    /// A lookup's hit on occupied `slot` (from `find`): makes it the most recently used.
+    pub fn hit(&mut self, slot: usize) -> TlbEntry {
+        self.clock += 1;
+        self.stamps[slot] = self.clock;
+        self.slots[slot].expect("a hit is on an occupied slot")
     }
 
     /// Inserts `e` (its size must be one this array holds), replacing an entry with the
@@ -240,13 +248,23 @@ impl TlbArray {
         debug_assert!(self.holds(e.size));
         let range = self.set_range(e.vpn);
         let (want, pcid) = (page_tag(e.vpn, e.size), e.pcid.0 as u64);
-        let same = range.clone().find(|&s| {
+        // One pass finds the first slot with the same tag, else the first invalid one, else
+        // the first with the oldest stamp.
+        let (mut same, mut empty, mut oldest) = (None, None, (range.start, u64::MAX));
+        for s in range {
             let t = self.tags[s];
-            page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid
-        });
-        let victim = same
-            .or_else(|| range.clone().find(|&s| self.tags[s] == 0))
-            .unwrap_or_else(|| range.min_by_key(|&s| self.stamps[s]).unwrap());
+            if page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid {
+                same = Some(s);
+                break;
+            }
+            if t == 0 && empty.is_none() {
+                empty = Some(s);
+            }
+            if self.stamps[s] < oldest.1 {
+                oldest = (s, self.stamps[s]);
+            }
+        }
+        let victim = same.or(empty).unwrap_or(oldest.0);
         self.clock += 1;
         let tag = tag_of(&e);
         if let Some(f) = &mut self.pages {

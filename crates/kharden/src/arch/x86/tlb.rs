@@ -248,23 +248,13 @@ impl TlbArray {
         debug_assert!(self.holds(e.size));
         let range = self.set_range(e.vpn);
         let (want, pcid) = (page_tag(e.vpn, e.size), e.pcid.0 as u64);
-        // One pass finds the first slot with the same tag, else the first invalid one, else
-        // the first with the oldest stamp.
-        let (mut same, mut empty, mut oldest) = (None, None, (range.start, u64::MAX));
-        for s in range {
+        let same = range.clone().find(|&s| {
             let t = self.tags[s];
-            if page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid {
-                same = Some(s);
-                break;
-            }
-            if t == 0 && empty.is_none() {
-                empty = Some(s);
-            }
-            if self.stamps[s] < oldest.1 {
-                oldest = (s, self.stamps[s]);
-            }
-        }
-        let victim = same.or(empty).unwrap_or(oldest.0);
+            page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid
+        });
+        let victim = same
+            .or_else(|| range.clone().find(|&s| self.tags[s] == 0))
+            .unwrap_or_else(|| range.min_by_key(|&s| self.stamps[s]).unwrap());
         self.clock += 1;
         let tag = tag_of(&e);
         if let Some(f) = &mut self.pages {

@@ -35,6 +35,40 @@ fn syscall_loop(c: &mut Criterion) {
     g.finish();
 }
 
+/// Long kernel paths, which overflow the L1I: eight anonymous page faults (fault-anon, ~500
+/// text lines each) and an execve (thousands of lines) that frees them, on one CPU.
+fn long_paths(c: &mut Criterion) {
+    let m = machine::load("haswell-i7-4770").unwrap();
+    let mut g = c.benchmark_group("long-paths");
+    g.throughput(Throughput::Elements(9));
+    for defenses in ["none", "pti:linux"] {
+        let mut k = Kernel::boot_with(
+            m.clone(),
+            defense::parse_list(defenses).unwrap(),
+            &kharden::params::Params::linux(),
+            OracleMode::Off,
+        );
+        SyscallLoop::new("getppid", 1)
+            .unwrap()
+            .start(&mut k)
+            .unwrap();
+        let task = k.current_task(0);
+        g.bench_with_input(
+            BenchmarkId::new("8 fault-anon + execve", defenses),
+            &(),
+            |b, _| {
+                b.iter(|| {
+                    for _ in 0..8 {
+                        k.anon_fault(0).unwrap();
+                    }
+                    k.exec(0, task).unwrap();
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
 /// A window of make -j60 on the 96-thread Xeon under immediate XPFO: the heaviest case of
 /// the xpfo reproduction (every flush IPIs 95 CPUs). Throughput is in simulated IPIs.
 fn kbuild_shootdowns(c: &mut Criterion) {
@@ -82,5 +116,11 @@ fn reproduction(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, syscall_loop, kbuild_shootdowns, reproduction);
+criterion_group!(
+    benches,
+    syscall_loop,
+    long_paths,
+    kbuild_shootdowns,
+    reproduction
+);
 criterion_main!(benches);

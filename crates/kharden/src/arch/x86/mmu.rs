@@ -68,6 +68,33 @@ pub struct Mmu {
     core: usize,
     socket: usize,
     node: u32,
+    /// Recent L1 TLB hits by 4 KiB page, and the count of changes to the tags of the L1
+    /// arrays of each side (data, instruction) they were found under.
+    recent: [RecentHit; RECENT_HITS],
+    l1_changes: [u64; 2],
+}
+
+/// Where an L1 TLB lookup of a 4 KiB page found its entry: the side (instruction or data),
+/// array and slot. While no tag of that side's L1 arrays has changed since (no insert, no
+/// invalidation), the same lookup scans the same tags and finds the same slot first, so the
+/// hit is taken from here and only its LRU stamp is updated, as the scan would. Every page
+/// size an array holds is 4 KiB or larger, so any address in the page finds the same slot.
+#[derive(Debug, Clone, Copy)]
+struct RecentHit {
+    page: u64,
+    pcid: Pcid,
+    exec: bool,
+    l1_changes: u64,
+    array: usize,
+    slot: usize,
+}
+
+const RECENT_HITS: usize = 32;
+
+impl RecentHit {
+    fn index(page: u64) -> usize {
+        ((page ^ page >> 9) as usize) % RECENT_HITS
+    }
 }
 
 impl Mmu {
@@ -101,6 +128,15 @@ impl Mmu {
             core,
             socket,
             node,
+            recent: [RecentHit {
+                page: 0,
+                pcid: Pcid(0),
+                exec: false,
+                l1_changes: u64::MAX,
+                array: 0,
+                slot: 0,
+            }; RECENT_HITS],
+            l1_changes: [0; 2],
         }
     }
 
@@ -211,12 +247,14 @@ impl Mmu {
     }
 
     fn invalidate_tlbs(&mut self, kill: impl Fn(&TlbEntry) -> bool) {
+        self.l1_changes = self.l1_changes.map(|n| n + 1);
         for a in self.arrays_mut() {
             a.invalidate_where(&kill);
         }
     }
 
     fn invalidate_page(&mut self, va: VirtAddr, kill: impl Fn(&TlbEntry) -> bool) {
+        self.l1_changes = self.l1_changes.map(|n| n + 1);
         for a in self.arrays_mut() {
             // Fractured entries may sit under smaller page sizes: check every size the array holds.
             a.invalidate_page_where(va, &kill);
@@ -246,12 +284,7 @@ impl Mmu {
         user_mode: bool,
     ) -> Result<Translated, Fault> {
         let pcid = self.pcid;
-        let l1 = if access == Access::Exec {
-            &mut self.l1i
-        } else {
-            &mut self.l1d
-        };
-        if let Some(e) = l1.iter_mut().find_map(|a| a.lookup(va, pcid)) {
+        if let Some(e) = self.l1_lookup(va, pcid, access == Access::Exec) {
             env.stats.count(if access == Access::Exec {
                 Counter::ItlbL1Hit
             } else {
@@ -278,6 +311,7 @@ impl Mmu {
             if let Some(e) = arr.lookup(va, pcid) {
                 env.stats.count(Counter::StlbHit);
                 check(va, e.flags, access, user_mode)?;
+                self.l1_changes[(access == Access::Exec) as usize] += 1;
                 let l1 = if access == Access::Exec {
                     &mut self.l1i
                 } else {
@@ -308,6 +342,7 @@ impl Mmu {
                 arr.insert(entry);
             }
         }
+        self.l1_changes[(access == Access::Exec) as usize] += 1;
         let l1 = if access == Access::Exec {
             &mut self.l1i
         } else {
@@ -321,6 +356,31 @@ impl Mmu {
             cycles: stlb_cycles + walk_cycles,
             walked: true,
         })
+    }
+
+    /// The L1 TLB lookup of `va` on the instruction or data side: the first array (in
+    /// profile order) holding a matching entry, which becomes its set's most recently used.
+    fn l1_lookup(&mut self, va: VirtAddr, pcid: Pcid, exec: bool) -> Option<TlbEntry> {
+        let page = va.0 >> 12;
+        let r = &mut self.recent[RecentHit::index(page)];
+        let l1 = if exec { &mut self.l1i } else { &mut self.l1d };
+        let changes = self.l1_changes[exec as usize];
+        if r.page == page && r.pcid == pcid && r.exec == exec && r.l1_changes == changes {
+            return Some(l1[r.array].hit(r.slot));
+        }
+        let (array, slot) = l1
+            .iter()
+            .enumerate()
+            .find_map(|(i, a)| a.find(va, pcid).map(|slot| (i, slot)))?;
+        *r = RecentHit {
+            page,
+            pcid,
+            exec,
+            l1_changes: changes,
+            array,
+            slot,
+        };
+        Some(l1[array].hit(slot))
     }
 
     /// The hardware walk: start from the deepest paging-structure-cache hit, load each

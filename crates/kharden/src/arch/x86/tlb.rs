@@ -213,8 +213,12 @@ impl TlbArray {
 
     /// The entry translating `va` under `pcid`, if present (updates LRU).
     pub fn lookup(&mut self, va: VirtAddr, pcid: Pcid) -> Option<TlbEntry> {
-        for i in 0..self.sizes.len() {
-            let size = self.sizes[i];
+        self.find(va, pcid).map(|slot| self.hit(slot))
+    }
+
+    /// The slot `lookup` would return, without touching LRU order.
+    pub fn find(&self, va: VirtAddr, pcid: Pcid) -> Option<usize> {
+        for &size in &self.sizes {
             let vpn = va.page_number(size);
             let want = page_tag(vpn, size);
             let Some(range) = self.candidates(vpn, want) else {
@@ -225,13 +229,17 @@ impl TlbArray {
                 .iter()
                 .position(|&t| tag_matches(t, want, pcid))
             {
-                let slot = base + way;
-                self.clock += 1;
-                self.stamps[slot] = self.clock;
-                return self.slots[slot];
+                return Some(base + way);
             }
         }
         None
+    }
+
+    /// A lookup's hit on occupied `slot` (from `find`): makes it the most recently used.
+    pub fn hit(&mut self, slot: usize) -> TlbEntry {
+        self.clock += 1;
+        self.stamps[slot] = self.clock;
+        self.slots[slot].expect("a hit is on an occupied slot")
     }
 
     /// Inserts `e` (its size must be one this array holds), replacing an entry with the

@@ -122,11 +122,7 @@ impl Make {
             self.started += 1;
             self.running += 1;
             let fork = Op::Fork(Box::new(Process::job(self.spec.clone(), phase)));
-            return if first {
-                Op::History(Box::new(fork))
-            } else {
-                fork
-            };
+            return if first { Op::History(Box::new(fork)) } else { fork };
         }
         if self.running > 0 {
             self.waited = true;

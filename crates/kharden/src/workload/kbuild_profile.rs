@@ -48,9 +48,7 @@ impl JobProfile {
                     format!("syscall_mix.{name}: not in the syscall table (kernel/syscall.rs)"),
                 ));
             }
-            if !(share.is_finite() && *share >= 0.0)
-                || mix_sum + p.read_syscall_share + p.write_syscall_share > 1.0 + 1e-9
-            {
+            if !(share.is_finite() && *share >= 0.0) || mix_sum + p.read_syscall_share + p.write_syscall_share > 1.0 + 1e-9 {
                 return Err(Error::at(
                     place,
                     format!("syscall_mix.{name}: expected a share in 0..1, the mix with read and write summing to at most 1"),

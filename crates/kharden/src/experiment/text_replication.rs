@@ -173,37 +173,13 @@ fn measure(
         })
         .collect();
     let repl = with_replication(defenses);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(jobs.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<OpResult>>> = (0..jobs.len()).map(|_| None).collect();
-    let done: Vec<(usize, Result<OpResult>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = vec![];
-                    loop {
-                        let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&(i, node, replicated)) = jobs.get(j) else {
-                            break out;
-                        };
-                        let d = if replicated { repl.as_str() } else { defenses };
-                        let (op, caches) = rows[i];
-                        out.push((j, run_one(m, params, d, op, caches, node)));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a measurement thread panicked"))
-            .collect()
+    let results = crate::sim::parallel::map_indices(jobs.len(), |j| {
+        let (i, node, replicated) = jobs[j];
+        let d = if replicated { repl.as_str() } else { defenses };
+        let (op, caches) = rows[i];
+        run_one(m, params, d, op, caches, node)
     });
-    for (j, r) in done {
-        results[j] = Some(r);
-    }
-    let mut it = results.into_iter().map(|r| r.expect("every job ran"));
+    let mut it = results.into_iter();
     let mut out = vec![];
     for _ in rows {
         let mut pairs = vec![];
@@ -377,6 +353,9 @@ fn push_breakdown(t: &mut Table, label: &str, op: Op, r: &Measured) {
     let n = op.iterations().max(1) as f64;
     let per = |s: &Stats, c: Counter| format!("{:.1}", s.counter(c) as f64 / n);
     let pgd = crate::defense::registry::counter("text_repl.pgd_copies");
+    // "all (of them remote)", per timed operation
+    let of_which =
+        |s: &Stats, all: Counter, remote: Counter| format!("{} ({})", per(s, all), per(s, remote));
     for (node, p) in &r.pairs {
         let (b, rp) = (&p.base.stats, &p.repl.stats);
         t.push(vec![
@@ -386,31 +365,23 @@ fn push_breakdown(t: &mut Table, label: &str, op: Op, r: &Measured) {
             format!("{:.2}", p.repl.elapsed.ns() / 1e3),
             format!("{:+.1}", p.gain_pct()),
             per(b, Counter::KernelTextLines),
-            format!(
-                "{} ({})",
-                per(b, Counter::KernelTextFromMemory),
-                per(b, Counter::KernelTextFromRemoteMemory)
+            of_which(
+                b,
+                Counter::KernelTextFromMemory,
+                Counter::KernelTextFromRemoteMemory,
             ),
-            format!(
-                "{} ({})",
-                per(rp, Counter::KernelTextFromMemory),
-                per(rp, Counter::KernelTextFromRemoteMemory)
+            of_which(
+                rp,
+                Counter::KernelTextFromMemory,
+                Counter::KernelTextFromRemoteMemory,
             ),
             format!(
                 "{}/{}",
                 per(b, Counter::PageWalks),
                 per(rp, Counter::PageWalks)
             ),
-            format!(
-                "{} ({})",
-                per(b, Counter::WalkLoadsDram),
-                per(b, Counter::WalkLoadsRemoteDram)
-            ),
-            format!(
-                "{} ({})",
-                per(rp, Counter::WalkLoadsDram),
-                per(rp, Counter::WalkLoadsRemoteDram)
-            ),
+            of_which(b, Counter::WalkLoadsDram, Counter::WalkLoadsRemoteDram),
+            of_which(rp, Counter::WalkLoadsDram, Counter::WalkLoadsRemoteDram),
             format!("{:.2}", rp.owned(pgd) as f64 / n),
         ]);
     }

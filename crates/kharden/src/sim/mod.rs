@@ -2,6 +2,7 @@
 //! keyed by integers.
 
 pub mod int_map;
+pub mod parallel;
 pub mod queue;
 pub mod rng;
 pub mod stats;

@@ -20,8 +20,6 @@ use crate::error::{Error, Result};
 use crate::params::{Overrides, Params, Provenance};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A checked sweep: its points, resolved, in file order.
@@ -284,30 +282,12 @@ fn par_run(
     extensions: &[Extension],
     mut done: impl FnMut(usize, Record),
 ) {
-    let threads = match threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
-    .min(todo.len().max(1));
-    let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<(usize, Record)>();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            let tx = tx.clone();
-            let next = &next;
-            s.spawn(move || {
-                while let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    if tx.send((i, sweep.run_point(i, extensions))).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for (i, record) in rx {
-            done(i, record);
-        }
-    });
+    crate::sim::parallel::for_each_index(
+        todo.len(),
+        threads,
+        |j| sweep.run_point(todo[j], extensions),
+        |j, record| done(todo[j], record),
+    );
 }
 
 #[cfg(test)]

@@ -83,9 +83,7 @@ impl Kernel {
             (m.root(), m.current_pcid(), m.pcide())
         };
         self.write_cr3(cpu, root, pcid, pcide);
-        let mmu = &self.cpus[cpu].mmu;
-        let (core, socket) = (mmu.core(), mmu.socket());
-        let remote = self.mem.node_of(crate::arch::x86::PhysAddr(pa).pfn()) != mmu.node();
+        let (core, socket, remote) = self.line_place(cpu, pa);
         let h = self.caches.load(core, socket, pa, remote);
         let stall = self.caches.stall_cycles(h);
         self.compute(cpu, stall, TimeCategory::KernelCacheMiss);

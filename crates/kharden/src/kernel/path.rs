@@ -163,7 +163,7 @@ impl KernelPaths {
             paths,
             kernel_release: f.kernel.release.clone(),
             entry_text_offset,
-            object_bytes: f.objects.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            object_bytes: f.objects.clone(),
         })
     }
 
@@ -406,9 +406,7 @@ impl Kernel {
         offsets: impl Iterator<Item = (u64, bool)>,
         text: bool,
     ) -> f64 {
-        let mmu = &self.cpus[cpu].mmu;
-        let (core, socket) = (mmu.core(), mmu.socket());
-        let remote = self.mem.node_of(crate::arch::x86::PhysAddr(base).pfn()) != mmu.node();
+        let (core, socket, remote) = self.line_place(cpu, base);
         let stats = &mut self.cpus[cpu].stats;
         let mut stall = 0.0;
         for (off, sequential) in offsets {
@@ -445,12 +443,18 @@ impl Kernel {
         stall
     }
 
+    /// Where `cpu` reaches the memory at physical `pa` from: its core and socket (whose
+    /// caches serve it), and whether `pa` lives on another node than the CPU's.
+    pub(crate) fn line_place(&self, cpu: CpuId, pa: u64) -> (usize, usize, bool) {
+        let mmu = &self.cpus[cpu].mmu;
+        let remote = self.mem.node_of(crate::arch::x86::PhysAddr(pa).pfn()) != mmu.node();
+        (mmu.core(), mmu.socket(), remote)
+    }
+
     /// Stores to `lines` lines from physical `pa` (a copy or a clear): write-allocate brings
     /// each into `cpu`'s caches; the store buffer hides the wait, so nothing is charged.
     pub fn store_lines(&mut self, cpu: CpuId, pa: u64, lines: u64) {
-        let mmu = &self.cpus[cpu].mmu;
-        let (core, socket) = (mmu.core(), mmu.socket());
-        let remote = self.mem.node_of(crate::arch::x86::PhysAddr(pa).pfn()) != mmu.node();
+        let (core, socket, remote) = self.line_place(cpu, pa);
         for l in 0..lines {
             self.caches.load(core, socket, pa + l * LINE_BYTES, remote);
         }

@@ -239,25 +239,27 @@ impl Bench {
 
     /// `child` runs on the partner core and exits there at once.
     fn exit_on_partner(&self, k: &mut Kernel, child: TaskId) -> Result<()> {
+        self.switch_partner_to(k, child);
+        k.exit(self.partner, child)?;
+        k.schedule(self.partner);
+        Ok(())
+    }
+
+    /// The partner core, no earlier than the timed CPU's clock, switches to `child`.
+    fn switch_partner_to(&self, k: &mut Kernel, child: TaskId) {
         let p = self.partner;
         k.cpus[p].now = k.cpus[p].now.max(k.cpus[self.cpu].now);
         k.cpus[p].rq.push_back(child);
         k.schedule(p);
-        k.exit(p, child)?;
-        k.schedule(p);
-        Ok(())
     }
 
     /// A forked child with a SIGUSR1 handler, asleep in pause() on the partner core (which
     /// is then idle).
     fn sleeping_child(&self, k: &mut Kernel) -> Result<TaskId> {
         let child = k.fork(self.cpu, self.task, "child")?;
-        let p = self.partner;
-        k.cpus[p].now = k.cpus[p].now.max(k.cpus[self.cpu].now);
-        k.cpus[p].rq.push_back(child);
-        k.schedule(p);
-        k.enter_user(p);
-        k.syscall(p, &lookup("rt_sigaction")?)?;
+        self.switch_partner_to(k, child);
+        k.enter_user(self.partner);
+        k.syscall(self.partner, &lookup("rt_sigaction")?)?;
         self.sleep(k, child);
         Ok(child)
     }

@@ -115,11 +115,7 @@ pub fn run(args: Args) -> Result<()> {
             "violations": k.violations, "stats": total,
             "set": overrides.to_json(), "params": params.to_json(),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&v);
     }
     println!("Clock resolution: 0.000000001");
     println!("test loop time iterations periteration");
@@ -251,11 +247,7 @@ fn run_kbuild(
             "calibration": note, "stats": w.tasks, "idle_stats": w.idle,
             "set": overrides.to_json(), "params": params.to_json(),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&v);
     }
     println!(
         " Simulation stats for 'make -j{jobs}' (kbuild) on {} with {}, {:.1} ms window:\n",
@@ -311,11 +303,7 @@ fn run_kernel_op(
             "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
             "stats": r.stats, "set": overrides.to_json(), "params": params.to_json(),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| Error::new(e.to_string()))?
-        );
-        return Ok(());
+        return print_json(&v);
     }
     println!(
         "{} ({} caches) on node {} of {}: {:.3} us, {} iteration(s)",
@@ -328,5 +316,12 @@ fn run_kernel_op(
     );
     print_stats(&r.stats, elapsed, op.iterations() as f64, "op");
     println!();
+    Ok(())
+}
+
+/// A run's summary as pretty JSON on stdout.
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| Error::new(e.to_string()))?;
+    println!("{text}");
     Ok(())
 }

@@ -23,22 +23,29 @@ const COLORS: [RGBColor; 6] = [
 /// The chart as SVG text. Points a log axis cannot show (x or y not finite and positive) are
 /// left out.
 pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let shown: Vec<Vec<(f64, f64)>> = series
-        .iter()
-        .map(|s| {
-            s.points
-                .iter()
-                .copied()
-                .filter(|&(x, y)| x.is_finite() && x > 0.0 && y.is_finite() && y > 0.0)
-                .collect()
-        })
-        .collect();
+    let shown = points_where(series, |x, y| {
+        x.is_finite() && x > 0.0 && y.is_finite() && y > 0.0
+    });
     let mut svg = String::new();
     draw(&mut svg, [title, x_label, y_label], series, &shown)
         // The SVG backend writes into a String and the ranges are finite and positive.
         .unwrap_or_else(|e| unreachable!("plotters failed on an in-memory SVG: {e}"));
     svg.push('\n');
     svg
+}
+
+/// Each series' points that `keep` accepts (what the chart's axes can show).
+fn points_where(series: &[Series], keep: impl Fn(f64, f64) -> bool) -> Vec<Vec<(f64, f64)>> {
+    series
+        .iter()
+        .map(|s| {
+            s.points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| keep(x, y))
+                .collect()
+        })
+        .collect()
 }
 
 /// The axis ranges: the data's x extent, and y widened to whole decades.
@@ -136,16 +143,7 @@ where
 /// A chart with linear axes (values that may be zero or negative, such as gains), the
 /// ranges widened by a tenth on each side.
 pub fn linear_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
-    let shown: Vec<Vec<(f64, f64)>> = series
-        .iter()
-        .map(|s| {
-            s.points
-                .iter()
-                .copied()
-                .filter(|&(x, y)| x.is_finite() && y.is_finite())
-                .collect()
-        })
-        .collect();
+    let shown = points_where(series, |x, y| x.is_finite() && y.is_finite());
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, 0.0f64, 0.0f64);
     for &(x, y) in shown.iter().flatten() {
         (x0, x1) = (x0.min(x), x1.max(x));

@@ -16,8 +16,8 @@ fn slowest_point(c: &mut Criterion) {
     for (family, config) in [("epyc-7763-2s", "pti:linux,xpfo:immediate")] {
         let m = scaled(&kharden::machine::load(family).unwrap(), 256).unwrap();
         let jobs = jobs_for(256);
-        // A shorter window than the sweep's (4 ms of warm-up and 300/160 ms measured), so
-        // the unoptimised engine finishes a sample in seconds.
+        // A shorter window than the sweep's (4 ms of warm-up and 300/160 ms measured), so a
+        // sample takes seconds (2.7 s on a 2-core host; 96 s before the work of 2026-11-24).
         let sampling = Sampling {
             warmup_ms: 1.0,
             window_ms: 0.5,

@@ -60,6 +60,9 @@ pub fn jobs_for(cpus: u32) -> u32 {
     (cpus * 5).div_ceil(8).max(1)
 }
 
+/// Runs every (family, CPU count, configuration) point on every core, the largest machines
+/// first so that the longest points do not start last; results in family, count and
+/// configuration order, each point's ratio to its baseline.
 pub fn run(
     families: &[MachineProfile],
     cpus: &[u32],
@@ -67,29 +70,42 @@ pub fn run(
     params: &Params,
 ) -> Result<Vec<Point>> {
     let profile = JobProfile::builtin();
-    let mut points = vec![];
+    let mut machines = vec![];
     for base in families {
         for &n in cpus {
-            let m = scaled(base, n)?;
-            let jobs = jobs_for(n);
-            let sampling = Sampling {
-                window_ms: window_cpu_ms / jobs as f64,
-                ..Sampling::default()
-            };
-            let mut baseline = None;
-            for (label, defenses) in CONFIGS {
-                let r = simulate(&m, defenses, jobs, &profile, sampling, params)?;
-                let per_job = r.system_per_user_cycle() * profile.user_cycles() * 1e3;
-                let base_value = *baseline.get_or_insert(per_job);
-                points.push(Point {
-                    family: base.name.clone(),
-                    cpus: n,
-                    jobs,
-                    config: label.to_string(),
-                    system_ms_per_job: per_job,
-                    ratio: per_job / base_value,
-                });
-            }
+            machines.push((base.name.clone(), n, scaled(base, n)?));
+        }
+    }
+    let mut order: Vec<(usize, usize)> = (0..machines.len())
+        .flat_map(|m| (0..CONFIGS.len()).map(move |c| (m, c)))
+        .collect();
+    order.sort_by_key(|&(m, _)| std::cmp::Reverse(machines[m].1));
+    let per_job = crate::sim::parallel::map_indices(order.len(), |i| {
+        let (m, c) = order[i];
+        let (_, n, machine) = &machines[m];
+        let jobs = jobs_for(*n);
+        let sampling = Sampling {
+            window_ms: window_cpu_ms / jobs as f64,
+            ..Sampling::default()
+        };
+        let r = simulate(machine, CONFIGS[c].1, jobs, &profile, sampling, params)?;
+        Ok(r.system_per_user_cycle() * profile.user_cycles() * 1e3)
+    });
+    let mut by_point = vec![vec![0.0; CONFIGS.len()]; machines.len()];
+    for (&(m, c), r) in order.iter().zip(per_job) {
+        by_point[m][c] = r?;
+    }
+    let mut points = vec![];
+    for ((family, n, _), values) in machines.iter().zip(by_point) {
+        for ((label, _), &value) in CONFIGS.iter().zip(&values) {
+            points.push(Point {
+                family: family.clone(),
+                cpus: *n,
+                jobs: jobs_for(*n),
+                config: label.to_string(),
+                system_ms_per_job: value,
+                ratio: value / values[0],
+            });
         }
     }
     Ok(points)

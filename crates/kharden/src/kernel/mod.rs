@@ -12,6 +12,7 @@ pub mod footprint;
 pub mod hooks;
 pub mod ipi;
 pub mod irq_calendar;
+mod l1_replay;
 pub mod layout;
 pub mod mode_log;
 pub mod numa;
@@ -29,7 +30,7 @@ use crate::arch::caches::CacheHierarchy;
 use crate::arch::x86::mmu::Translated;
 use crate::arch::x86::{
     paging, Access, Fault, InvpcidType, Mmu, PageSize, Pcid, Pfn, PhysAddr, PhysMem, PteFlags,
-    VirtAddr, WalkEnv,
+    TlbHolders, VirtAddr, WalkEnv,
 };
 use crate::machine::MachineProfile;
 use crate::sim::{Clock, Counter, Stats, Time, TimeCategory};
@@ -126,9 +127,9 @@ pub struct Cpu {
     pub(crate) irq_calendar: irq_calendar::IrqCalendar,
     /// Until when it spins waiting for its own IPIs' acknowledgements.
     pub(crate) spin_until: Time,
-    /// Per kernel path: the task and L1 fill counts after its last run here, when that run
-    /// hit L1 throughout (kernel/path.rs skips the cache lookups while they stand).
-    pub(crate) path_memo: Vec<(TaskId, (u64, u64))>,
+    /// Per kernel path: where its lines were in L1 after its last run here
+    /// (kernel/l1_replay.rs).
+    pub(crate) path_memo: Vec<l1_replay::PathResidence>,
 }
 
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
@@ -188,6 +189,9 @@ pub struct Kernel {
     pub mem: PhysMem,
     pub caches: CacheHierarchy,
     pub cpus: Vec<Cpu>,
+    /// Which CPUs may hold which kernel page's translation (arch/x86/holders.rs), so an
+    /// invalidation of every CPU visits only those.
+    pub holders: TlbHolders,
     /// init_mm's PGD: the template of every address space's kernel half.
     pub kernel_root: Pfn,
     /// init_mm's PGD per NUMA node, indexed by node, when a defense replicates the kernel
@@ -217,8 +221,12 @@ pub struct Kernel {
     pub text_version: u64,
     /// The earliest clock of any CPU with work (set by the engine loop at each step).
     pub global_now: Time,
-    /// Fast-forward: state changes happen (allocations, mappings, flushes) but take no
-    /// simulated time; used to set up what happened before a measured run began.
+    /// Fast-forward: state changes happen (allocations, mappings, flushes, TLB fills) but
+    /// take no simulated time; used to set up what happened before a measured run began.
+    /// Kernel paths and stores then run no cache lines: lines only cost time, and what the
+    /// caches hold when measuring starts is what the warm-up leaves, not what a job's whole
+    /// past replayed back to back on one CPU would (TLB contents do stay, since the security
+    /// oracle reads them).
     pub fast_forward: bool,
     defenses: Vec<Box<dyn Defense>>,
 }
@@ -259,6 +267,7 @@ impl Kernel {
             clock: Clock::new(machine.cpu.frequency_ghz),
             caches: CacheHierarchy::new(&machine),
             cpus: vec![],
+            holders: TlbHolders::new(machine.threads() as usize),
             kernel_root,
             kernel_node_roots: vec![],
             mms: vec![],
@@ -550,6 +559,7 @@ impl Kernel {
             mem: &self.mem,
             caches: &mut self.caches,
             stats: &mut c.stats,
+            holders: Some((&mut self.holders, cpu)),
         };
         let t = c.mmu.translate(&mut env, va, access, c.user_mode)?;
         if t.cycles > 0.0 && !self.fast_forward {

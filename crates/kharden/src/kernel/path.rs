@@ -15,7 +15,7 @@
 use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::layout::{KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
 use super::{CpuId, Kernel};
-use crate::arch::caches::{CacheHierarchy, HitLevel};
+use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
@@ -274,32 +274,36 @@ impl Kernel {
     /// Runs path `id` on `cpu`: its text through the ITLB and instruction cache, its data
     /// through the DTLB and data caches (both charged to kernel-cache-miss beyond L1 hits,
     /// translations to kernel-tlb-refill), then `work` cycles of its own work (the measured
-    /// work when `None`).
+    /// work when `None`). Lines still in L1 from the path's last run here are replayed as
+    /// hits (kernel/l1_replay.rs).
     pub fn run_path(&mut self, cpu: CpuId, id: PathId, work: Option<f64>) -> Result<()> {
         let paths = self.paths.clone();
         let p = paths.get(id);
-        let task = self.current_task(cpu);
-        let core = self.cpus[cpu].mmu.core();
-        // The last run of this path by this task on this core hit L1 throughout, and L1 has
-        // filled nothing since: every line is still there. Only the translations can differ.
-        // (LRU order is not refreshed for these hits, an approximation of no consequence
-        // while nothing is filled.)
-        let fills = self.caches.l1_fills(core);
-        if self.cpus[cpu].path_memo.get(id.0) == Some(&(task, fills)) {
-            return self.run_path_l1_resident(cpu, p, work);
+        let memos = &mut self.cpus[cpu].path_memo;
+        if memos.len() <= id.0 {
+            memos.resize(paths.paths.len(), Default::default());
         }
+        let mut memo = std::mem::take(&mut memos[id.0]);
+        memo.text.shape(p.text.len(), p.text_lines());
+        memo.data
+            .shape(p.data.len(), p.data.iter().map(|d| d.1 as usize).sum());
         let mut stall = 0.0;
         let mut mapped = None;
-        for (page, lines) in &p.text {
+        let mut first = 0;
+        for (g, (page, lines)) in p.text.iter().enumerate() {
             let va = VirtAddr(KERNEL_TEXT + page * PAGE_BYTES);
             let base = self.text_page(cpu, p, va, &mut mapped)?;
             let offsets = lines.iter().enumerate().map(|(i, &l)| {
                 let sequential = i > 0 && lines[i - 1] + 1 == l;
                 (l * LINE_BYTES - page * PAGE_BYTES, sequential)
             });
-            stall += self.fetch_lines(cpu, base, offsets, true);
+            let side = L1Side::Instruction;
+            stall += self.run_lines(cpu, side, &mut memo.text, g, first, base, offsets);
+            first += lines.len();
         }
-        for &(object, lines) in &p.data {
+        self.settle(cpu, L1Side::Instruction, &mut memo.text);
+        first = 0;
+        for (g, &(object, lines)) in p.data.iter().enumerate() {
             let va = self.object_va(cpu, object, lines);
             let t = self.touch(cpu, va, Access::Write).map_err(|f| {
                 Error::new(format!(
@@ -308,59 +312,13 @@ impl Kernel {
                 ))
             })?;
             let base = t.page.0 + (va.0 & (t.size.bytes() - 1));
-            stall += self.fetch_lines(
-                cpu,
-                base,
-                (0..lines).map(|l| (l * LINE_BYTES, false)),
-                false,
-            );
+            let offsets = (0..lines as usize).map(|l| (l as u64 * LINE_BYTES, false));
+            stall += self.run_lines(cpu, L1Side::Data, &mut memo.data, g, first, base, offsets);
+            first += lines as usize;
         }
-        let memo = &mut self.cpus[cpu].path_memo;
-        if memo.len() <= id.0 {
-            memo.resize(paths.paths.len(), (usize::MAX, (0, 0)));
-        }
-        memo[id.0] = if self.caches.l1_fills(core) == fills {
-            (task, fills)
-        } else {
-            (usize::MAX, (0, 0))
-        };
+        self.settle(cpu, L1Side::Data, &mut memo.data);
+        self.cpus[cpu].path_memo[id.0] = memo;
         self.compute(cpu, stall, TimeCategory::KernelCacheMiss);
-        self.compute(
-            cpu,
-            work.or(p.work_cycles).unwrap_or(0.0),
-            TimeCategory::Kernel,
-        );
-        Ok(())
-    }
-
-    /// run_path() when every line is known to be in L1: translations and work only.
-    fn run_path_l1_resident(
-        &mut self,
-        cpu: CpuId,
-        p: &KernelPath,
-        work: Option<f64>,
-    ) -> Result<()> {
-        let mut mapped = None;
-        for (page, _) in &p.text {
-            self.text_page(
-                cpu,
-                p,
-                VirtAddr(KERNEL_TEXT + page * PAGE_BYTES),
-                &mut mapped,
-            )?;
-        }
-        for &(object, lines) in &p.data {
-            let va = self.object_va(cpu, object, lines);
-            self.touch(cpu, va, Access::Write).map_err(|f| {
-                Error::new(format!(
-                    "kernel fault in {} at {va} ({object:?}): {f:?}",
-                    p.name
-                ))
-            })?;
-        }
-        let stats = &mut self.cpus[cpu].stats;
-        stats.add(Counter::KernelTextLines, p.text_lines() as u64);
-        stats.add(Counter::KernelDataLines, p.data.iter().map(|d| d.1).sum());
         self.compute(
             cpu,
             work.or(p.work_cycles).unwrap_or(0.0),
@@ -397,27 +355,25 @@ impl Kernel {
     }
 
     /// Loads (or fetches, for text) the lines at `offsets` from physical `base` on `cpu`'s
-    /// caches, each flagged when it continues a straight run of code; returns the cycles
-    /// waited beyond L1 hits.
-    fn fetch_lines(
+    /// caches, each flagged when it continues a straight run of code; records each line's
+    /// address and L1 slot in `placed`; returns the cycles waited beyond L1 hits.
+    pub(super) fn fetch_lines(
         &mut self,
         cpu: CpuId,
         base: u64,
         offsets: impl Iterator<Item = (u64, bool)>,
-        text: bool,
+        side: L1Side,
+        placed: &mut [(u64, usize)],
     ) -> f64 {
         let (core, socket, remote) = self.line_place(cpu, base);
+        let text = side == L1Side::Instruction;
+        self.count_lines(cpu, side, placed.len() as u64);
         let stats = &mut self.cpus[cpu].stats;
         let mut stall = 0.0;
-        for (off, sequential) in offsets {
+        for ((off, sequential), place) in offsets.zip(placed) {
             let pa = base + off;
-            let h = if text {
-                stats.count(Counter::KernelTextLines);
-                self.caches.fetch(core, socket, pa, remote)
-            } else {
-                stats.count(Counter::KernelDataLines);
-                self.caches.load(core, socket, pa, remote)
-            };
+            let (h, slot) = self.caches.access(side, core, socket, pa, remote);
+            *place = (pa, slot);
             match h {
                 HitLevel::L1 => {}
                 HitLevel::L2 | HitLevel::Llc => stats.count(Counter::KernelLineL1Misses),
@@ -443,6 +399,15 @@ impl Kernel {
         stall
     }
 
+    /// Counts `n` kernel text or data lines run on `cpu`.
+    pub(super) fn count_lines(&mut self, cpu: CpuId, side: L1Side, n: u64) {
+        let counter = match side {
+            L1Side::Instruction => Counter::KernelTextLines,
+            L1Side::Data => Counter::KernelDataLines,
+        };
+        self.cpus[cpu].stats.add(counter, n);
+    }
+
     /// Where `cpu` reaches the memory at physical `pa` from: its core and socket (whose
     /// caches serve it), and whether `pa` lives on another node than the CPU's.
     pub(crate) fn line_place(&self, cpu: CpuId, pa: u64) -> (usize, usize, bool) {
@@ -454,6 +419,9 @@ impl Kernel {
     /// Stores to `lines` lines from physical `pa` (a copy or a clear): write-allocate brings
     /// each into `cpu`'s caches; the store buffer hides the wait, so nothing is charged.
     pub fn store_lines(&mut self, cpu: CpuId, pa: u64, lines: u64) {
+        if self.fast_forward {
+            return;
+        }
         let (core, socket, remote) = self.line_place(cpu, pa);
         for l in 0..lines {
             self.caches.load(core, socket, pa + l * LINE_BYTES, remote);

@@ -127,9 +127,7 @@ impl Kernel {
             }
             // The slot's next task maps its stack at the same address (vfree's lazy purge
             // flushes before a vmalloc range is reused).
-            for c in &mut self.cpus {
-                c.mmu.invalidate_page_all_contexts(va);
-            }
+            self.invalidate_page_everywhere(va);
         }
         let ts = self.tasks[task].task_struct;
         self.free_page(cpu, Pfn((ts.0 - DIRECT_MAP) >> 12));

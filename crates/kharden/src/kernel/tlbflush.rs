@@ -153,14 +153,14 @@ impl Kernel {
     /// above the ceiling) in every CPU's TLB, in every context; no IPI, no remote handler;
     /// the initiator waits for completion.
     fn broadcast_flush(&mut self, cpu: CpuId, start: VirtAddr, pages: u64, ns: f64) {
-        let all = pages > self.params.tlb_single_page_flush_ceiling;
-        for c in &mut self.cpus {
-            if all {
+        if pages > self.params.tlb_single_page_flush_ceiling {
+            for c in &mut self.cpus {
                 c.mmu.invpcid(InvpcidType::AllInclGlobal);
-            } else {
-                for p in 0..pages {
-                    c.mmu.invalidate_page_all_contexts(start.offset(p * 4096));
-                }
+            }
+            self.holders.clear();
+        } else {
+            for p in 0..pages {
+                self.invalidate_page_everywhere(start.offset(p * 4096));
             }
         }
         let t = crate::sim::Time::from_ns(ns);
@@ -171,6 +171,18 @@ impl Kernel {
         }
         self.cpus[cpu].stats.count(Counter::BroadcastInvalidations);
         self.cpus[cpu].stats.flush(FlushReason::LocalShootdown);
+    }
+
+    /// One page invalidated in every context on every CPU, with every CPU's paging-structure
+    /// caches: what a broadcast invalidation does, or a purge run on each CPU. Only the
+    /// CPUs that may hold something it removes are visited (arch/x86/holders.rs).
+    pub(crate) fn invalidate_page_everywhere(&mut self, va: VirtAddr) {
+        for c in self.holders.take_page(va).iter() {
+            self.cpus[c].mmu.invalidate_page_all_contexts(va);
+        }
+        for c in self.holders.take_walked().iter() {
+            self.cpus[c].mmu.invalidate_paging_structure_caches();
+        }
     }
 
     /// do_kernel_range_flush() on one CPU: INVLPG per page up to the ceiling (INVLPG also

@@ -165,7 +165,7 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult
 }
 
 /// Empties every cache level, TLB and paging-structure cache of every CPU, charging nothing
-/// (clear() counts as a fill, so no path's L1-resident memo survives it).
+/// (clear() counts as a fill, so no path's L1 residence (kernel/l1_replay.rs) survives it).
 pub fn empty_caches(k: &mut Kernel) {
     k.caches.clear();
     for c in k.cpus.iter_mut() {

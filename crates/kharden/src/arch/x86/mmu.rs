@@ -4,6 +4,7 @@
 
 use super::psc::{PagingStructureCache, PscEntry};
 use super::tlb::{TlbArray, TlbEntry};
+use super::TlbHolders;
 use super::{PageSize, Pcid, Pfn, PhysAddr, PhysMem, PteFlags, VirtAddr};
 use crate::arch::caches::{CacheHierarchy, HitLevel};
 use crate::machine::{MachineProfile, TlbServes};
@@ -53,6 +54,9 @@ pub struct WalkEnv<'a> {
     pub mem: &'a PhysMem,
     pub caches: &'a mut CacheHierarchy,
     pub stats: &'a mut Stats,
+    /// The index of which CPU walked which kernel page, and this MMU's CPU in it (None for
+    /// an MMU on its own).
+    pub holders: Option<(&'a mut TlbHolders, usize)>,
 }
 
 pub struct Mmu {
@@ -211,10 +215,15 @@ impl Mmu {
         self.psc.invalidate_where(|p| p == pcid);
     }
 
-    /// What a broadcast invalidation of one page does here: the page's entries in every
-    /// PCID, globals included, and all paging-structure-cache entries.
+    /// What a broadcast invalidation of one page does here, in two parts a caller may skip
+    /// where they find nothing (kernel/tlbflush.rs): the page's entries in every PCID,
+    /// globals included ...
     pub fn invalidate_page_all_contexts(&mut self, va: VirtAddr) {
         self.invalidate_page(va, |_| true);
+    }
+
+    /// ... and all paging-structure-cache entries.
+    pub fn invalidate_paging_structure_caches(&mut self) {
         self.psc.invalidate_all();
     }
 
@@ -327,7 +336,11 @@ impl Mmu {
                 });
             }
         }
-        let (leaf_page, size, flags, walk_cycles) = self.walk(env, va)?;
+        let walked = self.walk(env, va);
+        if let Some((holders, cpu)) = env.holders.as_mut() {
+            holders.note_walk(*cpu, va, walked.as_ref().ok().map(|w| w.1));
+        }
+        let (leaf_page, size, flags, walk_cycles) = walked?;
         check(va, flags, access, user_mode)?;
         let entry = TlbEntry {
             vpn: va.page_number(size),

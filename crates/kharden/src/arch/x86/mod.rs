@@ -3,6 +3,7 @@
 //! invalidation instructions with their architectural semantics.
 
 pub mod addr;
+pub mod holders;
 pub mod mmu;
 pub mod paging;
 pub mod physmem;
@@ -11,6 +12,7 @@ pub mod pte;
 pub mod tlb;
 
 pub use addr::{PageSize, Pcid, Pfn, PhysAddr, VirtAddr};
+pub use holders::TlbHolders;
 pub use mmu::{Access, Fault, InvpcidType, Mmu, WalkEnv};
 pub use physmem::PhysMem;
 pub use pte::{Pte, PteFlags};

@@ -35,6 +35,7 @@ impl Rig {
             mem: &self.mem,
             caches: &mut self.caches,
             stats: &mut self.stats,
+            holders: None,
         };
         self.mmu.translate(&mut env, VirtAddr(va), access, user)
     }

@@ -5,53 +5,23 @@
 //! the levels its lines sit in cost.
 
 use crate::machine::MachineProfile;
+use recency_cache::RecencyCache;
+use slot_cache::SlotCache;
 
-#[derive(Debug, Clone)]
-struct LineCache {
-    ways: usize,
-    set_mask: u64,
-    tags: Vec<u64>,
-    stamps: Vec<u64>,
-    clock: u64,
-    /// Lines filled so far: while it stands still, nothing was evicted.
-    fills: u64,
+mod recency_cache;
+mod slot_cache;
+
+/// Sets of a cache of `kib` KiB with `ways` ways, rounded up to a power of two.
+fn sets(kib: u32, ways: u32) -> usize {
+    let lines = (kib as usize * 1024 / 64).max(ways as usize);
+    (lines / ways as usize).next_power_of_two()
 }
 
-impl LineCache {
-    fn new(kib: u32, ways: u32) -> LineCache {
-        let lines = (kib as usize * 1024 / 64).max(ways as usize);
-        let sets = (lines / ways as usize).next_power_of_two();
-        let n = sets * ways as usize;
-        LineCache {
-            ways: ways as usize,
-            set_mask: sets as u64 - 1,
-            tags: vec![u64::MAX; n],
-            stamps: vec![0; n],
-            clock: 0,
-            fills: 0,
-        }
-    }
-
-    /// True on a hit; on a miss the line is filled (LRU victim).
-    fn access(&mut self, line: u64) -> bool {
-        let start = (line & self.set_mask) as usize * self.ways;
-        self.clock += 1;
-        // One pass finds the line or, failing that, the least recently used way.
-        let (mut victim, mut oldest) = (start, u64::MAX);
-        for i in start..start + self.ways {
-            if self.tags[i] == line {
-                self.stamps[i] = self.clock;
-                return true;
-            }
-            if self.stamps[i] < oldest {
-                (victim, oldest) = (i, self.stamps[i]);
-            }
-        }
-        self.fills += 1;
-        self.tags[victim] = line;
-        self.stamps[victim] = self.clock;
-        false
-    }
+/// The two L1 caches of a core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum L1Side {
+    Instruction,
+    Data,
 }
 
 /// Where a load was served from.
@@ -65,10 +35,10 @@ pub enum HitLevel {
 }
 
 pub struct CacheHierarchy {
-    l1: Vec<LineCache>,
-    l1i: Vec<LineCache>,
-    l2: Vec<LineCache>,
-    llc: Vec<LineCache>,
+    l1: Vec<SlotCache>,
+    l1i: Vec<SlotCache>,
+    l2: Vec<RecencyCache>,
+    llc: Vec<RecencyCache>,
     /// Latency per level, in core cycles.
     pub l1_cycles: f64,
     pub l2_cycles: f64,
@@ -82,11 +52,17 @@ impl CacheHierarchy {
         let cores = (m.topology.sockets * m.topology.cores_per_socket) as usize;
         let mem = &m.memory;
         CacheHierarchy {
-            l1: vec![LineCache::new(mem.l1d_kib, mem.l1d_ways); cores],
-            l1i: vec![LineCache::new(mem.l1i_kib, mem.l1i_ways); cores],
-            l2: vec![LineCache::new(mem.l2_kib, mem.l2_ways); cores],
+            l1: vec![SlotCache::new(sets(mem.l1d_kib, mem.l1d_ways), mem.l1d_ways as usize); cores],
+            l1i: vec![
+                SlotCache::new(sets(mem.l1i_kib, mem.l1i_ways), mem.l1i_ways as usize);
+                cores
+            ],
+            l2: vec![RecencyCache::new(sets(mem.l2_kib, mem.l2_ways), mem.l2_ways as usize); cores],
             llc: vec![
-                LineCache::new(mem.llc_kib_per_socket, mem.llc_ways);
+                RecencyCache::new(
+                    sets(mem.llc_kib_per_socket, mem.llc_ways),
+                    mem.llc_ways as usize
+                );
                 m.topology.sockets as usize
             ],
             l1_cycles: mem.l1d_hit_cycles as f64,
@@ -100,20 +76,58 @@ impl CacheHierarchy {
     /// Loads the line holding physical byte address `pa` for `core` on `socket`; `remote`
     /// says whether the line's home node is another node than the core's.
     pub fn load(&mut self, core: usize, socket: usize, pa: u64, remote: bool) -> HitLevel {
-        let line = pa >> 6;
-        if self.l1[core].access(line) {
-            return HitLevel::L1;
-        }
-        self.below_l1(core, socket, line, remote)
+        self.access(L1Side::Data, core, socket, pa, remote).0
     }
 
     /// Fetches the instruction line holding `pa`: L1I, then the levels a load goes to.
     pub fn fetch(&mut self, core: usize, socket: usize, pa: u64, remote: bool) -> HitLevel {
+        self.access(L1Side::Instruction, core, socket, pa, remote).0
+    }
+
+    /// A load or fetch, with the L1 slot the line is in afterwards.
+    pub fn access(
+        &mut self,
+        side: L1Side,
+        core: usize,
+        socket: usize,
+        pa: u64,
+        remote: bool,
+    ) -> (HitLevel, usize) {
         let line = pa >> 6;
-        if self.l1i[core].access(line) {
-            return HitLevel::L1;
+        match self.l1_mut(side, core).access(line) {
+            (true, slot) => (HitLevel::L1, slot),
+            (false, slot) => (self.below_l1(core, socket, line, remote), slot),
         }
-        self.below_l1(core, socket, line, remote)
+    }
+
+    /// Accesses that hit in L1 at `slots`, in order: what access() of lines known to be
+    /// there does (their LRU order is refreshed), without looking them up.
+    pub fn replay_l1_hits(
+        &mut self,
+        side: L1Side,
+        core: usize,
+        slots: impl Iterator<Item = usize>,
+    ) {
+        self.l1_mut(side, core).hits(slots);
+    }
+
+    /// Whether L1 `slot` holds the line of `pa`.
+    pub fn l1_holds(&self, side: L1Side, core: usize, slot: usize, pa: u64) -> bool {
+        self.l1(side, core).holds(slot, pa >> 6)
+    }
+
+    fn l1(&self, side: L1Side, core: usize) -> &SlotCache {
+        match side {
+            L1Side::Instruction => &self.l1i[core],
+            L1Side::Data => &self.l1[core],
+        }
+    }
+
+    fn l1_mut(&mut self, side: L1Side, core: usize) -> &mut SlotCache {
+        match side {
+            L1Side::Instruction => &mut self.l1i[core],
+            L1Side::Data => &mut self.l1[core],
+        }
     }
 
     fn below_l1(&mut self, core: usize, socket: usize, line: u64, remote: bool) -> HitLevel {
@@ -133,23 +147,18 @@ impl CacheHierarchy {
     /// Empties every level of every core and socket. Counted as a fill of each cache, so
     /// nothing that watches the fill counts (kernel/path.rs) takes the lines for present.
     pub fn clear(&mut self) {
-        let all = self
-            .l1
-            .iter_mut()
-            .chain(self.l1i.iter_mut())
-            .chain(self.l2.iter_mut())
-            .chain(self.llc.iter_mut());
-        for c in all {
-            c.tags.fill(u64::MAX);
-            c.stamps.fill(0);
-            c.fills += 1;
+        for c in self.l1.iter_mut().chain(self.l1i.iter_mut()) {
+            c.clear();
+        }
+        for c in self.l2.iter_mut().chain(self.llc.iter_mut()) {
+            c.clear();
         }
     }
 
-    /// Fills of `core`'s L1I and L1D so far: while both stand still, every line that was in
-    /// them still is.
-    pub fn l1_fills(&self, core: usize) -> (u64, u64) {
-        (self.l1i[core].fills, self.l1[core].fills)
+    /// Fills of `core`'s L1 on `side` so far: while it stands still, every line that was
+    /// there still is, in the same slot.
+    pub fn l1_fills(&self, side: L1Side, core: usize) -> u64 {
+        self.l1(side, core).fills()
     }
 
     /// Cycles a hit at `level` waits beyond an L1 hit (which a path's own work includes).

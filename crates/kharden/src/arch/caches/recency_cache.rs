@@ -1,0 +1,71 @@
+//! An L2 or last-level cache: set-associative with LRU, each set's tags kept in recency
+//! order (most recent first), four bytes a line. These caches are megabytes of host memory
+//! per simulated core or socket, so what a lookup costs the simulator is the host's cache
+//! misses on them: one host line per set here, against two or four with a tag and a stamp
+//! per way. Hits and misses are those of any exact LRU.
+
+#[derive(Debug, Clone)]
+pub(super) struct RecencyCache {
+    ways: usize,
+    set_mask: u64,
+    set_bits: u32,
+    /// Per set, `ways` tags (the line's bits above the set index), most recent first;
+    /// EMPTY ways are always last.
+    tags: Vec<u32>,
+}
+
+const EMPTY: u32 = u32::MAX;
+
+impl RecencyCache {
+    pub(super) fn new(sets: usize, ways: usize) -> RecencyCache {
+        RecencyCache {
+            ways,
+            set_mask: sets as u64 - 1,
+            set_bits: sets.trailing_zeros(),
+            tags: vec![EMPTY; sets * ways],
+        }
+    }
+
+    /// Whether `line` hit; on a miss it is filled over the least recently used way.
+    pub(super) fn access(&mut self, line: u64) -> bool {
+        let start = (line & self.set_mask) as usize * self.ways;
+        let tag = u32::try_from(line >> self.set_bits)
+            .ok()
+            .filter(|&t| t != EMPTY)
+            .expect("physical addresses fit the cache tags");
+        let set = &mut self.tags[start..start + self.ways];
+        let hit = set.iter().position(|&t| t == tag);
+        // Move the line to the front; on a miss the last (least recent) way drops out.
+        let end = hit.unwrap_or(set.len() - 1);
+        for i in (1..=end).rev() {
+            set[i] = set[i - 1];
+        }
+        set[0] = tag;
+        hit.is_some()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.tags.fill(EMPTY);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evicts_the_least_recently_used_line_of_a_set() {
+        let mut c = RecencyCache::new(4, 2);
+        // Lines 1, 5 and 9 share set 1.
+        assert!(!c.access(1));
+        assert!(!c.access(5));
+        assert!(c.access(1));
+        assert!(!c.access(9)); // evicts 5, the least recent
+        assert!(c.access(1));
+        assert!(!c.access(5));
+        assert!(!c.access(9)); // 1 was least recent after 5's fill
+        assert!(c.access(5));
+        c.clear();
+        assert!(!c.access(5));
+    }
+}

@@ -1,0 +1,126 @@
+//! Which CPUs may hold a translation of a kernel page, and which may have paging-structure
+//! cache entries: a superset kept by the walks that create them. An invalidation that reaches
+//! every CPU (AMD INVLPGB, arm64 TLBI ...IS, vfree's purge of a freed kernel stack) then
+//! visits only those CPUs. This is simulator bookkeeping, not hardware, and changes no
+//! result: invalidating a page in TLBs that hold nothing for it changes nothing there, and on
+//! a 256-CPU machine it spares 255 CPUs' arrays per page.
+//!
+//! Why a superset: an entry enters a CPU's TLB arrays only from a walk on that CPU (the walk
+//! fills the STLB and an L1 array; an STLB hit copies such an entry into L1), and its
+//! paging-structure caches fill only during walks. Evictions and local invalidations only
+//! remove entries, so a CPU noted here may hold nothing, and one not noted holds nothing.
+
+use super::{PageSize, VirtAddr};
+use crate::kernel::cpuset::CpuSet;
+use crate::sim::int_map::IntMap;
+
+#[derive(Debug, Clone)]
+pub struct TlbHolders {
+    cpus: usize,
+    /// Per walked kernel leaf (its size and page number): the CPUs that walked it.
+    pages: IntMap<u64, CpuSet>,
+    /// CPUs that walked since their paging-structure caches were last emptied here.
+    walked: CpuSet,
+}
+
+fn key(size: PageSize, vpn: u64) -> u64 {
+    (size as u64) << 60 | (vpn & ((1 << 60) - 1))
+}
+
+impl TlbHolders {
+    pub fn new(cpus: usize) -> TlbHolders {
+        TlbHolders {
+            cpus,
+            pages: IntMap::default(),
+            walked: CpuSet::new(cpus),
+        }
+    }
+
+    /// `cpu` walked `va`, to a leaf of `size` unless the walk faulted: its paging-structure
+    /// caches may hold entries, and its TLBs the leaf. Only kernel pages are indexed, the
+    /// only ones invalidated on every CPU.
+    pub fn note_walk(&mut self, cpu: usize, va: VirtAddr, leaf: Option<PageSize>) {
+        self.walked.insert(cpu);
+        if let Some(size) = leaf.filter(|_| va.is_kernel()) {
+            let cpus = self.cpus;
+            self.pages
+                .entry(key(size, va.page_number(size)))
+                .or_insert_with(|| CpuSet::new(cpus))
+                .insert(cpu);
+        }
+    }
+
+    /// The CPUs that may hold a translation covering `va`'s 4 KiB page, which the caller
+    /// invalidates in every context on each of them. Afterwards none holds a 4 KiB entry
+    /// for it, so that page is forgotten; larger leaves stay, since an L1 array may hold
+    /// other fractured parts of them.
+    pub fn take_page(&mut self, va: VirtAddr) -> CpuSet {
+        let mut holders = self
+            .pages
+            .remove(&key(PageSize::Size4K, va.page_number(PageSize::Size4K)))
+            .unwrap_or_else(|| CpuSet::new(self.cpus));
+        for size in [PageSize::Size2M, PageSize::Size1G] {
+            if let Some(s) = self.pages.get(&key(size, va.page_number(size))) {
+                holders.union_with(s);
+            }
+        }
+        holders
+    }
+
+    /// The CPUs whose paging-structure caches may hold entries, which the caller empties.
+    pub fn take_walked(&mut self) -> CpuSet {
+        std::mem::replace(&mut self.walked, CpuSet::new(self.cpus))
+    }
+
+    /// Every CPU's TLBs and paging-structure caches were emptied, globals included.
+    pub fn clear(&mut self) {
+        self.pages.clear();
+        self.walked = CpuSet::new(self.cpus);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KVA: VirtAddr = VirtAddr(0xffff_8880_0010_0000);
+
+    #[test]
+    fn a_page_is_held_by_the_cpus_that_walked_it_until_taken() {
+        let mut h = TlbHolders::new(130);
+        h.note_walk(3, KVA, Some(PageSize::Size4K));
+        h.note_walk(129, KVA.offset(100), Some(PageSize::Size4K));
+        h.note_walk(7, KVA.offset(4096), Some(PageSize::Size4K));
+        assert_eq!(h.take_page(KVA).iter().collect::<Vec<_>>(), [3, 129]);
+        assert!(h.take_page(KVA).is_empty());
+        assert_eq!(
+            h.take_page(KVA.offset(4096)).iter().collect::<Vec<_>>(),
+            [7]
+        );
+    }
+
+    #[test]
+    fn large_leaves_cover_their_pages_and_stay() {
+        let mut h = TlbHolders::new(4);
+        h.note_walk(1, KVA, Some(PageSize::Size2M));
+        h.note_walk(2, KVA, Some(PageSize::Size1G));
+        let inside = KVA.offset(5 * 4096);
+        assert_eq!(h.take_page(inside).iter().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(h.take_page(inside).iter().collect::<Vec<_>>(), [1, 2]);
+        h.clear();
+        assert!(h.take_page(inside).is_empty());
+    }
+
+    #[test]
+    fn user_pages_are_not_indexed_but_their_walks_fill_caches() {
+        let mut h = TlbHolders::new(4);
+        h.note_walk(2, VirtAddr(0x40_0000), Some(PageSize::Size4K));
+        assert!(h.take_page(VirtAddr(0x40_0000)).is_empty());
+        assert_eq!(h.take_walked().iter().collect::<Vec<_>>(), [2]);
+        assert!(h.take_walked().is_empty());
+        // A walk that faults may still have filled paging-structure caches on its way down.
+        h.note_walk(3, KVA, None);
+        assert!(h.take_page(KVA).is_empty());
+        assert_eq!(h.take_walked().iter().collect::<Vec<_>>(), [3]);
+    }
+}

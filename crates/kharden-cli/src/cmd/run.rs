@@ -234,7 +234,7 @@ fn run_kbuild(
         sampling,
         params,
     )?;
-    let note = kernel_share_note(&r, &profile);
+    let note = kernel_share_note(&r, &profile, &args.defense);
     let w = &r.window;
     let user_s = w.tasks.user_time().secs();
     let sys_s = w.tasks.system_time().secs();

@@ -155,17 +155,22 @@ pub fn simulate_with(
     Ok(pooled)
 }
 
-/// The build's kernel cycles per user cycle as `measured` on its machine, against the
-/// recorded job's: how much of the measured kernel time the modelled paths account for.
-pub fn kernel_share_note(measured: &Measured, profile: &JobProfile) -> String {
+/// The build's kernel cycles per user cycle as `measured` on its machine under `defenses`,
+/// against the recorded (unhardened) job's: how much of the measured kernel time the
+/// modelled paths account for.
+pub fn kernel_share_note(measured: &Measured, profile: &JobProfile, defenses: &str) -> String {
     let m = &measured.machine;
     let modelled = measured.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9
         / measured.user_work_cycles;
     let target = profile.system_cycles() / profile.user_cycles();
     format!(
-        "{}: the modelled kernel paths give {:.3} kernel cycles per user cycle unhardened, the recording {:.3} ({:.0}%); nothing is calibrated to close the gap",
+        "{}: the modelled kernel paths give {:.3} kernel cycles per user cycle {}, the unhardened recording {:.3} ({:.0}%); nothing is calibrated to close the gap",
         m.name,
         modelled,
+        match defenses {
+            "none" => "unhardened".to_string(),
+            d => format!("under {d}"),
+        },
         target,
         100.0 * modelled / target
     )

@@ -90,7 +90,7 @@ impl<'a> Rows<'a> {
         if r.defense == "none" {
             let key = (r.machine.clone(), r.jobs, self.params.fingerprint(kernel_only));
             self.kernel_share
-                .insert(key, kernel_share_note(&one, &self.profile));
+                .insert(key, kernel_share_note(&one, &self.profile, &r.defense));
         }
         self.simulated.insert(key, one.clone());
         Ok(one)

@@ -88,7 +88,11 @@ impl<'a> Rows<'a> {
         )?;
         one.label = r.label.clone();
         if r.defense == "none" {
-            let key = (r.machine.clone(), r.jobs, self.params.fingerprint(kernel_only));
+            let key = (
+                r.machine.clone(),
+                r.jobs,
+                self.params.fingerprint(kernel_only),
+            );
             self.kernel_share
                 .insert(key, kernel_share_note(&one, &self.profile, &r.defense));
         }

@@ -31,6 +31,10 @@ impl CpuSet {
             .get(cpu / 64)
             .is_some_and(|w| w & (1 << (cpu % 64)) != 0)
     }
+    /// Removes every CPU (Linux's cpumask_clear).
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
     /// Adds every CPU of `other` (Linux's cpumask_or).
     pub fn union_with(&mut self, other: &CpuSet) {
         for (w, o) in self.words.iter_mut().zip(&other.words) {

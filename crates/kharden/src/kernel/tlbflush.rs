@@ -177,12 +177,15 @@ impl Kernel {
     /// caches: what a broadcast invalidation does, or a purge run on each CPU. Only the
     /// CPUs that may hold something it removes are visited (arch/x86/holders.rs).
     pub(crate) fn invalidate_page_everywhere(&mut self, va: VirtAddr) {
-        for c in self.holders.take_page(va).iter() {
-            self.cpus[c].mmu.invalidate_page_all_contexts(va);
+        if let Some(holders) = self.holders.take_page(va) {
+            for c in holders.iter() {
+                self.cpus[c].mmu.invalidate_page_all_contexts(va);
+            }
         }
-        for c in self.holders.take_walked().iter() {
+        for c in self.holders.walked().iter() {
             self.cpus[c].mmu.invalidate_paging_structure_caches();
         }
+        self.holders.forget_walked();
     }
 
     /// do_kernel_range_flush() on one CPU: INVLPG per page up to the ceiling (INVLPG also

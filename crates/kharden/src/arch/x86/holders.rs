@@ -50,32 +50,39 @@ impl TlbHolders {
         }
     }
 
-    /// The CPUs that may hold a translation covering `va`'s 4 KiB page, which the caller
-    /// invalidates in every context on each of them. Afterwards none holds a 4 KiB entry
-    /// for it, so that page is forgotten; larger leaves stay, since an L1 array may hold
-    /// other fractured parts of them.
-    pub fn take_page(&mut self, va: VirtAddr) -> CpuSet {
+    /// The CPUs that may hold a translation covering `va`'s 4 KiB page (None: no CPU may),
+    /// which the caller invalidates in every context on each of them. Afterwards none holds
+    /// a 4 KiB entry for it, so that page is forgotten; larger leaves stay, since an L1
+    /// array may hold other fractured parts of them.
+    pub fn take_page(&mut self, va: VirtAddr) -> Option<CpuSet> {
         let mut holders = self
             .pages
-            .remove(&key(PageSize::Size4K, va.page_number(PageSize::Size4K)))
-            .unwrap_or_else(|| CpuSet::new(self.cpus));
+            .remove(&key(PageSize::Size4K, va.page_number(PageSize::Size4K)));
         for size in [PageSize::Size2M, PageSize::Size1G] {
             if let Some(s) = self.pages.get(&key(size, va.page_number(size))) {
-                holders.union_with(s);
+                match &mut holders {
+                    Some(h) => h.union_with(s),
+                    None => holders = Some(s.clone()),
+                }
             }
         }
         holders
     }
 
-    /// The CPUs whose paging-structure caches may hold entries, which the caller empties.
-    pub fn take_walked(&mut self) -> CpuSet {
-        std::mem::replace(&mut self.walked, CpuSet::new(self.cpus))
+    /// The CPUs whose paging-structure caches may hold entries.
+    pub fn walked(&self) -> &CpuSet {
+        &self.walked
+    }
+
+    /// The caller emptied the paging-structure caches of every CPU `walked()` named.
+    pub fn forget_walked(&mut self) {
+        self.walked.clear();
     }
 
     /// Every CPU's TLBs and paging-structure caches were emptied, globals included.
     pub fn clear(&mut self) {
         self.pages.clear();
-        self.walked = CpuSet::new(self.cpus);
+        self.walked.clear();
     }
 }
 
@@ -85,18 +92,25 @@ mod tests {
 
     const KVA: VirtAddr = VirtAddr(0xffff_8880_0010_0000);
 
+    fn cpus(set: Option<CpuSet>) -> Vec<usize> {
+        set.map_or(vec![], |s| s.iter().collect())
+    }
+
+    fn take_walked(h: &mut TlbHolders) -> Vec<usize> {
+        let walked = h.walked().iter().collect();
+        h.forget_walked();
+        walked
+    }
+
     #[test]
     fn a_page_is_held_by_the_cpus_that_walked_it_until_taken() {
         let mut h = TlbHolders::new(130);
         h.note_walk(3, KVA, Some(PageSize::Size4K));
         h.note_walk(129, KVA.offset(100), Some(PageSize::Size4K));
         h.note_walk(7, KVA.offset(4096), Some(PageSize::Size4K));
-        assert_eq!(h.take_page(KVA).iter().collect::<Vec<_>>(), [3, 129]);
-        assert!(h.take_page(KVA).is_empty());
-        assert_eq!(
-            h.take_page(KVA.offset(4096)).iter().collect::<Vec<_>>(),
-            [7]
-        );
+        assert_eq!(cpus(h.take_page(KVA)), [3, 129]);
+        assert!(h.take_page(KVA).is_none());
+        assert_eq!(cpus(h.take_page(KVA.offset(4096))), [7]);
     }
 
     #[test]
@@ -105,22 +119,22 @@ mod tests {
         h.note_walk(1, KVA, Some(PageSize::Size2M));
         h.note_walk(2, KVA, Some(PageSize::Size1G));
         let inside = KVA.offset(5 * 4096);
-        assert_eq!(h.take_page(inside).iter().collect::<Vec<_>>(), [1, 2]);
-        assert_eq!(h.take_page(inside).iter().collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(cpus(h.take_page(inside)), [1, 2]);
+        assert_eq!(cpus(h.take_page(inside)), [1, 2]);
         h.clear();
-        assert!(h.take_page(inside).is_empty());
+        assert!(h.take_page(inside).is_none());
     }
 
     #[test]
     fn user_pages_are_not_indexed_but_their_walks_fill_caches() {
         let mut h = TlbHolders::new(4);
         h.note_walk(2, VirtAddr(0x40_0000), Some(PageSize::Size4K));
-        assert!(h.take_page(VirtAddr(0x40_0000)).is_empty());
-        assert_eq!(h.take_walked().iter().collect::<Vec<_>>(), [2]);
-        assert!(h.take_walked().is_empty());
+        assert!(h.take_page(VirtAddr(0x40_0000)).is_none());
+        assert_eq!(take_walked(&mut h), [2]);
+        assert!(take_walked(&mut h).is_empty());
         // A walk that faults may still have filled paging-structure caches on its way down.
         h.note_walk(3, KVA, None);
-        assert!(h.take_page(KVA).is_empty());
-        assert_eq!(h.take_walked().iter().collect::<Vec<_>>(), [3]);
+        assert!(h.take_page(KVA).is_none());
+        assert_eq!(take_walked(&mut h), [3]);
     }
 }

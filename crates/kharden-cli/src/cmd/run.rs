@@ -202,7 +202,7 @@ fn run_kbuild(
     overrides: &Overrides,
 ) -> Result<()> {
     use kharden::workload::kbuild_profile::JobProfile;
-    use kharden::workload::kbuild_run::{kernel_share_note, simulate_with, Sampling};
+    use kharden::workload::kbuild_run::{kernel_share_note, kernel_split, simulate_with, Sampling};
     super::defenses::parse(&args.defense, m)?;
     let jobs = args.jobs.unwrap_or(m.threads());
     if jobs == 0 || jobs > 4096 {
@@ -235,6 +235,7 @@ fn run_kbuild(
         params,
     )?;
     let note = kernel_share_note(&r, &profile, &args.defense);
+    let split = kernel_split(&r, &profile);
     let w = &r.window;
     let user_s = w.tasks.user_time().secs();
     let sys_s = w.tasks.system_time().secs();
@@ -244,7 +245,7 @@ fn run_kbuild(
             "machine": m.name, "workload": "kbuild", "jobs": jobs, "defense": args.defense,
             "window_s": w.elapsed.secs(), "user_s": user_s, "system_s": sys_s,
             "system_per_user_cycle": r.system_per_user_cycle(), "compile_jobs_of_work": compile_jobs,
-            "calibration": note, "stats": w.tasks, "idle_stats": w.idle,
+            "calibration": note, "kernel_by_op": split, "stats": w.tasks, "idle_stats": w.idle,
             "set": overrides.to_json(), "params": params.to_json(),
         });
         return print_json(&v);
@@ -267,6 +268,31 @@ fn run_kbuild(
         w.idle.system_time().secs()
     );
     println!("calibration: {note}");
+    println!("\n kernel time per compile job by operation, ms at the recording host's clock ({:.3} GHz):\n", profile.host_ghz);
+    println!(
+        "  {:<16} {:>9} {:>9} {:>8}",
+        "operation", "model", "recorded", "ratio"
+    );
+    for row in &split {
+        let (rec, ratio) = match row.recorded_ms {
+            Some(r) if r > 0.0 => (format!("{r:.2}"), format!("{:.2}", row.model_ms / r)),
+            Some(r) => (format!("{r:.2}"), "-".into()),
+            None => ("-".into(), "-".into()),
+        };
+        println!(
+            "  {:<16} {:>9.2} {:>9} {:>8}",
+            row.op, row.model_ms, rec, ratio
+        );
+    }
+    let total: f64 = split.iter().map(|r| r.model_ms).sum();
+    println!(
+        "  {:<16} {:>9.2} {:>9.2} {:>8.2}",
+        "total",
+        total,
+        profile.system_seconds * 1e3,
+        total / (profile.system_seconds * 1e3)
+    );
+    println!("  (the recording puts a context switch in the operation that blocked, the model in context-switch)");
     Ok(())
 }
 

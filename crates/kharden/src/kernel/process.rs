@@ -140,6 +140,18 @@ impl Kernel {
         Ok(())
     }
 
+    /// A read fault on a file mapping whose page is in the page cache (an executable's text
+    /// and data, a mapped header): the recorded path maps it and up to 15 neighbours
+    /// (fault-around); its measured work covers those PTE stores. The pages are not tracked
+    /// as the task's: nothing allocates, and exit's zap of them is in exit's work.
+    pub fn file_fault(&mut self, cpu: CpuId) -> Result<()> {
+        let entry = self.machine.costs.interrupt_entry_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::PageFaults);
+        self.in_kernel(cpu, entry, |k| {
+            k.run_known_path(cpu, "fault-file", Work::Measured)
+        })
+    }
+
     /// read() of `pages` pages of file data into the user buffer: `misses` of them are not
     /// cached and are allocated into the page cache (filled by DMA, no kernel copy); every
     /// page is then copied out through kmap.

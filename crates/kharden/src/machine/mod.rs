@@ -218,7 +218,11 @@ impl MachineProfile {
                 return Err(format!("cstate[{i}] ({}): expected states shallowest first (non-decreasing target_residency_us)", s.name));
             }
         }
-        if m.l1d_kib.max(m.l1i_kib).max(m.l2_kib).max(m.llc_kib_per_socket) > 1 << 20
+        if m.l1d_kib
+            .max(m.l1i_kib)
+            .max(m.l2_kib)
+            .max(m.llc_kib_per_socket)
+            > 1 << 20
             || m.l1d_hit_cycles.max(m.l2_hit_cycles).max(m.llc_hit_cycles) > 10_000
         {
             return Err("memory: expected caches of at most 1 GiB and hit latencies of at most 10000 cycles".into());

@@ -36,6 +36,8 @@ pub struct JobSpec {
     pub processes: Vec<ProcessSpec>,
     pub user_cycles: f64,
     pub anon_faults: f64,
+    /// Read faults on file mappings (executables, mapped headers) served from the page cache.
+    pub file_faults: f64,
     /// Pages copied out by read() and how many of them were page-cache misses.
     pub read_pages: f64,
     pub read_misses: f64,
@@ -122,7 +124,11 @@ impl Make {
             self.started += 1;
             self.running += 1;
             let fork = Op::Fork(Box::new(Process::job(self.spec.clone(), phase)));
-            return if first { Op::History(Box::new(fork)) } else { fork };
+            return if first {
+                Op::History(Box::new(fork))
+            } else {
+                fork
+            };
         }
         if self.running > 0 {
             self.waited = true;
@@ -144,9 +150,9 @@ pub struct Process {
     execed: bool,
     /// Heap pages to fault in at once when starting mid-life (the part already lived).
     prefault: u32,
-    /// Fractional events carried from chunk to chunk: faults, read pages, read misses,
-    /// written pages.
-    carry: [f64; 4],
+    /// Fractional events carried from chunk to chunk: anonymous faults, file faults, read
+    /// pages, read misses, written pages.
+    carry: [f64; 5],
     /// The same for each syscall of the mix.
     mix_carry: Vec<f64>,
     pending: VecDeque<Op>,
@@ -202,7 +208,7 @@ impl Process {
             chunk,
             execed: done > 0.0,
             prefault,
-            carry: [0.0; 4],
+            carry: [0.0; 5],
             pending: VecDeque::new(),
             children,
             wait_owed: false,
@@ -249,14 +255,23 @@ impl Process {
         self.chunk += 1;
         let per_chunk = self.share / self.chunks as f64;
         let s = &self.spec;
-        let rates = [s.anon_faults, s.read_pages, s.read_misses, s.write_pages];
-        let mut counts = [0u32; 4];
-        for i in 0..4 {
+        let rates = [
+            s.anon_faults,
+            s.file_faults,
+            s.read_pages,
+            s.read_misses,
+            s.write_pages,
+        ];
+        let mut counts = [0u32; 5];
+        for i in 0..5 {
             counts[i] = take_whole(&mut self.carry[i], rates[i] * per_chunk);
         }
-        let [faults, reads, misses, writes] = counts;
+        let [faults, file_faults, reads, misses, writes] = counts;
         if faults > 0 {
             self.pending.push_back(Op::AnonFaults(faults));
+        }
+        if file_faults > 0 {
+            self.pending.push_back(Op::FileFaults(file_faults));
         }
         if reads > 0 {
             self.pending.push_back(Op::FileRead {
@@ -316,6 +331,7 @@ mod tests {
             ],
             user_cycles: 3.0e6,
             anon_faults: 60.0,
+            file_faults: 6.0,
             read_pages: 20.0,
             read_misses: 2.0,
             write_pages: 4.0,
@@ -342,12 +358,32 @@ mod tests {
             (forks - 12..=forks - 4).contains(&execs),
             "mid-life processes do not exec again: {execs} of {forks}"
         );
+        // 60 anonymous and 6 file faults per job, for at least the 8 jobs run from the start.
         assert!(
-            s.counter(Counter::PageFaults) >= 8 * 59,
+            s.counter(Counter::PageFaults) >= 8 * 65,
             "{}",
             s.counter(Counter::PageFaults)
         );
         assert!(s.time(TimeCategory::User).secs() > 0.0 && s.system_time() > Time::ZERO);
+        // The system time is split by operation without loss, file faults included.
+        let by_op = &w.kernel_by_op;
+        let split = by_op.values().fold(Time::ZERO, |a, &t| a + t);
+        assert_eq!(split, s.system_time(), "{by_op:?}");
+        for op in [
+            "fault-anon",
+            "fault-file",
+            "execve",
+            "fork",
+            "exit",
+            "lseek",
+            "read",
+            "write",
+        ] {
+            assert!(
+                by_op.get(op).is_some_and(|&t| t > Time::ZERO),
+                "{op}: {by_op:?}"
+            );
+        }
         let tasks = &r.k.tasks;
         assert!(tasks
             .iter()

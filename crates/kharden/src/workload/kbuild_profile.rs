@@ -11,6 +11,9 @@ use serde::Deserialize;
 pub struct JobProfile {
     pub processes: f64,
     pub user_anon_pages: f64,
+    /// User page faults per job; those beyond `user_anon_pages` found their page in the
+    /// page cache (file faults).
+    pub page_faults: f64,
     pub page_cache_pages: f64,
     pub syscalls: f64,
     pub read_syscall_share: f64,
@@ -25,6 +28,10 @@ pub struct JobProfile {
     /// the table is absent).
     #[serde(default)]
     pub syscall_mix: std::collections::BTreeMap<String, f64>,
+    /// Shares of the recorded job's kernel time by operation (fault-anon, openat, ...), from
+    /// sampled call chains; what `kharden run --workload kbuild` sets the model's beside.
+    #[serde(default)]
+    pub kernel_time_split: std::collections::BTreeMap<String, f64>,
     /// The job's processes, in the order they run.
     pub process: Vec<ProcessSpec>,
 }
@@ -48,12 +55,40 @@ impl JobProfile {
                     format!("syscall_mix.{name}: not in the syscall table (kernel/syscall.rs)"),
                 ));
             }
-            if !(share.is_finite() && *share >= 0.0) || mix_sum + p.read_syscall_share + p.write_syscall_share > 1.0 + 1e-9 {
+            if !(share.is_finite() && *share >= 0.0)
+                || mix_sum + p.read_syscall_share + p.write_syscall_share > 1.0 + 1e-9
+            {
                 return Err(Error::at(
                     place,
                     format!("syscall_mix.{name}: expected a share in 0..1, the mix with read and write summing to at most 1"),
                 ));
             }
+        }
+        let split_sum: f64 = p.kernel_time_split.values().sum();
+        if let Some((name, share)) = p
+            .kernel_time_split
+            .iter()
+            .find(|(_, s)| !(0.0..=1.0).contains(*s))
+        {
+            return Err(Error::at(
+                place,
+                format!("kernel_time_split.{name}: expected a share in 0..1, got {share}"),
+            ));
+        }
+        if !p.kernel_time_split.is_empty() && (split_sum - 1.0).abs() > 0.01 {
+            return Err(Error::at(
+                place,
+                format!("kernel_time_split: expected shares summing to 1, got {split_sum:.4}"),
+            ));
+        }
+        if !(p.page_faults >= 0.0 && p.page_faults < 1e9) {
+            return Err(Error::at(
+                place,
+                format!(
+                    "page_faults: expected a count of faults per job, got {}",
+                    p.page_faults
+                ),
+            ));
         }
         for (field, v) in [
             ("user_seconds", p.user_seconds),
@@ -98,6 +133,9 @@ impl JobProfile {
             processes: self.process.clone(),
             user_cycles: self.user_cycles(),
             anon_faults: self.user_anon_pages,
+            // Every anonymous page (copy-on-write copies too) was one fault; the rest of the
+            // job's faults were served from the page cache.
+            file_faults: (self.page_faults - self.user_anon_pages).max(0.0),
             read_pages: self.read_pages,
             // Page-cache pages not explained by the written pages were read misses.
             read_misses: (self.page_cache_pages - self.write_pages).max(0.0),
@@ -153,7 +191,7 @@ fn check_process_tree(processes: &[ProcessSpec]) -> std::result::Result<(), Stri
 mod tests {
     use super::JobProfile;
 
-    const HEAD: &str = "processes = 3.0\nuser_anon_pages = 10.0\npage_cache_pages = 1.0\nsyscalls = 10.0\nread_syscall_share = 0.2\nwrite_syscall_share = 0.1\nread_pages = 4.0\nwrite_pages = 1.0\nuser_seconds = 0.5\nsystem_seconds = 0.1\nhost_ghz = 2.5\ntouches_per_chunk = 8\n";
+    const HEAD: &str = "processes = 3.0\nuser_anon_pages = 10.0\npage_faults = 12.0\npage_cache_pages = 1.0\nsyscalls = 10.0\nread_syscall_share = 0.2\nwrite_syscall_share = 0.1\nread_pages = 4.0\nwrite_pages = 1.0\nuser_seconds = 0.5\nsystem_seconds = 0.1\nhost_ghz = 2.5\ntouches_per_chunk = 8\n";
 
     fn parse(processes: &str) -> Result<JobProfile, String> {
         JobProfile::parse("job.toml", &format!("{HEAD}{processes}")).map_err(|e| e.to_string())
@@ -165,6 +203,29 @@ mod tests {
         let names: Vec<&str> = spec.processes.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["sh", "gcc", "cc1", "as", "objtool", "fixdep", "rm"]);
         assert_eq!(spec.processes[2].parent, Some(1), "gcc runs cc1");
+    }
+
+    #[test]
+    fn a_kernel_time_split_must_be_shares_of_one_whole() {
+        let one = "[[process]]\nname = \"sh\"\nshare = 1.0\n";
+        let with = |split: &str| parse(&format!("[kernel_time_split]\n{split}\n{one}"));
+        assert!(with("fault-anon = 0.7\nopenat = 0.3").is_ok());
+        let e = with("fault-anon = 0.7\nopenat = 0.2").unwrap_err();
+        assert_eq!(
+            e,
+            "job.toml: kernel_time_split: expected shares summing to 1, got 0.9000"
+        );
+        let e = with("fault-anon = 1.5\nopenat = -0.5").unwrap_err();
+        assert_eq!(
+            e,
+            "job.toml: kernel_time_split.fault-anon: expected a share in 0..1, got 1.5"
+        );
+        let shipped = JobProfile::builtin();
+        assert!(shipped.kernel_time_split.contains_key("fault-anon"));
+        assert!(
+            shipped.spec().file_faults > 0.0,
+            "the shipped job has file faults"
+        );
     }
 
     #[test]

@@ -163,8 +163,24 @@ pub fn kernel_share_note(measured: &Measured, profile: &JobProfile, defenses: &s
     let modelled = measured.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9
         / measured.user_work_cycles;
     let target = profile.system_cycles() / profile.user_cycles();
+    let mut split = kernel_split(measured, profile);
+    let short = |r: &SplitRow| r.recorded_ms.unwrap_or(0.0) - r.model_ms;
+    split.sort_by(|a, b| short(b).total_cmp(&short(a)));
+    let gaps: Vec<String> = split
+        .iter()
+        .take(3)
+        .filter(|r| short(r) > 0.0)
+        .map(|r| {
+            format!(
+                "{} {:.1} of {:.1}",
+                r.op,
+                r.model_ms,
+                r.recorded_ms.unwrap_or(0.0)
+            )
+        })
+        .collect();
     format!(
-        "{}: the modelled kernel paths give {:.3} kernel cycles per user cycle {}, the unhardened recording {:.3} ({:.0}%); nothing is calibrated to close the gap",
+        "{}: the modelled kernel paths give {:.3} kernel cycles per user cycle {}, the unhardened recording {:.3} ({:.0}%); nothing is calibrated to close the gap. Largest shortfalls, ms per job at the recording's clock, modelled of recorded: {} (kharden run --workload kbuild prints every operation)",
         m.name,
         modelled,
         match defenses {
@@ -172,6 +188,52 @@ pub fn kernel_share_note(measured: &Measured, profile: &JobProfile, defenses: &s
             d => format!("under {d}"),
         },
         target,
-        100.0 * modelled / target
+        100.0 * modelled / target,
+        gaps.join(", ")
     )
+}
+
+/// One operation's kernel time per compile job, the model's beside the recording's.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SplitRow {
+    pub op: String,
+    /// Modelled kernel time per job in ms, at the recording host's clock (the model's
+    /// kernel cycles per user cycle times the recorded job's user cycles).
+    pub model_ms: f64,
+    /// The recorded job's kernel time in this operation (its kernel_time_split share of
+    /// system_seconds); `None` where the recording has no such class.
+    pub recorded_ms: Option<f64>,
+}
+
+/// Where `measured`'s kernel time went by operation, beside the recorded job's split
+/// (workloads/kbuild-job.toml [kernel_time_split]); largest recorded first.
+pub fn kernel_split(measured: &Measured, profile: &JobProfile) -> Vec<SplitRow> {
+    let ghz = measured.machine.cpu.frequency_ghz;
+    let per_job_ms = |t: crate::sim::Time| {
+        t.secs() * ghz / measured.user_work_cycles * profile.user_cycles() / profile.host_ghz * 1e3
+    };
+    let mut rows: Vec<SplitRow> = measured
+        .window
+        .kernel_by_op
+        .iter()
+        .map(|(&op, &t)| SplitRow {
+            op: op.to_string(),
+            model_ms: per_job_ms(t),
+            recorded_ms: None,
+        })
+        .collect();
+    for (op, share) in &profile.kernel_time_split {
+        let ms = share * profile.system_seconds * 1e3;
+        match rows.iter_mut().find(|r| &r.op == op) {
+            Some(r) => r.recorded_ms = Some(ms),
+            None => rows.push(SplitRow {
+                op: op.clone(),
+                model_ms: 0.0,
+                recorded_ms: Some(ms),
+            }),
+        }
+    }
+    let key = |r: &SplitRow| r.recorded_ms.unwrap_or(0.0).max(r.model_ms);
+    rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.op.cmp(&b.op)));
+    rows
 }

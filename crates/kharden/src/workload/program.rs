@@ -29,6 +29,8 @@ pub enum Op {
     },
     /// First touches of `n` new heap pages: anonymous page faults.
     AnonFaults(u32),
+    /// `n` read faults on file mappings served from the page cache.
+    FileFaults(u32),
     /// An operation that happened before the simulation began (make's first jobs and the
     /// heaps of tasks that start mid-life): it changes state (mappings, allocations,
     /// flushes) but takes no simulated time, so a short warm-up does not have to cover a
@@ -64,4 +66,24 @@ pub enum Op {
     /// wait() for one child to exit (blocks while none has).
     WaitChild,
     Exit,
+}
+
+impl Op {
+    /// The operation's name in a breakdown of kernel time: the syscall's name (without the
+    /// table's variant suffix: "mmap-file" is mmap), the fault's kind, or what the kernel does.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Op::User { .. } => "interrupts",
+            Op::AnonFaults(_) => "fault-anon",
+            Op::FileFaults(_) => "fault-file",
+            Op::History(op) => op.label(),
+            Op::FileRead { .. } => "read",
+            Op::FileWrite { .. } => "write",
+            Op::Syscall { spec, .. } => spec.name.split('-').next().unwrap_or(spec.name),
+            Op::Fork(_) | Op::SpawnThread(_) => "fork",
+            Op::Exec => "execve",
+            Op::WaitChild => "wait4",
+            Op::Exit => "exit",
+        }
+    }
 }

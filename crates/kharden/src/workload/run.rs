@@ -9,6 +9,7 @@ use crate::kernel::layout::{USER_DATA, USER_STACK_TOP, USER_TEXT};
 use crate::kernel::sched::TaskState;
 use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{EventQueue, Pcg32, Stats, Time};
+use std::collections::BTreeMap;
 
 /// Statistics of a measured window.
 #[derive(Debug, Clone, Default)]
@@ -18,6 +19,9 @@ pub struct Window {
     pub tasks: Stats,
     /// Work done on idle CPUs (IPI handlers), charged to the idle task.
     pub idle: Stats,
+    /// The tasks' system time by the operation it was spent in (Op::label); what a CPU
+    /// spends in handlers of other CPUs' requests is "interrupts".
+    pub kernel_by_op: BTreeMap<&'static str, Time>,
 }
 
 impl Window {
@@ -26,6 +30,9 @@ impl Window {
         self.elapsed += other.elapsed;
         self.tasks.merge(&other.tasks);
         self.idle.merge(&other.idle);
+        for (&op, &t) in &other.kernel_by_op {
+            *self.kernel_by_op.entry(op).or_insert(Time::ZERO) += t;
+        }
     }
 }
 
@@ -40,6 +47,8 @@ pub struct Runner {
     is_thread: Vec<bool>,
     rng: Pcg32,
     pub ops: u64,
+    /// System time by operation since the measurement began.
+    kernel_by_op: BTreeMap<&'static str, Time>,
 }
 
 impl Runner {
@@ -57,6 +66,7 @@ impl Runner {
             is_thread: vec![],
             rng: Pcg32::new(seed, 0x7275),
             ops: 0,
+            kernel_by_op: BTreeMap::new(),
         };
         r.adopt(task, init);
         if let Some(cpu) = r.k.wake_up(task, Time::ZERO) {
@@ -102,11 +112,15 @@ impl Runner {
     pub fn run(&mut self, warmup: Time, window: Time) -> Result<Window> {
         self.run_until(warmup)?;
         let (t0, i0) = self.totals();
+        self.kernel_by_op.clear();
         let start = warmup;
         self.run_until(warmup + window)?;
         let (mut tasks, mut idle) = self.totals();
         tasks.subtract(&t0);
         idle.subtract(&i0);
+        let mut kernel_by_op = std::mem::take(&mut self.kernel_by_op);
+        let seen = kernel_by_op.values().fold(Time::ZERO, |a, &t| a + t);
+        *kernel_by_op.entry("interrupts").or_insert(Time::ZERO) += tasks.system_time() - seen;
         let end = self
             .k
             .cpus
@@ -119,6 +133,7 @@ impl Runner {
             elapsed: end - start,
             tasks,
             idle,
+            kernel_by_op,
         })
     }
 
@@ -157,7 +172,8 @@ impl Runner {
             .expect("running task has a program")
             .next(&mut self.rng);
         self.ops += 1;
-        let keep_running = self.execute(cpu, task, op)?;
+        let label = op.label();
+        let keep_running = self.timed(cpu, label, |r| r.execute(cpu, task, op))?;
         if keep_running {
             for idle in self.k.scheduler_tick(cpu) {
                 self.queue.push(self.k.cpus[idle].now, idle);
@@ -167,12 +183,31 @@ impl Runner {
             if keep_running {
                 self.k.preempt(cpu);
             }
-            if self.switch(cpu).is_none() {
+            if self
+                .timed(cpu, "context-switch", |r| Ok(r.switch(cpu)))?
+                .is_none()
+            {
                 return Ok(());
             }
         }
         self.queue.push(self.k.cpus[cpu].now, cpu);
         Ok(())
+    }
+
+    /// Runs `f`, adding the system time it took on `cpu` to operation `label`.
+    fn timed<T>(
+        &mut self,
+        cpu: CpuId,
+        label: &'static str,
+        f: impl FnOnce(&mut Self) -> Result<T>,
+    ) -> Result<T> {
+        let before = self.k.cpus[cpu].stats.system_time();
+        let r = f(self)?;
+        let spent = self.k.cpus[cpu].stats.system_time() - before;
+        if spent > Time::ZERO {
+            *self.kernel_by_op.entry(label).or_insert(Time::ZERO) += spent;
+        }
+        Ok(r)
     }
 
     /// Picks the next task for `cpu` and returns it to user mode; `None` leaves it idle.
@@ -219,6 +254,11 @@ impl Runner {
             Op::AnonFaults(n) => {
                 for _ in 0..n {
                     k.anon_fault(cpu)?;
+                }
+            }
+            Op::FileFaults(n) => {
+                for _ in 0..n {
+                    k.file_fault(cpu)?;
                 }
             }
             Op::History(op) => {

@@ -11,10 +11,17 @@ use slot_cache::SlotCache;
 mod recency_cache;
 mod slot_cache;
 
-/// Sets of a cache of `kib` KiB with `ways` ways, rounded up to a power of two.
+/// Sets of a cache of `kib` KiB with `ways` ways: its capacity exactly (L2 and LLC index any
+/// set count; see RecencyCache).
 fn sets(kib: u32, ways: u32) -> usize {
     let lines = (kib as usize * 1024 / 64).max(ways as usize);
-    (lines / ways as usize).next_power_of_two()
+    lines / ways as usize
+}
+
+/// Sets of an L1, indexed by address bits: a power of two on every real part (rounded up
+/// for a profile that gives another size).
+fn l1_sets(kib: u32, ways: u32) -> usize {
+    sets(kib, ways).next_power_of_two()
 }
 
 /// The two L1 caches of a core.
@@ -52,9 +59,12 @@ impl CacheHierarchy {
         let cores = (m.topology.sockets * m.topology.cores_per_socket) as usize;
         let mem = &m.memory;
         CacheHierarchy {
-            l1: vec![SlotCache::new(sets(mem.l1d_kib, mem.l1d_ways), mem.l1d_ways as usize); cores],
+            l1: vec![
+                SlotCache::new(l1_sets(mem.l1d_kib, mem.l1d_ways), mem.l1d_ways as usize);
+                cores
+            ],
             l1i: vec![
-                SlotCache::new(sets(mem.l1i_kib, mem.l1i_ways), mem.l1i_ways as usize);
+                SlotCache::new(l1_sets(mem.l1i_kib, mem.l1i_ways), mem.l1i_ways as usize);
                 cores
             ],
             l2: vec![RecencyCache::new(sets(mem.l2_kib, mem.l2_ways), mem.l2_ways as usize); cores],

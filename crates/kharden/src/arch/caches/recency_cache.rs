@@ -7,8 +7,11 @@
 #[derive(Debug, Clone)]
 pub(super) struct RecencyCache {
     ways: usize,
-    set_mask: u64,
-    set_bits: u32,
+    sets: u64,
+    /// sets - 1 and log2(sets) when the set count is a power of two (an index by mask);
+    /// otherwise (a 33 MiB 11-way LLC has 49152 sets) the index is the line modulo the
+    /// set count, as a sliced LLC's hash spreads lines evenly over every set.
+    set_mask: Option<(u64, u32)>,
     /// Per set, `ways` tags (the line's bits above the set index), most recent first;
     /// EMPTY ways are always last.
     tags: Vec<u32>,
@@ -20,16 +23,22 @@ impl RecencyCache {
     pub(super) fn new(sets: usize, ways: usize) -> RecencyCache {
         RecencyCache {
             ways,
-            set_mask: sets as u64 - 1,
-            set_bits: sets.trailing_zeros(),
+            sets: sets as u64,
+            set_mask: sets
+                .is_power_of_two()
+                .then(|| (sets as u64 - 1, sets.trailing_zeros())),
             tags: vec![EMPTY; sets * ways],
         }
     }
 
     /// Whether `line` hit; on a miss it is filled over the least recently used way.
     pub(super) fn access(&mut self, line: u64) -> bool {
-        let start = (line & self.set_mask) as usize * self.ways;
-        let tag = u32::try_from(line >> self.set_bits)
+        let (set, tag) = match self.set_mask {
+            Some((mask, bits)) => (line & mask, line >> bits),
+            None => (line % self.sets, line / self.sets),
+        };
+        let start = set as usize * self.ways;
+        let tag = u32::try_from(tag)
             .ok()
             .filter(|&t| t != EMPTY)
             .expect("physical addresses fit the cache tags");
@@ -67,5 +76,18 @@ mod tests {
         assert!(c.access(5));
         c.clear();
         assert!(!c.access(5));
+    }
+
+    #[test]
+    fn a_set_count_that_is_no_power_of_two_holds_exactly_its_capacity() {
+        // 3 sets of 2 ways: six lines fit, a seventh evicts the least recent of its set.
+        let mut c = RecencyCache::new(3, 2);
+        for line in 0..6 {
+            assert!(!c.access(line));
+        }
+        assert!((0..6).all(|line| c.access(line)), "all six are held");
+        assert!(!c.access(6)); // set 0: evicts line 0 (3 was used later)
+        assert!(!c.access(0));
+        assert!(c.access(6) && c.access(4) && c.access(5));
     }
 }

@@ -102,8 +102,18 @@ mod tests {
         replayed.hits(resident.iter().map(|&(_, s)| s));
         assert_eq!(looked_up.access(31), replayed.access(31));
         assert_eq!(
-            (&looked_up.tags, &looked_up.stamps, looked_up.clock, looked_up.fills),
-            (&replayed.tags, &replayed.stamps, replayed.clock, replayed.fills)
+            (
+                &looked_up.tags,
+                &looked_up.stamps,
+                looked_up.clock,
+                looked_up.fills
+            ),
+            (
+                &replayed.tags,
+                &replayed.stamps,
+                replayed.clock,
+                replayed.fills
+            )
         );
     }
 }

@@ -59,8 +59,8 @@ impl<'a> Rows<'a> {
         }
     }
 
-    /// For each unhardened row at the current kernel parameters: the modelled kernel work
-    /// against the recording's.
+    /// For each machine's baseline row at the current kernel parameters: the modelled
+    /// kernel work against the recording's.
     pub fn kernel_share_notes(&self) -> Vec<String> {
         let now = self.params.fingerprint(kernel_only);
         self.kernel_share
@@ -87,7 +87,10 @@ impl<'a> Rows<'a> {
             &self.params,
         )?;
         one.label = r.label.clone();
-        if r.defense == "none" {
+        // The machine's baseline (its first row): how much of the recorded job's kernel
+        // time the modelled paths give there.
+        let baseline = self.e.row.iter().find(|b| b.machine == r.machine);
+        if baseline.is_some_and(|b| b.label == r.label) {
             let key = (
                 r.machine.clone(),
                 r.jobs,

@@ -16,9 +16,7 @@ use crate::workload::SyscallLoop;
 pub fn record(p: &Prepared, extensions: &[Extension]) -> Record {
     let mut cells = inputs(p);
     // A panic is a bug, but it fails this point only: the sweep goes on.
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        outputs(p, extensions)
-    }));
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| outputs(p, extensions)));
     match run {
         Ok(Ok(out)) => cells.extend(out),
         Ok(Err(e)) => cells.push(("error".into(), Cell::Text(e.to_string()))),
@@ -56,10 +54,7 @@ fn inputs(p: &Prepared) -> Vec<(String, Cell)> {
     cells
 }
 
-fn outputs(
-    p: &Prepared,
-    extensions: &[Extension],
-) -> Result<Vec<(String, Cell)>> {
+fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>> {
     let m = &p.machine;
     let mut out: Vec<(String, Cell)> = vec![];
     let mut put = |name: &str, v: f64| out.push((name.to_string(), Cell::Float(v)));

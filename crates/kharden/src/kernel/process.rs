@@ -90,7 +90,7 @@ impl Kernel {
     }
 
     /// copy_page() whose copy work a recorded path's own work already includes: the
-    /// translations and the kmap/kunmap only.
+    /// translations, the kmap/kunmap and the lines the copy moves, not its time.
     pub(crate) fn touch_page_copy(
         &mut self,
         cpu: CpuId,
@@ -101,9 +101,16 @@ impl Kernel {
         let va = self.kmap(cpu, pfn);
         self.touch(cpu, va, page_access)
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
+        // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
+        // write-allocating accesses), evicting what the kernel and the task had there.
+        let lines = super::footprint::PAGE_BYTES / super::footprint::LINE_BYTES;
+        self.store_lines(cpu, pfn.addr().0, lines);
         if let Some((uva, access)) = user_buffer {
-            self.touch(cpu, uva, access)
+            let t = self
+                .touch(cpu, uva, access)
                 .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
+            let in_mapping = uva.0 & (t.size.bytes() - 1) & !(super::footprint::PAGE_BYTES - 1);
+            self.store_lines(cpu, t.page.0 + in_mapping, lines);
         }
         self.kunmap(cpu, pfn);
         Ok(())

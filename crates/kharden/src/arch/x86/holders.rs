@@ -70,6 +70,18 @@ impl TlbHolders {
     }
 
     /// The CPUs whose paging-structure caches may hold entries.
+    /// Whether `cpu` may hold a translation of the kernel page at `va` (of any size):
+    /// false means its TLBs hold none, so an INVLPG there finds nothing.
+    pub fn may_hold(&self, cpu: usize, va: VirtAddr) -> bool {
+        [PageSize::Size4K, PageSize::Size2M, PageSize::Size1G]
+            .iter()
+            .any(|&size| {
+                self.pages
+                    .get(&key(size, va.page_number(size)))
+                    .is_some_and(|s| s.contains(cpu))
+            })
+    }
+
     pub fn walked(&self) -> &CpuSet {
         &self.walked
     }
@@ -108,8 +120,10 @@ mod tests {
         h.note_walk(3, KVA, Some(PageSize::Size4K));
         h.note_walk(129, KVA.offset(100), Some(PageSize::Size4K));
         h.note_walk(7, KVA.offset(4096), Some(PageSize::Size4K));
+        assert!(h.may_hold(3, KVA) && h.may_hold(129, KVA) && !h.may_hold(7, KVA));
         assert_eq!(cpus(h.take_page(KVA)), [3, 129]);
         assert!(h.take_page(KVA).is_none());
+        assert!(!h.may_hold(3, KVA));
         assert_eq!(cpus(h.take_page(KVA.offset(4096))), [7]);
     }
 
@@ -119,6 +133,7 @@ mod tests {
         h.note_walk(1, KVA, Some(PageSize::Size2M));
         h.note_walk(2, KVA, Some(PageSize::Size1G));
         let inside = KVA.offset(5 * 4096);
+        assert!(h.may_hold(1, inside) && h.may_hold(2, inside) && !h.may_hold(3, inside));
         assert_eq!(cpus(h.take_page(inside)), [1, 2]);
         assert_eq!(cpus(h.take_page(inside)), [1, 2]);
         h.clear();

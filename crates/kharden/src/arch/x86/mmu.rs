@@ -212,7 +212,18 @@ impl Mmu {
     pub fn invlpg(&mut self, va: VirtAddr) {
         let pcid = self.pcid;
         self.invalidate_page(va, |e| e.pcid == pcid || e.global);
+        self.forget_paging_structures(pcid);
+    }
+
+    /// What INVLPG and an individual-address INVPCID do beyond the TLBs: drop `pcid`'s
+    /// paging-structure-cache entries. All of what they do on a CPU whose TLBs hold no
+    /// translation of the page (kernel/mod.rs asks TlbHolders).
+    pub fn forget_paging_structures(&mut self, pcid: Pcid) {
         self.psc.invalidate_where(|p| p == pcid);
+    }
+
+    pub fn pcid(&self) -> Pcid {
+        self.pcid
     }
 
     /// What a broadcast invalidation of one page does here, in two parts a caller may skip
@@ -231,7 +242,7 @@ impl Mmu {
         match kind {
             InvpcidType::Individual(pcid, va) => {
                 self.invalidate_page(va, |e| e.pcid == pcid && !e.global);
-                self.psc.invalidate_where(|p| p == pcid);
+                self.forget_paging_structures(pcid);
             }
             InvpcidType::SingleContext(pcid) => {
                 self.invalidate_tlbs(|e| e.pcid == pcid && !e.global);

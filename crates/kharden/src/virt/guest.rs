@@ -96,8 +96,15 @@ impl Guest {
         let mut mem = PhysMem::new(1);
         let ram_bytes = p.guest_ram_mib << 20;
         let mut rng = Pcg32::new(seed, 16);
-        // Kernel objects land anywhere in RAM above the image (slab, page allocator).
+        // Kernel objects and user pages come from the page allocator above the image:
+        // consecutive frames (guest.packed_pages) or anywhere in RAM.
+        let mut next_frame = 64u64 << 20;
+        let packed = p.packed_pages;
         let mut scatter = || {
+            if packed {
+                next_frame += 4096;
+                return PhysAddr(next_frame - 4096);
+            }
             let frames = (ram_bytes - (64 << 20)) >> 12;
             PhysAddr((64 << 20) + ((rng.next_u64() % frames) << 12))
         };
@@ -371,4 +378,34 @@ impl Guest {
 /// The guest-physical frame of a guest page-table page (what CR3 holds).
 pub fn root_gpa(root: Pfn) -> u64 {
     root.addr().0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 2 MiB guest-physical regions the processes' task_structs sit in.
+    fn task_regions(packed: bool) -> std::collections::BTreeSet<u64> {
+        let p = GuestParams {
+            packed_pages: packed,
+            ..GuestParams::default()
+        };
+        let g = Guest::build(&p, 10, 1);
+        g.procs
+            .iter()
+            .flat_map(|pr| pr.task)
+            .map(|va| (va.0 - DIRECT_MAP) >> 21)
+            .collect()
+    }
+
+    #[test]
+    fn packed_pages_share_a_few_regions_scattered_ones_do_not() {
+        // 20 processes, 3 task_struct pages each, among ~15 pages per process.
+        assert!(task_regions(true).len() <= 2, "{:?}", task_regions(true));
+        assert!(
+            task_regions(false).len() >= 40,
+            "{}",
+            task_regions(false).len()
+        );
+    }
 }

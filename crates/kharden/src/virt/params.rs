@@ -147,6 +147,12 @@ pub const DECLS: &[Decl] = &[
         "guest RAM over which its objects spread, MiB",
     ),
     Decl {
+        path: "guest.packed_pages",
+        unit: Unit::Bool,
+        range: (0.0, 0.0),
+        help: "the guest's kernel objects and user pages come from consecutive free frames (a freshly booted guest's buddy allocator) rather than anywhere in its RAM",
+    },
+    Decl {
         path: "guest.host_thp",
         unit: Unit::Bool,
         range: (0.0, 0.0),
@@ -293,6 +299,11 @@ pub struct GuestParams {
     /// Guest RAM in MiB, over which the guest's kernel objects and user pages are spread.
     /// ESTIMATE: a small test VM of 2 GiB.
     pub guest_ram_mib: u64,
+    /// Whether the guest's kernel objects and user pages sit in consecutive frames, as a
+    /// freshly booted guest's buddy allocator hands them out (each allocation splits the
+    /// smallest free block, so successive ones are neighbours), rather than scattered over
+    /// its RAM as in a long-running guest whose free lists are shuffled.
+    pub packed_pages: bool,
     /// Whether the host backs guest RAM with 2 MiB pages (THP), so EPT maps 2 MiB leaves.
     /// ESTIMATE: QEMU's default anonymous memory with THP enabled.
     pub host_thp: bool,
@@ -323,6 +334,7 @@ impl GuestParams {
             wp_pairs_other_per_step: n("wp_pairs_other_per_step"),
             guest_work_cycles_per_step: n("guest_work_cycles_per_step"),
             guest_ram_mib: n("guest_ram_mib") as u64,
+            packed_pages: p.flag("guest.packed_pages"),
             host_thp: p.flag("guest.host_thp"),
             lines_per_touch: n("lines_per_touch") as u64,
             kernel_text_4k: p.flag("guest.kernel_text_4k"),

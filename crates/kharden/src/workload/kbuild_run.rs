@@ -170,8 +170,9 @@ pub fn simulate_with(
 
 /// Simulations this process has run, by everything that decides their result.
 fn done_simulations() -> &'static std::sync::Mutex<std::collections::HashMap<String, Measured>> {
-    static DONE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, Measured>>> =
-        std::sync::OnceLock::new();
+    static DONE: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<String, Measured>>,
+    > = std::sync::OnceLock::new();
     DONE.get_or_init(Default::default)
 }
 

@@ -19,9 +19,12 @@ import argparse
 import collections
 import sys
 
-# The compile job's own processes (make -> sh -> gcc -> cc1, as; objtool, fixdep, rm).
-# sh is left out: the recipe's shells are shared with check-local-export's jobs.
-JOB_COMMS = {"cc1", "as", "gcc", "objtool", "fixdep", "rm"}
+# The compile job's own processes (make -> sh -> gcc -> cc1, as; objtool, fixdep, rm), each
+# with the weight of its samples: a recipe has two shells, this job's and
+# check-local-export's, so half of sh's samples are the job's (the rule
+# workloads/kbuild-job.toml's process shares use).
+JOB_COMMS = {"cc1": 1.0, "as": 1.0, "gcc": 1.0, "objtool": 1.0, "fixdep": 1.0, "rm": 1.0,
+             "sh": 0.5}
 
 # Kernel functions that name a syscall when no __x64_sys_* frame is on the stack
 # (x64_sys_call inlines the small ones).
@@ -99,13 +102,14 @@ def main():
     counts = collections.Counter()
     for comm, frames in samples(src):
         if comm in JOB_COMMS and frames:
-            counts[classify(frames)] += 1
+            counts[classify(frames)] += JOB_COMMS[comm]
     common = counts.pop("fault-common", 0)
     anon_share = a.anon_faults / (a.anon_faults + a.file_faults)
     counts["fault-anon"] += common * anon_share
     counts["fault-file"] += common * (1 - anon_share)
     total = sum(counts.values())
-    print(f"# {int(total)} kernel samples of {', '.join(sorted(JOB_COMMS))}")
+    names = ", ".join(f"{c} x{w:g}" if w != 1 else c for c, w in sorted(JOB_COMMS.items()))
+    print(f"# {total:.0f} weighted kernel samples of {names}")
     for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f'"{name}" = {n / total:.4f}')
 

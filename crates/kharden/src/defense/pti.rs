@@ -78,7 +78,7 @@ impl Pti {
     }
 
     /// The 2 MiB page of kernel text that holds the entry code (cloned into user tables).
-    fn entry_text_page() -> VirtAddr {
+    pub(crate) fn entry_text_page() -> VirtAddr {
         let entry = crate::kernel::path::KernelPaths::builtin().entry_text_offset;
         VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
     }
@@ -151,7 +151,8 @@ impl Defense for Pti {
     }
 
     fn on_mm_created(&mut self, k: &mut Kernel, _cpu: CpuId, mm: MmId) {
-        let user_root = k.mem.alloc_table(0);
+        // pgd_alloc() takes both halves from the allocating CPU's node, as the kernel PGD.
+        let user_root = k.mem.alloc_table(k.mms[mm].node);
         let kernel_root = k.mms[mm].root;
         if self.variant == Variant::BrokenUserMapsKernel {
             for slot in 256..512 {
@@ -211,8 +212,8 @@ impl Defense for Pti {
     fn on_kernel_exit(&mut self, k: &mut Kernel, cpu: CpuId) {
         let mm = k.current_mm(cpu);
         let pcide = k.cpus[cpu].mmu.pcide();
-        let user_root = k.mms[mm]
-            .user_root
+        let user_root = k
+            .user_pgd(mm, cpu)
             .expect("PTI address spaces have a user PGD");
         let flush_owed = std::mem::take(&mut self.deferred_user_flush[cpu]);
         k.write_cr3(

@@ -83,6 +83,43 @@ impl TextReplication {
         }
     }
 
+    /// A PGD page written on `cpu` for another node: cleared and copied (a page's worth of
+    /// stores, kernel.copy_page_cycles), its lines left in this CPU's caches.
+    fn pgd_written(&self, k: &mut Kernel, cpu: CpuId, pgd: Pfn) {
+        k.store_lines(cpu, pgd.addr().0, 64);
+        k.compute(cpu, k.params.copy_page_cycles, TimeCategory::Kernel);
+        k.cpus[cpu].stats.count_owned(self.pgd_copies);
+    }
+
+    /// `node`'s copy of PTI's user PGD `user_root`: the same entries (user half,
+    /// cpu_entry_area), except that the kernel text PTI clones into it (the entry text, or
+    /// all of it where Linux keeps it global) maps `node`'s replica.
+    fn node_user_pgd(k: &mut Kernel, user_root: Pfn, node: u32) -> Pfn {
+        let pgd = k.mem.alloc_table(node);
+        let text_slot = VirtAddr(KERNEL_TEXT).index(4);
+        for i in (0..512).filter(|&i| i != text_slot) {
+            paging::share_pml4_entry(&mut k.mem, pgd, user_root, i);
+        }
+        let replica = k.kernel_pgd_of_node(node);
+        for off in (0..KERNEL_TEXT_BYTES).step_by(M2 as usize) {
+            let va = VirtAddr(KERNEL_TEXT + off);
+            if let Some(cloned) = paging::translate(&k.mem, user_root, va) {
+                let own =
+                    paging::translate(&k.mem, replica, va).expect("the replica maps all text");
+                paging::map(
+                    &mut k.mem,
+                    pgd,
+                    va,
+                    own.page,
+                    PageSize::Size2M,
+                    cloned.flags,
+                    node,
+                );
+            }
+        }
+        pgd
+    }
+
     /// init_mm's kernel half for `node`: a copy of the PGD, of the image's PUD and PMD,
     /// with the text and rodata leaves pointing at `copy`.
     fn node_kernel_root(&self, k: &mut Kernel, node: u32, copy: PhysAddr) -> Pfn {
@@ -157,10 +194,13 @@ impl Defense for TextReplication {
             return;
         }
         let (root, home) = (k.mms[mm].root, k.mms[mm].node);
+        let user_root = k.mms[mm].user_root;
         let mut roots = Vec::with_capacity(nodes as usize);
+        let mut user_roots = Vec::new();
         for node in 0..nodes {
             if node == home {
                 roots.push(root);
+                user_roots.extend(user_root);
                 continue;
             }
             // pgd_alloc() on `node`: a zeroed page there, its node's kernel half copied in
@@ -173,18 +213,31 @@ impl Defense for TextReplication {
                 let from = if i < 256 { root } else { kernel_half };
                 paging::share_pml4_entry(&mut k.mem, pgd, from, i);
             }
-            k.store_lines(cpu, pgd.addr().0, 64);
-            k.compute(cpu, k.params.copy_page_cycles, TimeCategory::Kernel);
-            k.cpus[cpu].stats.count_owned(self.pgd_copies);
+            self.pgd_written(k, cpu, pgd);
             roots.push(pgd);
+            // Under PTI the PGD is two pages (PGD_ALLOCATION_ORDER 1): the node's user PGD
+            // comes with it, its entry text mapped from the node's own copy.
+            if let Some(user_root) = user_root {
+                let user_pgd = Self::node_user_pgd(k, user_root, node);
+                self.pgd_written(k, cpu, user_pgd);
+                user_roots.push(user_pgd);
+            }
         }
         k.mms[mm].node_roots = roots;
+        k.mms[mm].node_user_roots = user_roots;
     }
 
     fn on_user_pgd_populated(&mut self, k: &mut Kernel, mm: MmId, slot: usize) {
-        let root = k.mms[mm].root;
-        for pgd in k.mms[mm].node_roots.clone() {
-            if pgd != root {
+        let (root, user_root) = (k.mms[mm].root, k.mms[mm].user_root);
+        let m = &k.mms[mm];
+        let copies: Vec<Pfn> = m
+            .node_roots
+            .iter()
+            .chain(&m.node_user_roots)
+            .copied()
+            .collect();
+        for pgd in copies {
+            if pgd != root && Some(pgd) != user_root {
                 paging::share_pml4_entry(&mut k.mem, pgd, root, slot);
                 k.cpus[0].stats.count_owned(self.entry_syncs);
             }
@@ -278,6 +331,39 @@ mod tests {
         );
         for cpu in [c0, c1] {
             assert!(paging::translate(&k.mem, k.pgd(mm, cpu), VirtAddr(USER_MMAP)).is_some());
+        }
+    }
+
+    #[test]
+    fn under_pti_every_node_has_a_user_pgd_whose_entry_text_is_its_own_copy() {
+        let mut k = boot("xeon-e5-2690v3-2s", "pti:linux,text-repl");
+        let (c0, c1) = (first_cpu_of(&k, 0), first_cpu_of(&k, 1));
+        let t = k.spawn_on(c1, "t", None);
+        let mm = k.tasks[t].mm;
+        assert_eq!(k.mms[mm].node_user_roots.len(), 2);
+        let entry = crate::defense::pti::Pti::entry_text_page();
+        for (cpu, node) in [(c0, 0), (c1, 1)] {
+            let user = k.user_pgd(mm, cpu).unwrap();
+            assert_eq!(k.mem.node_of(user), node, "the user PGD is node-local");
+            let text = paging::translate(&k.mem, user, entry).unwrap().page;
+            assert_eq!(
+                k.mem.node_of(text.pfn()),
+                node,
+                "entry text from the node's copy"
+            );
+        }
+        // The mm's home is node 1 (created there): its user PGD is PTI's own.
+        assert_eq!(k.user_pgd(mm, c1), k.mms[mm].user_root);
+        // A new top-level user entry reaches every user PGD.
+        k.map_user(
+            mm,
+            VirtAddr(USER_MMAP),
+            PhysAddr(0x1000),
+            crate::arch::x86::PteFlags::USER_DATA,
+        );
+        for cpu in [c0, c1] {
+            let user = k.user_pgd(mm, cpu).unwrap();
+            assert!(paging::translate(&k.mem, user, VirtAddr(USER_MMAP)).is_some());
         }
     }
 

@@ -261,7 +261,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 e.nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(" and ")
             ),
             format!(
-                "replication's memory: {} MiB of text and rodata and 3 page-table pages per extra node at boot, one more 4 KiB PGD per address space per extra node",
+                "replication's memory: {} MiB of text and rodata and 3 page-table pages per extra node at boot, one more PGD per address space per extra node (4 KiB, 8 KiB under PTI with its user half)",
                 crate::defense::text_repl::REPLICATED_BYTES >> 20
             ),
         ],

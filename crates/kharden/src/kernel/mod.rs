@@ -134,12 +134,14 @@ pub struct Cpu {
 
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
 /// (PTI) creates one; `node_roots` its PGD per NUMA node, when a defense (kernel text
-/// replication) gives every node its own.
+/// replication) gives every node its own, and `node_user_roots` the same for `user_root`.
 pub struct Mm {
     pub root: Pfn,
     pub user_root: Option<Pfn>,
     /// One PGD per node, indexed by node (`root` among them), or empty: every node uses `root`.
     pub node_roots: Vec<Pfn>,
+    /// One user PGD per node (`user_root` among them), or empty: every node uses `user_root`.
+    pub node_user_roots: Vec<Pfn>,
     /// The node its page tables are allocated on: the creating CPU's (Linux allocates page
     /// tables from the local node).
     pub node: u32,
@@ -440,6 +442,7 @@ impl Kernel {
             root,
             user_root: None,
             node_roots: vec![],
+            node_user_roots: vec![],
             node,
             ctx_id: self.mm_slots.created + 1,
             tlb_gen: 1,

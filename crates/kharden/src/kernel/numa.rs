@@ -21,6 +21,14 @@ impl Kernel {
         m.node_roots.get(node).copied().unwrap_or(m.root)
     }
 
+    /// The PGD user mode runs `mm` on from `cpu` under PTI: its node's user PGD when the
+    /// PGDs are per node, else the mm's one; `None` without PTI.
+    pub fn user_pgd(&self, mm: MmId, cpu: CpuId) -> Option<Pfn> {
+        let m = &self.mms[mm];
+        let node = self.cpus[cpu].mmu.node() as usize;
+        m.node_user_roots.get(node).copied().or(m.user_root)
+    }
+
     /// init_mm's PGD on `node`: its own copy when the kernel half is replicated.
     pub fn kernel_pgd_of_node(&self, node: u32) -> Pfn {
         self.kernel_node_roots

@@ -142,10 +142,12 @@ impl Kernel {
         let root = self.mms[mm].root;
         let user_root = self.mms[mm].user_root;
         let pgds = self.kernel_pgds(mm);
+        let node_user_roots = self.mms[mm].node_user_roots.clone();
         let loaded = |c: &super::Cpu| {
             c.asid.loaded_mm == Some(mm)
                 || pgds.contains(&c.mmu.root())
                 || Some(c.mmu.root()) == user_root
+                || node_user_roots.contains(&c.mmu.root())
         };
         if self.mms[mm].users > 0 || self.cpus.iter().any(loaded) {
             return false;
@@ -166,6 +168,9 @@ impl Kernel {
         if let Some(user_root) = user_root {
             self.free_own_kernel_half(user_root, root);
         }
+        for &pgd in node_user_roots.iter().filter(|&&p| Some(p) != user_root) {
+            self.free_own_kernel_half(pgd, root);
+        }
         // The other nodes' PGDs: their user halves mirror `root`'s, their kernel halves are
         // their node's init_mm entries.
         for &pgd in pgds.iter().filter(|&&p| p != root) {
@@ -180,6 +185,7 @@ impl Kernel {
         let m = &mut self.mms[mm];
         m.vmas = Vec::new();
         m.anon = Vec::new();
+        m.node_user_roots = Vec::new();
         true
     }
 

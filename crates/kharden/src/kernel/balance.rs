@@ -104,12 +104,27 @@ impl Kernel {
             return vec![];
         }
         self.cpus[cpu].balance.next_tick = Time((now.0 / TICK.0 + 1) * TICK.0);
+        self.timer_interrupt(cpu);
         let levels = self.levels();
         for (i, &level) in levels.iter().enumerate() {
             let child = i.checked_sub(1).map(|c| levels[c]);
             self.rebalance_domain(cpu, level, child, now);
         }
         self.nohz_kick(cpu, now)
+    }
+
+    /// The local timer interrupt that drives the tick: its entry (from user mode, with
+    /// whatever a defense does on entry and exit) and the recorded timer-tick path with its
+    /// measured work. One per tick boundary the CPU's time passed (an operation longer than
+    /// a tick, which the modelled workloads do not have, would owe more).
+    fn timer_interrupt(&mut self, cpu: CpuId) {
+        let entry = self.machine.costs.interrupt_entry_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::TimerTicks);
+        let tick =
+            |k: &mut Kernel| k.run_known_path(cpu, "timer-tick", super::process::Work::Measured);
+        if let Err(e) = self.in_kernel(cpu, entry, tick) {
+            panic!("timer tick: {e}");
+        }
     }
 
     /// nohz_balancer_kick(): waiting tasks here and idle CPUs elsewhere; one CPU per

@@ -134,6 +134,8 @@ named_enum! {
         /// IPIs that woke an idle CPU.
         IpisToIdle = "ipis_to_idle",
         ContextSwitches = "context_switches",
+        /// Local timer interrupts taken by busy CPUs (the scheduler tick).
+        TimerTicks = "timer_ticks",
         Migrations = "cpu_migrations",
         /// Tasks the periodic load balancer pulled (schedstat lb_gained).
         LoadBalancePulls = "lb_gained",

@@ -365,6 +365,14 @@ mod tests {
             s.counter(Counter::PageFaults)
         );
         assert!(s.time(TimeCategory::User).secs() > 0.0 && s.system_time() > Time::ZERO);
+        // A busy CPU takes a timer interrupt per 4 ms tick (HZ=250) it passes.
+        let busy = s.time(TimeCategory::User) + s.system_time();
+        let ticks = s.counter(Counter::TimerTicks) as f64;
+        let expected = busy.secs() / 4e-3;
+        assert!(
+            ticks >= 1.0 && (ticks - expected).abs() <= 4.0 + 0.1 * expected,
+            "{ticks} ticks, {expected} expected"
+        );
         // The system time is split by operation without loss, file faults included.
         let by_op = &w.kernel_by_op;
         let split = by_op.values().fold(Time::ZERO, |a, &t| a + t);

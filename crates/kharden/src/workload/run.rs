@@ -19,8 +19,9 @@ pub struct Window {
     pub tasks: Stats,
     /// Work done on idle CPUs (IPI handlers), charged to the idle task.
     pub idle: Stats,
-    /// The tasks' system time by the operation it was spent in (Op::label); what a CPU
-    /// spends in handlers of other CPUs' requests is "interrupts".
+    /// The tasks' system time by the operation it was spent in (Op::label, and
+    /// "context-switch"); what no operation of the CPU's own accounts for (timer ticks,
+    /// handlers of other CPUs' requests) is "interrupts".
     pub kernel_by_op: BTreeMap<&'static str, Time>,
 }
 

@@ -306,12 +306,23 @@ mod tests {
             .unwrap()
     }
 
+    /// The first CPU of each of the two nodes, and an address space created on node 1.
+    fn mm_made_on_node_1(k: &mut Kernel) -> (usize, usize, super::MmId) {
+        let (c0, c1) = (first_cpu_of(k, 0), first_cpu_of(k, 1));
+        let t = k.spawn_on(c1, "t", None);
+        (c0, c1, k.tasks[t].mm)
+    }
+
+    /// Maps a user page after `mm` was created: a new top-level user entry.
+    fn map_user_page_later(k: &mut Kernel, mm: super::MmId) {
+        let flags = crate::arch::x86::PteFlags::USER_DATA;
+        k.map_user(mm, VirtAddr(USER_MMAP), PhysAddr(0x1000), flags);
+    }
+
     #[test]
     fn each_node_executes_its_own_copy_and_every_mm_has_a_pgd_per_node() {
         let mut k = boot("xeon-e5-2690v3-2s", "text-repl");
-        let (c0, c1) = (first_cpu_of(&k, 0), first_cpu_of(&k, 1));
-        let t = k.spawn_on(c1, "t", None);
-        let mm = k.tasks[t].mm;
+        let (c0, c1, mm) = mm_made_on_node_1(&mut k);
         assert_eq!(k.mms[mm].node_roots.len(), 2);
         let text = |k: &Kernel, cpu| {
             let root = k.pgd(mm, cpu);
@@ -323,12 +334,7 @@ mod tests {
         assert_eq!(k.mem.node_of(p0.pfn()), 0);
         assert_eq!(k.mem.node_of(p1.pfn()), 1);
         // A user page mapped after the mm was created is seen through both PGDs.
-        k.map_user(
-            mm,
-            VirtAddr(USER_MMAP),
-            PhysAddr(0x1000),
-            crate::arch::x86::PteFlags::USER_DATA,
-        );
+        map_user_page_later(&mut k, mm);
         for cpu in [c0, c1] {
             assert!(paging::translate(&k.mem, k.pgd(mm, cpu), VirtAddr(USER_MMAP)).is_some());
         }
@@ -337,9 +343,7 @@ mod tests {
     #[test]
     fn under_pti_every_node_has_a_user_pgd_whose_entry_text_is_its_own_copy() {
         let mut k = boot("xeon-e5-2690v3-2s", "pti:linux,text-repl");
-        let (c0, c1) = (first_cpu_of(&k, 0), first_cpu_of(&k, 1));
-        let t = k.spawn_on(c1, "t", None);
-        let mm = k.tasks[t].mm;
+        let (c0, c1, mm) = mm_made_on_node_1(&mut k);
         assert_eq!(k.mms[mm].node_user_roots.len(), 2);
         let entry = crate::defense::pti::Pti::entry_text_page();
         for (cpu, node) in [(c0, 0), (c1, 1)] {
@@ -355,12 +359,7 @@ mod tests {
         // The mm's home is node 1 (created there): its user PGD is PTI's own.
         assert_eq!(k.user_pgd(mm, c1), k.mms[mm].user_root);
         // A new top-level user entry reaches every user PGD.
-        k.map_user(
-            mm,
-            VirtAddr(USER_MMAP),
-            PhysAddr(0x1000),
-            crate::arch::x86::PteFlags::USER_DATA,
-        );
+        map_user_page_later(&mut k, mm);
         for cpu in [c0, c1] {
             let user = k.user_pgd(mm, cpu).unwrap();
             assert!(paging::translate(&k.mem, user, VirtAddr(USER_MMAP)).is_some());

@@ -185,7 +185,6 @@ impl Kernel {
         let m = &mut self.mms[mm];
         m.vmas = Vec::new();
         m.anon = Vec::new();
-        m.node_user_roots = Vec::new();
         true
     }
 

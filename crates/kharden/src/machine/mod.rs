@@ -239,6 +239,12 @@ impl MachineProfile {
             if kib == 0 || ways == 0 || (kib * 1024 / 64) % ways != 0 {
                 return Err(format!("memory.{field}: expected a positive size divisible into {ways} ways of 64-byte lines"));
             }
+            // The cache model compares a set's ways in one 64-bit mask (arch/caches).
+            if ways > 64 {
+                return Err(format!(
+                    "memory.{field}_ways: expected at most 64 ways, got {ways}"
+                ));
+            }
         }
         if let Some(h) = &self.measured {
             for (field, v) in [

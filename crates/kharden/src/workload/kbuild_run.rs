@@ -101,10 +101,12 @@ pub fn simulate_with(
 ) -> Result<Measured> {
     crate::workload::bounds::kbuild_jobs(m, profile, jobs)?;
     // The same inputs give the same windows: `reproduce all` runs each XPFO table's
-    // baselines (and their machines' unhardened rows) once, not once per table.
+    // baselines (and their machines' unhardened rows) once, not once per table, whatever
+    // the table fitted for defenses the run does not plug in.
+    let families = crate::defense::registry::families_in(defenses);
     let key = format!(
         "{m:?}|{defenses}|{jobs}|{profile:?}|{sampling:?}|{:?}",
-        params.fingerprint(|_| true)
+        params.fingerprint(|p| crate::defense::registry::param_applies(p, &families))
     );
     if let Some(done) = done_simulations().lock().expect("not poisoned").get(&key) {
         return Ok(done.clone());

@@ -18,9 +18,45 @@ use crate::sim::int_map::IntMap;
 pub struct TlbHolders {
     cpus: usize,
     /// Per walked kernel leaf (its size and page number): the CPUs that walked it.
-    pages: IntMap<u64, CpuSet>,
+    pages: IntMap<u64, Walkers>,
     /// CPUs that walked since their paging-structure caches were last emptied here.
     walked: CpuSet,
+}
+
+/// The CPUs that walked a leaf. Most kernel leaves a walk reaches are one CPU's (the 4 KiB
+/// direct-map alias of a page it kmaps), so that case is a word in the index, not a set.
+#[derive(Debug, Clone)]
+enum Walkers {
+    One(usize),
+    Many(Box<CpuSet>),
+}
+
+impl Walkers {
+    fn add(&mut self, cpu: usize, cpus: usize) {
+        match self {
+            Walkers::One(c) if *c == cpu => {}
+            Walkers::One(c) => {
+                let mut set = CpuSet::new(cpus);
+                set.insert(*c);
+                set.insert(cpu);
+                *self = Walkers::Many(Box::new(set));
+            }
+            Walkers::Many(set) => set.insert(cpu),
+        }
+    }
+    fn contains(&self, cpu: usize) -> bool {
+        match self {
+            Walkers::One(c) => *c == cpu,
+            Walkers::Many(set) => set.contains(cpu),
+        }
+    }
+    /// Adds these CPUs to `set`.
+    fn add_to(&self, set: &mut CpuSet) {
+        match self {
+            Walkers::One(c) => set.insert(*c),
+            Walkers::Many(s) => set.union_with(s),
+        }
+    }
 }
 
 fn key(size: PageSize, vpn: u64) -> u64 {
@@ -45,8 +81,8 @@ impl TlbHolders {
             let cpus = self.cpus;
             self.pages
                 .entry(key(size, va.page_number(size)))
-                .or_insert_with(|| CpuSet::new(cpus))
-                .insert(cpu);
+                .and_modify(|w| w.add(cpu, cpus))
+                .or_insert(Walkers::One(cpu));
         }
     }
 
@@ -55,16 +91,14 @@ impl TlbHolders {
     /// a 4 KiB entry for it, so that page is forgotten; larger leaves stay, since an L1
     /// array may hold other fractured parts of them.
     pub fn take_page(&mut self, va: VirtAddr) -> Option<CpuSet> {
-        let mut holders = self
+        let mut holders: Option<CpuSet> = None;
+        let small = self
             .pages
             .remove(&key(PageSize::Size4K, va.page_number(PageSize::Size4K)));
-        for size in [PageSize::Size2M, PageSize::Size1G] {
-            if let Some(s) = self.pages.get(&key(size, va.page_number(size))) {
-                match &mut holders {
-                    Some(h) => h.union_with(s),
-                    None => holders = Some(s.clone()),
-                }
-            }
+        let large = [PageSize::Size2M, PageSize::Size1G]
+            .map(|size| self.pages.get(&key(size, va.page_number(size))));
+        for w in small.iter().chain(large.into_iter().flatten()) {
+            w.add_to(holders.get_or_insert_with(|| CpuSet::new(self.cpus)));
         }
         holders
     }
@@ -78,7 +112,7 @@ impl TlbHolders {
             .any(|&size| {
                 self.pages
                     .get(&key(size, va.page_number(size)))
-                    .is_some_and(|s| s.contains(cpu))
+                    .is_some_and(|w| w.contains(cpu))
             })
     }
 

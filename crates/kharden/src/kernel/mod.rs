@@ -223,12 +223,13 @@ pub struct Kernel {
     pub text_version: u64,
     /// The earliest clock of any CPU with work (set by the engine loop at each step).
     pub global_now: Time,
-    /// Fast-forward: state changes happen (allocations, mappings, flushes, TLB fills) but
-    /// take no simulated time; used to set up what happened before a measured run began.
-    /// Kernel paths and stores then run no cache lines: lines only cost time, and what the
-    /// caches hold when measuring starts is what the warm-up leaves, not what a job's whole
-    /// past replayed back to back on one CPU would (TLB contents do stay, since the security
-    /// oracle reads them).
+    /// Fast-forward: what happened before a measured run began (a job's past, a reaped
+    /// task's teardown). The state that lasts changes as it did (allocations, mappings, the
+    /// direct map's splits, the defenses' page state, the flushes those need) and nothing
+    /// takes simulated time. What the warm-up overwrites is skipped: kernel paths run
+    /// nothing and page copies only kmap and kunmap (no translation, no lines), so the TLBs
+    /// and caches hold what the warm-up leaves, not what a job's whole past replayed back to
+    /// back on one CPU would.
     pub fast_forward: bool,
     defenses: Vec<Box<dyn Defense>>,
 }

@@ -281,7 +281,7 @@ impl Kernel {
         let paths = self.paths.clone();
         let p = paths.get(id);
         if self.fast_forward {
-            return self.run_path_translations(cpu, p);
+            return Ok(());
         }
         let memos = &mut self.cpus[cpu].path_memo;
         if memos.len() <= id.0 {
@@ -322,24 +322,6 @@ impl Kernel {
             work.or(p.work_cycles).unwrap_or(0.0),
             TimeCategory::Kernel,
         );
-        Ok(())
-    }
-
-    /// What a fast-forwarded path leaves behind (see Kernel::fast_forward): the TLB fills of
-    /// its text and data translations, no lines and no time.
-    fn run_path_translations(&mut self, cpu: CpuId, p: &KernelPath) -> Result<()> {
-        let mut mapped = None;
-        for (page, _) in &p.text {
-            self.text_page(
-                cpu,
-                p,
-                VirtAddr(KERNEL_TEXT + page * PAGE_BYTES),
-                &mut mapped,
-            )?;
-        }
-        for &(object, lines) in &p.data {
-            self.touch_object(cpu, p, object, lines)?;
-        }
         Ok(())
     }
 

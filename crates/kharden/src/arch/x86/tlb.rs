@@ -90,6 +90,12 @@ fn page_of(tag: u64) -> u64 {
     tag & !(TAG_GLOBAL | TAG_PCID)
 }
 
+/// The `live` counter of a page: its size, and whether it is in the upper (kernel) half
+/// (bit 47 of the canonical address).
+fn class(size: PageSize, vpn: u64) -> usize {
+    size as usize * 2 + ((vpn << size.shift()) >> 47 & 1) as usize
+}
+
 impl PageFilter {
     fn new(capacity: usize) -> PageFilter {
         assert!(capacity < NO_HINT as usize, "a hint names any slot");
@@ -153,6 +159,11 @@ pub struct TlbArray {
     clock: u64,
     /// One bit per occupied slot, so flushes visit only live entries.
     occupied: Vec<u64>,
+    /// Entries held per page size and address-space half (see `class`): a lookup skips the
+    /// sizes with none in its half. Most user lookups then probe one set, not one per size
+    /// (no user page is 2 MiB or 1 GiB here, and a kernel entry never translates a user
+    /// address).
+    live: [u32; 6],
     /// Only for arrays with more ways than a cache line of tags holds (fully associative
     /// L1s), where a scan costs more than the filter.
     pages: Option<PageFilter>,
@@ -175,6 +186,7 @@ impl TlbArray {
             stamps: vec![0; entries],
             clock: 0,
             occupied: vec![0; entries.div_ceil(64)],
+            live: [0; 6],
             pages: (ways > SCAN_WAYS).then(|| PageFilter::new(entries)),
         }
     }
@@ -222,6 +234,9 @@ impl TlbArray {
     pub fn find(&self, va: VirtAddr, pcid: Pcid) -> Option<usize> {
         for &size in &self.sizes {
             let vpn = va.page_number(size);
+            if self.live[class(size, vpn)] == 0 {
+                continue;
+            }
             let want = page_tag(vpn, size);
             let Some(range) = self.candidates(vpn, want) else {
                 continue;
@@ -262,6 +277,10 @@ impl TlbArray {
         if let Some(f) = &mut self.pages {
             f.retag(victim, self.tags[victim], tag);
         }
+        if let Some(old) = self.slots[victim] {
+            self.live[class(old.size, old.vpn)] -= 1;
+        }
+        self.live[class(e.size, e.vpn)] += 1;
         self.tags[victim] = tag;
         self.slots[victim] = Some(e);
         self.stamps[victim] = self.clock;
@@ -289,6 +308,9 @@ impl TlbArray {
         if let Some(f) = &mut self.pages {
             f.retag(slot, self.tags[slot], 0);
         }
+        if let Some(old) = self.slots[slot] {
+            self.live[class(old.size, old.vpn)] -= 1;
+        }
         self.tags[slot] = 0;
         self.slots[slot] = None;
         self.occupied[slot / 64] &= !(1 << (slot % 64));
@@ -304,6 +326,9 @@ impl TlbArray {
         for i in 0..self.sizes.len() {
             let size = self.sizes[i];
             let vpn = va.page_number(size);
+            if self.live[class(size, vpn)] == 0 {
+                continue;
+            }
             let want = page_tag(vpn, size);
             let Some(range) = self.candidates(vpn, want) else {
                 continue;
@@ -440,10 +465,19 @@ mod tests {
 
     use proptest::prelude::*;
 
+    /// Page `p` of the test: the first 16 in the user half, the rest in the kernel half.
+    fn va_of(p: u64) -> VirtAddr {
+        VirtAddr(if p < 16 {
+            p << 12
+        } else {
+            0xffff_8880_0000_0000 + (p << 12)
+        })
+    }
+
     proptest! {
-        /// The page filter is invisible: every lookup, every fill's victim and every listing
-        /// is what scanning every set gives, in a 4-way array and a fully associative one
-        /// (filtered).
+        /// The page filter and the per-size counts are invisible: every lookup, every
+        /// fill's victim and every listing is what scanning every set gives, in a 4-way
+        /// array and a fully associative one (filtered), over user and kernel pages.
         #[test]
         fn the_page_filter_changes_no_answer(
             ops in proptest::collection::vec(op(), 1..300),
@@ -455,18 +489,18 @@ mod tests {
             for op in ops {
                 match op {
                     Op::Insert(p, c, g) => {
-                        let e = entry(p << 12, c, g);
+                        let e = entry(va_of(p).0, c, g);
                         t.insert(e);
                         r.insert(e);
                     }
                     Op::Lookup(p, c) => {
-                        let va = VirtAddr(p << 12);
+                        let va = va_of(p);
                         prop_assert_eq!(t.lookup(va, Pcid(c)), r.lookup(va, Pcid(c)));
                     }
                     Op::Invlpg(p, c) => {
                         let kill = |e: &TlbEntry| e.pcid == Pcid(c) || e.global;
-                        t.invalidate_page_where(VirtAddr(p << 12), kill);
-                        r.kill(|e| e.vpn == p && kill(e));
+                        t.invalidate_page_where(va_of(p), kill);
+                        r.kill(|e| e.vpn == va_of(p).0 >> 12 && kill(e));
                     }
                     Op::InvalidateWhere(c) => {
                         t.invalidate_where(|e| e.pcid == Pcid(c));

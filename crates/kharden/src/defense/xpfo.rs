@@ -66,8 +66,9 @@ pub const FAMILY: registry::Family = registry::Family {
         registry::Variant::new("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", true, || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))),
         registry::Variant::new("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true, || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))),
     ],
-    params: &[Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (charged in time category 'fitted')")],
+    params: &[Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (charged in time category 'fitted')").charged_per("xpfo_page_charges")],
     counters: &[
+        ("xpfo_page_charges", "user-page allocations charged xpfo.page_cycles"),
         ("xpfo_flushes", "XPFO flush requests (allocations and kunmaps), whatever the policy does with them"),
         ("xpfo_pending_posted", "deferred full flushes posted for other CPUs"),
         ("xpfo_pending_executed", "deferred full flushes executed at a context switch"),
@@ -76,6 +77,7 @@ pub const FAMILY: registry::Family = registry::Family {
 
 /// The counters XPFO owns (registry slots).
 struct Counters {
+    page_charges: OwnedCounter,
     flushes: OwnedCounter,
     pending_posted: OwnedCounter,
     pending_executed: OwnedCounter,
@@ -109,6 +111,7 @@ impl Xpfo {
             policy,
             page_cycles: 0.0,
             counters: Counters {
+                page_charges: crate::defense::registry::counter("xpfo_page_charges"),
                 flushes: crate::defense::registry::counter("xpfo_flushes"),
                 pending_posted: crate::defense::registry::counter("xpfo_pending_posted"),
                 pending_executed: crate::defense::registry::counter("xpfo_pending_executed"),
@@ -231,6 +234,7 @@ impl Defense for Xpfo {
         // Whatever XPFO costs per page that the model does not derive (0 unless an experiment
         // fitted it; docs/design/xpfo.md section 9).
         k.compute(cpu, self.page_cycles, TimeCategory::Fitted);
+        k.cpus[cpu].stats.count_owned(self.counters.page_charges);
         if self.policy == Policy::Batched && st.user && st.unmapped {
             return; // unmapped and flushed when its batch was refilled
         }

@@ -73,6 +73,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
     for f in &e.fit {
         f.check(place, &[WORK, TOGGLES, UNLOAD], &labels)?;
+        f.start_pair(place, [0.0, 4.0])?;
     }
     if e.fit
         .iter()
@@ -182,7 +183,7 @@ fn fit(r: &mut Runner, m: &MachineProfile, fits: &[Fit]) -> Result<Vec<String>> 
                 - runner.run(m, &wr.mmu, &wr.variant, vcpus)?.seconds)
         };
         let want = tr.published - wr.published;
-        let [a, b] = gf.start.unwrap_or([0.0, 4.0]);
+        let [a, b] = gf.start_pair("[[fit]]", [0.0, 4.0])?;
         let (g0, g1) = (gap(r, a)?, gap(r, b)?);
         let slope = (g1 - g0) / (b - a);
         let mut v = (a + (want - g0) / slope).max(0.0);

@@ -26,9 +26,11 @@ pub struct Fit {
     pub parameter: String,
     /// Label of the row whose published figure the parameter is fitted to.
     pub row: String,
-    /// Two starting values of the search (default: the parameter's value and four times it).
+    /// Starting values of the search: two for secant steps (default: the parameter's value
+    /// and four times it), or one for a cost charged per counted event (its declaration
+    /// names the counter), whose first step is Newton's with the counted events as slope.
     #[serde(default)]
-    pub start: Option<[f64; 2]>,
+    pub start: Option<Vec<f64>>,
 }
 
 impl Fit {
@@ -54,7 +56,40 @@ impl Fit {
                 format!("fit.row: no [[row]] labelled \"{}\"", self.row),
             ));
         }
-        Ok(())
+        match self.start.as_deref() {
+            Some([a, b]) if a == b => Err(Error::at(
+                place,
+                format!(
+                    "fit.start of {}: the two starting values are equal ({a})",
+                    self.parameter
+                ),
+            )),
+            None | Some([_]) | Some([_, _]) => Ok(()),
+            Some(other) => Err(Error::at(
+                place,
+                format!(
+                    "fit.start of {}: expected one or two starting values, got {}",
+                    self.parameter,
+                    other.len()
+                ),
+            )),
+        }
+    }
+
+    /// The two starting values of a secant search, `default` when none are given; an
+    /// error for a single one (which only a per-event cost can start from).
+    pub fn start_pair(&self, place: &str, default: [f64; 2]) -> Result<[f64; 2]> {
+        match self.start.as_deref() {
+            None => Ok(default),
+            Some(&[a, b]) => Ok([a, b]),
+            Some(_) => Err(Error::at(
+                place,
+                format!(
+                    "fit.start of {}: expected two starting values (a secant search)",
+                    self.parameter
+                ),
+            )),
+        }
     }
 }
 

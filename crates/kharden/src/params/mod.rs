@@ -49,6 +49,9 @@ pub struct Decl {
     /// Inclusive bounds of a credible value (numbers only); anything outside is an error.
     pub range: (f64, f64),
     pub help: &'static str,
+    /// For a cost charged once per event of a counter (a registry counter name): the
+    /// counter. A fit then knows the slope from one run (kbuild_table/fit.rs).
+    pub per_event: Option<&'static str>,
 }
 
 impl Decl {
@@ -63,6 +66,14 @@ impl Decl {
             unit,
             range,
             help,
+            per_event: None,
+        }
+    }
+    /// The same, charged once per event counted by the registry counter `counter`.
+    pub const fn charged_per(self, counter: &'static str) -> Decl {
+        Decl {
+            per_event: Some(counter),
+            ..self
         }
     }
     pub const fn choice(
@@ -75,6 +86,7 @@ impl Decl {
             unit: Unit::Choice(words),
             range: (0.0, 0.0),
             help,
+            per_event: None,
         }
     }
 }

@@ -151,24 +151,28 @@ pub const DECLS: &[Decl] = &[
         unit: Unit::Bool,
         range: (0.0, 0.0),
         help: "the guest's kernel objects and user pages come from consecutive free frames (a freshly booted guest's buddy allocator) rather than anywhere in its RAM",
+        per_event: None,
     },
     Decl {
         path: "guest.host_thp",
         unit: Unit::Bool,
         range: (0.0, 0.0),
         help: "the host backs guest RAM with 2 MiB pages, so EPT maps 2 MiB leaves",
+        per_event: None,
     },
     Decl {
         path: "guest.per_cpu_pgd",
         unit: Unit::Bool,
         range: (0.0, 0.0),
         help: "PaX per-CPU PGD: a process switch copies the next mm's user PGD entries into the CPU's PGD",
+        per_event: None,
     },
     Decl {
         path: "guest.kernel_text_4k",
         unit: Unit::Bool,
         range: (0.0, 0.0),
         help: "the guest maps its kernel text with 4 KiB pages instead of 2 MiB ones",
+        per_event: None,
     },
     Decl::num(
         "guest.lines_per_touch",

@@ -111,13 +111,16 @@ impl<'a> Rows<'a> {
     /// The value of `f.parameter` at which `f.row`, scaled by the build's user work (fitted
     /// to `base` at the current parameters), gives its published figure: secant steps on a
     /// parameter the row's time grows with almost linearly, from `f.start` (or the current
-    /// value and four times it).
+    /// value and four times it). A cost charged per counted event may start from one value:
+    /// its first step is Newton's, the slope being the events counted there (each adds the
+    /// cost once), which saves a simulation.
     pub fn fit(&mut self, f: &Fit, base: &str) -> Result<f64> {
         let build_user_cycles =
             self.e.row_named(base).published / self.row(base)?.system_per_user_cycle();
         let published = self.e.row_named(&f.row).published;
         let path = f.parameter.as_str();
-        let max = self.params.get(path).map_or(f64::MAX, |p| p.decl.range.1);
+        let decl = self.params.get(path).map(|p| p.decl);
+        let max = decl.map_or(f64::MAX, |d| d.range.1);
         let fitted = || Provenance::Fitted {
             experiment: self.e.name.clone(),
             row: f.row.clone(),
@@ -126,22 +129,37 @@ impl<'a> Rows<'a> {
             rows.params.set_num("[[fit]]", path, v, fitted())?;
             Ok(rows.row(&f.row)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
         };
-        let (mut a, mut b) = match f.start {
-            Some([a, b]) => (a, b),
+        let starts = f.start.clone().unwrap_or_else(|| {
+            let now = self.params.num(path);
+            vec![now, 4.0 * now]
+        });
+        let mut a = starts[0];
+        let mut fa = error(self, a)?;
+        let (mut b, newton) = match starts.get(1) {
+            Some(&b) => (b, false),
             None => {
-                let now = self.params.num(path);
-                (now, 4.0 * now)
+                let counter = decl.and_then(|d| d.per_event).ok_or_else(|| {
+                    Error::new(format!(
+                        "[[fit]] {path}: one starting value needs a cost charged per counted event; give start = [a, b]"
+                    ))
+                })?;
+                let m = self.row(&f.row)?;
+                let events = m.window.tasks.owned(registry::counter(counter)) as f64;
+                let seconds_per_cycle = events / (m.machine.cpu.frequency_ghz * 1e9);
+                let slope = seconds_per_cycle / m.user_work_cycles * build_user_cycles / published;
+                if slope <= 0.0 {
+                    return Err(Error::new(format!(
+                        "[[fit]] {path}: \"{}\" counted no {counter} events at {a}; give start = [a, b]",
+                        f.row
+                    )));
+                }
+                ((a - fa / slope).clamp(0.0, max).round(), true)
             }
         };
-        if a == b {
-            return Err(Error::new(format!(
-                "[[fit]] {path}: the two starting points are equal ({a}); give start = [a, b]"
-            )));
-        }
-        let (mut fa, mut fb) = (error(self, a)?, error(self, b)?);
-        // At least one secant step, so the fitted value never is a starting point.
+        let mut fb = error(self, b)?;
+        // At least one step (secant or Newton), so the fitted value never is a starting point.
         for step in 0..8 {
-            if (step > 0 && fb.abs() < 0.002) || fb == fa {
+            if ((newton || step > 0) && fb.abs() < 0.002) || fb == fa {
                 break;
             }
             let next = (b - fb * (b - a) / (fb - fa)).clamp(0.0, max).round();

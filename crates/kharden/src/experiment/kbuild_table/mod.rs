@@ -156,11 +156,17 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     if parameters.first() != Some(&"build_user_cycles") || !numeric || !distinct {
         return Err(Error::at(place, format!("[[fit]] parameters: expected \"build_user_cycles\", optionally followed by declared numeric parameters (see `kharden params`) each at most once, got {parameters:?}")));
     }
+    let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
     for f in &e.fit {
-        if !e.row.iter().any(|r| r.label == f.row) {
+        f.check(place, &parameters, &labels)?;
+        let per_event = declared.get(&f.parameter).and_then(|p| p.decl.per_event);
+        if f.start.as_ref().is_some_and(|s| s.len() == 1) && per_event.is_none() {
             return Err(Error::at(
                 place,
-                format!("fit.row: no [[row]] labelled \"{}\"", f.row),
+                format!(
+                    "fit.start of {}: one starting value needs a cost charged per counted event; give two",
+                    f.parameter
+                ),
             ));
         }
     }

@@ -81,6 +81,29 @@ fn build_user_cycles_comes_first_and_kernel_costs_may_follow() {
 }
 
 #[test]
+fn one_starting_value_only_for_a_cost_charged_per_counted_event() {
+    let fit = |parameter: &str, start: &str| {
+        let text = with_fits(&[("build_user_cycles", "base")])
+            + &format!("[[fit]]\nparameter = \"{parameter}\"\nrow = \"xpfo\"\nstart = {start}\n");
+        parse("t.toml", &text).map(|e| e.fit.len())
+    };
+    assert_eq!(fit("xpfo.page_cycles", "[0]").unwrap(), 2);
+    assert_eq!(fit("kernel.irq_path_cycles", "[0, 100]").unwrap(), 2);
+    for (parameter, start, says) in [
+        ("kernel.irq_path_cycles", "[0]", "charged per counted event"),
+        ("xpfo.page_cycles", "[5, 5]", "equal"),
+        ("xpfo.page_cycles", "[1, 2, 3]", "one or two"),
+        ("xpfo.page_cycles", "[]", "one or two"),
+    ] {
+        let err = fit(parameter, start).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.toml") && err.contains(says) && !err.contains('\n'),
+            "{parameter} {start}: {err}"
+        );
+    }
+}
+
+#[test]
 fn samples_pool_the_windows_of_consecutive_seeds() {
     let m = machine::load("ivybridge-i5-3550").unwrap();
     let profile = JobProfile::builtin();
@@ -145,5 +168,51 @@ fn samples_pool_the_windows_of_consecutive_seeds() {
             "t.toml: set: kernel.irq_time: expected one of task-system, tick, excluded, got 'sometimes'"
         ),
         "{e}"
+    );
+}
+
+/// The premise of a one-value start: the per-event cost's events, counted at one value,
+/// give the slope of the system time (each adds the cost once).
+#[test]
+fn counted_charges_give_the_slope_of_a_per_event_cost() {
+    let m = machine::load("ivybridge-i5-3550").unwrap();
+    let sampling = Sampling {
+        warmup_ms: 1.0,
+        window_ms: 20.0,
+        seed: 3,
+        samples: 1,
+    };
+    let run = |cycles: f64| {
+        let mut params = Params::linux();
+        params
+            .set_num(
+                "test",
+                "xpfo.page_cycles",
+                cycles,
+                crate::params::Provenance::Set { by: "test".into() },
+            )
+            .unwrap();
+        let decl = params.get("xpfo.page_cycles").unwrap().decl;
+        let counter = crate::defense::registry::counter(decl.per_event.unwrap());
+        let r = simulate(
+            &m,
+            "pti:linux,xpfo:deferred",
+            4,
+            &JobProfile::builtin(),
+            sampling,
+            &params,
+        )
+        .unwrap();
+        (
+            r.system_per_user_cycle(),
+            r.window.tasks.owned(counter) as f64 / r.user_work_cycles,
+        )
+    };
+    let ((s0, events), (s1, _)) = (run(0.0), run(2000.0));
+    assert!(events > 0.0);
+    let predicted = s0 + events * 2000.0 / (m.cpu.frequency_ghz * 1e9);
+    assert!(
+        (s1 / predicted - 1.0).abs() < 0.02,
+        "system per user cycle at 2000: {s1}, from the slope: {predicted}"
     );
 }

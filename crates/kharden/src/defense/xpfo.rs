@@ -159,9 +159,7 @@ impl Xpfo {
             if self.global_pending.is_empty() {
                 self.global_pending = CpuSet::new(k.cpus.len());
             }
-            for c in others.iter() {
-                self.global_pending.insert(c);
-            }
+            self.global_pending.union_with(&others);
             k.cpus[cpu].stats.count_owned(self.counters.pending_posted);
             return;
         }

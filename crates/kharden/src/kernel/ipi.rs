@@ -31,6 +31,14 @@ pub enum IpiWork {
     SyncCore,
 }
 
+/// How far apart two CPUs are (Kernel::distance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Distance {
+    SameCore,
+    SameSocket,
+    OtherSocket,
+}
+
 impl Kernel {
     /// Which socket a CPU sits on, and whether two CPUs are SMT siblings.
     pub(super) fn socket_of(&self, cpu: CpuId) -> usize {
@@ -46,26 +54,40 @@ impl Kernel {
     /// the profile's core-to-core latency, else an L2 hit between SMT siblings, an LLC hit on
     /// one socket, a remote-memory access across sockets.
     pub(super) fn line_transfer(&self, a: CpuId, b: CpuId) -> Time {
-        let (m, l) = (&self.machine.memory, &self.machine.costs.line_transfer_ns);
+        self.transfer_over(self.distance(a, b))
+    }
+
+    /// How far apart two CPUs are, for what a transfer between them costs.
+    pub(super) fn distance(&self, a: CpuId, b: CpuId) -> Distance {
         if self.same_core(a, b) {
-            l.same_core_ns
-                .map_or_else(|| self.clock.cycles(m.l2_hit_cycles as f64), Time::from_ns)
+            Distance::SameCore
         } else if self.socket_of(a) == self.socket_of(b) {
-            l.same_socket_ns
-                .map_or_else(|| self.clock.cycles(m.llc_hit_cycles as f64), Time::from_ns)
+            Distance::SameSocket
         } else {
-            Time::from_ns(l.remote_socket_ns.unwrap_or(m.dram_remote_ns))
+            Distance::OtherSocket
+        }
+    }
+
+    /// line_transfer() between two CPUs `d` apart.
+    pub(super) fn transfer_over(&self, d: Distance) -> Time {
+        let (m, l) = (&self.machine.memory, &self.machine.costs.line_transfer_ns);
+        match d {
+            Distance::SameCore => l
+                .same_core_ns
+                .map_or_else(|| self.clock.cycles(m.l2_hit_cycles as f64), Time::from_ns),
+            Distance::SameSocket => l
+                .same_socket_ns
+                .map_or_else(|| self.clock.cycles(m.llc_hit_cycles as f64), Time::from_ns),
+            Distance::OtherSocket => Time::from_ns(l.remote_socket_ns.unwrap_or(m.dram_remote_ns)),
         }
     }
 
     pub fn ipi_latency(&self, a: CpuId, b: CpuId) -> Time {
         let l = &self.machine.costs.ipi_latency_ns;
-        Time::from_ns(if self.same_core(a, b) {
-            l.same_core_ns
-        } else if self.socket_of(a) == self.socket_of(b) {
-            l.same_socket_ns
-        } else {
-            l.remote_socket_ns
+        Time::from_ns(match self.distance(a, b) {
+            Distance::SameCore => l.same_core_ns,
+            Distance::SameSocket => l.same_socket_ns,
+            Distance::OtherSocket => l.remote_socket_ns,
         })
     }
 

@@ -9,7 +9,7 @@
 //! CPU last touched it, given the other CPUs' access rate, times the transfer latency from
 //! where they sit. A read is lost to another CPU's write; a write also to its reads.
 
-use super::{CpuId, Kernel};
+use super::{cpuset::CpuSet, ipi::Distance, CpuId, Kernel};
 use crate::sim::{Counter, Time, TimeCategory};
 use std::collections::VecDeque;
 
@@ -28,6 +28,8 @@ pub struct SharedLine {
     /// Accesses within the horizon, in processing order: (time, cpu, is a write).
     recent: VecDeque<(Time, CpuId, bool)>,
     /// Per CPU: accesses and writes within the horizon, and when it last touched the line.
+    /// `active` holds the CPUs with accesses, so a touch visits those, not every CPU.
+    active: CpuSet,
     accesses: Vec<u32>,
     writes: Vec<u32>,
     last_touch: Vec<Option<Time>>,
@@ -38,6 +40,7 @@ pub struct SharedLine {
 impl SharedLine {
     fn record(&mut self, at: Time, cpu: CpuId, write: bool) {
         self.recent.push_back((at, cpu, write));
+        self.active.insert(cpu);
         self.accesses[cpu] += 1;
         self.writes[cpu] += write as u32;
         self.last_touch[cpu] = Some(at);
@@ -49,6 +52,9 @@ impl SharedLine {
             self.recent.pop_front();
             self.accesses[c] -= 1;
             self.writes[c] -= w as u32;
+            if self.accesses[c] == 0 {
+                self.active.remove(c);
+            }
         }
     }
 }
@@ -60,6 +66,7 @@ impl Kernel {
         let n = self.cpus.len();
         if line.accesses.len() != n {
             *line = SharedLine {
+                active: CpuSet::new(n),
                 accesses: vec![0; n],
                 writes: vec![0; n],
                 last_touch: vec![None; n],
@@ -69,7 +76,14 @@ impl Kernel {
         let now = self.cpus[cpu].now;
         // Other CPUs' conflicting accesses in the horizon, and their mean transfer latency.
         let (mut conflicts, mut latency_ns) = (0u32, 0.0);
-        for other in (0..n).filter(|&c| c != cpu) {
+        let transfer_ns = [
+            Distance::SameCore,
+            Distance::SameSocket,
+            Distance::OtherSocket,
+        ]
+        .map(|d| self.transfer_over(d).secs() * 1e9);
+        // In CPU order, as a loop over every CPU would add them.
+        for other in line.active.iter().filter(|&c| c != cpu) {
             let k = if access == LineAccess::Write {
                 line.accesses[other]
             } else {
@@ -77,7 +91,7 @@ impl Kernel {
             };
             if k > 0 {
                 conflicts += k;
-                latency_ns += k as f64 * self.line_transfer(other, cpu).secs() * 1e9;
+                latency_ns += k as f64 * transfer_ns[self.distance(other, cpu) as usize];
             }
         }
         if conflicts > 0 {

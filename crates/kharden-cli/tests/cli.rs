@@ -292,6 +292,15 @@ fn kbuild_runs_are_deterministic_and_sweep_rejects_bad_counts() {
     assert_eq!(a.stdout, kharden(&args).stdout);
     let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
     assert!(v["system_s"].as_f64().unwrap() > 0.0 && v["user_s"].as_f64().unwrap() > 0.0);
+    // The text summary lists the counters the defense owns beside the kernel's.
+    let text = kharden(&args[..args.len() - 1]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("page_faults")
+            && text.contains("xpfo_flushes")
+            && text.contains("xpfo_page_charges"),
+        "{text}"
+    );
     assert_one_line_error(
         &["sweep", "--family", "xeon-platinum-8160", "--cpus", "7"],
         "not a multiple",

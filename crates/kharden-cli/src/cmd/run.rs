@@ -156,8 +156,8 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// perf-stat-like lines: time by category, then counters, then flush reasons; `per` names
-/// the unit the per-unit column divides by.
+/// perf-stat-like lines: time by category, then counters (the kernel's, then those the
+/// defenses own), then flush reasons; `per` names the unit the per-unit column divides by.
 fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
     for &c in TimeCategory::ALL {
         let t = total.time(c).secs();
@@ -180,6 +180,13 @@ fn print_stats(total: &Stats, elapsed: f64, units: f64, per: &str) {
                 c.name(),
                 total.counter(c) as f64 / units
             );
+        }
+    }
+    // Counters the plugged-in defenses own (XPFO's flushes, ...).
+    for name in kharden::defense::registry::counter_names() {
+        let n = total.owned(kharden::defense::registry::counter(name));
+        if n > 0 {
+            println!("{n:>16}    {name:<28} # {:10.3} /{per}", n as f64 / units);
         }
     }
     for &r in FlushReason::ALL {

@@ -45,7 +45,7 @@ impl Kernel {
     /// lines `first..` of the side in `r`. Replayed as L1 hits when the group starts where it
     /// did and the L1 has filled nothing since `r` was right; otherwise accessed through the
     /// caches (fetch_lines, which records where they went). Returns the cycles waited
-    /// beyond L1 hits. Fast-forwarded history runs no lines (see Kernel::fast_forward).
+    /// beyond L1 hits.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn run_lines(
         &mut self,
@@ -57,9 +57,6 @@ impl Kernel {
         base: u64,
         offsets: impl ExactSizeIterator<Item = (u64, bool)>,
     ) -> f64 {
-        if self.fast_forward {
-            return 0.0;
-        }
         let core = self.cpus[cpu].mmu.core();
         let span = first..first + offsets.len();
         if r.bases[g] == base && r.fills == Some(self.caches.l1_fills(side, core)) {

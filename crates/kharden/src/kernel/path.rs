@@ -16,7 +16,6 @@ use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::layout::{KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
 use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
-use crate::arch::x86::mmu::Translated;
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
@@ -278,11 +277,11 @@ impl Kernel {
     /// work when `None`). Lines still in L1 from the path's last run here are replayed as
     /// hits (kernel/l1_replay.rs).
     pub fn run_path(&mut self, cpu: CpuId, id: PathId, work: Option<f64>) -> Result<()> {
-        let paths = self.paths.clone();
-        let p = paths.get(id);
         if self.fast_forward {
             return Ok(());
         }
+        let paths = self.paths.clone();
+        let p = paths.get(id);
         let memos = &mut self.cpus[cpu].path_memo;
         if memos.len() <= id.0 {
             memos.resize(paths.paths.len(), Default::default());
@@ -308,7 +307,13 @@ impl Kernel {
         self.settle(cpu, L1Side::Instruction, &mut memo.text);
         first = 0;
         for (g, &(object, lines)) in p.data.iter().enumerate() {
-            let (va, t) = self.touch_object(cpu, p, object, lines)?;
+            let va = self.object_va(cpu, object, lines);
+            let t = self.touch(cpu, va, Access::Write).map_err(|f| {
+                Error::new(format!(
+                    "kernel fault in {} at {va} ({object:?}): {f:?}",
+                    p.name
+                ))
+            })?;
             let base = t.page.0 + (va.0 & (t.size.bytes() - 1));
             let offsets = (0..lines as usize).map(|l| (l as u64 * LINE_BYTES, false));
             stall += self.run_lines(cpu, L1Side::Data, &mut memo.data, g, first, base, offsets);
@@ -323,24 +328,6 @@ impl Kernel {
             TimeCategory::Kernel,
         );
         Ok(())
-    }
-
-    /// The data translation of the first of the `lines` path `p` touches of `object`.
-    fn touch_object(
-        &mut self,
-        cpu: CpuId,
-        p: &KernelPath,
-        object: Object,
-        lines: u64,
-    ) -> Result<(VirtAddr, Translated)> {
-        let va = self.object_va(cpu, object, lines);
-        let t = self.touch(cpu, va, Access::Write).map_err(|f| {
-            Error::new(format!(
-                "kernel fault in {} at {va} ({object:?}): {f:?}",
-                p.name
-            ))
-        })?;
-        Ok((va, t))
     }
 
     /// The physical address of text page `va`, translated through the ITLB once per page

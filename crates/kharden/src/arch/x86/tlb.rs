@@ -164,8 +164,8 @@ pub struct TlbArray {
     /// (no user page is 2 MiB or 1 GiB here, and a kernel entry never translates a user
     /// address).
     live: [u32; 6],
-    /// Only for arrays with more ways than a cache line of tags holds (fully associative
-    /// L1s), where a scan costs more than the filter.
+    /// Only for arrays with more than SCAN_WAYS ways (large fully associative arrays),
+    /// where a scan costs more than the filter.
     pages: Option<PageFilter>,
 }
 

@@ -1,6 +1,6 @@
-//! Simulating an experiment's rows and fitting its parameters: every simulation is cached
-//! by what it depends on, so the fits and the final table never simulate the same thing
-//! twice.
+//! Simulating an experiment's rows and fitting its parameters. kbuild_run caches every
+//! simulation by what it depends on, so the fits and the final table never simulate the
+//! same thing twice.
 
 use super::{Experiment, RowSpec};
 use crate::defense::registry;
@@ -24,8 +24,6 @@ pub(super) struct Rows<'a> {
     /// (machine, jobs, kernel parameters) -> how much of the recorded job's kernel time the
     /// unhardened rows' modelled paths account for.
     kernel_share: BTreeMap<(String, u32, Fingerprint), String>,
-    /// (row, parameters of the kernel and the row's defenses) -> the row simulated.
-    simulated: BTreeMap<(String, Fingerprint), Measured>,
 }
 
 /// Parameters of the kernel and the workloads: what a run with no defense depends on.
@@ -46,7 +44,6 @@ impl<'a> Rows<'a> {
             machines,
             params,
             kernel_share: BTreeMap::new(),
-            simulated: BTreeMap::new(),
         }
     }
 
@@ -71,12 +68,6 @@ impl<'a> Rows<'a> {
     }
 
     pub fn measure(&mut self, r: &RowSpec) -> Result<Measured> {
-        let families = registry::families_in(&r.defense);
-        let relevant = |path: &str| registry::param_applies(path, &families);
-        let key = (r.label.clone(), self.params.fingerprint(relevant));
-        if let Some(done) = self.simulated.get(&key) {
-            return Ok(done.clone());
-        }
         let m = &self.machines[&r.machine];
         let mut one = simulate(
             m,
@@ -99,7 +90,6 @@ impl<'a> Rows<'a> {
             self.kernel_share
                 .insert(key, kernel_share_note(&one, &self.profile, &r.defense));
         }
-        self.simulated.insert(key, one.clone());
         Ok(one)
     }
 

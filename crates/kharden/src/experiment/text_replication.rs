@@ -345,6 +345,7 @@ fn breakdown_table(title: &str) -> Table {
             "walk DRAM base (remote)",
             "walk DRAM repl (remote)",
             "PGD copies",
+            "stores DRAM base/repl",
         ],
     )
 }
@@ -383,6 +384,11 @@ fn push_breakdown(t: &mut Table, label: &str, op: Op, r: &Measured) {
             of_which(b, Counter::WalkLoadsDram, Counter::WalkLoadsRemoteDram),
             of_which(rp, Counter::WalkLoadsDram, Counter::WalkLoadsRemoteDram),
             format!("{:.2}", rp.owned(pgd) as f64 / n),
+            format!(
+                "{}/{}",
+                per(b, Counter::KernelStoreLinesFromMemory),
+                per(rp, Counter::KernelStoreLinesFromMemory)
+            ),
         ]);
     }
 }

@@ -230,6 +230,9 @@ impl MachineProfile {
         if m.dram_local_ns <= 0.0 || m.dram_remote_ns < m.dram_local_ns {
             return Err("memory: expected 0 < dram_local_ns <= dram_remote_ns".into());
         }
+        if !(1..=256).contains(&m.lines_in_flight) {
+            return Err("memory.lines_in_flight: expected 1..256 lines".into());
+        }
         for (field, kib, ways) in [
             ("l1d", m.l1d_kib, m.l1d_ways),
             ("l1i", m.l1i_kib, m.l1i_ways),

@@ -187,6 +187,10 @@ pub struct Memory {
     pub dram_local_ns: f64,
     /// Idle latency to another node's DRAM (equal to local on one-node machines).
     pub dram_remote_ns: f64,
+    /// Lines one core's stream of stores (a page clear or copy) keeps in flight to DRAM:
+    /// its L1D fill buffers, or what `machine detect` times. By Little's law such a stream
+    /// takes its lines' DRAM latency divided by this.
+    pub lines_in_flight: u32,
 }
 
 /// Costs of the privileged operations kernels perform. Cycles are core clocks.

@@ -110,6 +110,9 @@ named_enum! {
         /// Kernel text lines that came from DRAM, and of those from another node's DRAM.
         KernelTextFromMemory = "kernel_text.memory",
         KernelTextFromRemoteMemory = "kernel_text.remote_memory",
+        /// Lines a page clear, page copy or object initialisation stored that came from
+        /// DRAM (kernel/path.rs store_lines).
+        KernelStoreLinesFromMemory = "kernel_store_lines.memory",
         /// Page-walk loads served by another node's DRAM.
         WalkLoadsRemoteDram = "page_walker_loads.remote_memory",
         /// Kernel text lines written by text_poke() (one per copy of the text).

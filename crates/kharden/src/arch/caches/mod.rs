@@ -52,6 +52,8 @@ pub struct CacheHierarchy {
     pub llc_cycles: f64,
     pub local_dram_cycles: f64,
     pub remote_dram_cycles: f64,
+    /// Lines a core's store stream keeps in flight to DRAM (the profile's lines_in_flight).
+    pub lines_in_flight: f64,
 }
 
 impl CacheHierarchy {
@@ -80,6 +82,7 @@ impl CacheHierarchy {
             llc_cycles: mem.llc_hit_cycles as f64,
             local_dram_cycles: mem.dram_local_ns * m.cpu.frequency_ghz,
             remote_dram_cycles: mem.dram_remote_ns * m.cpu.frequency_ghz,
+            lines_in_flight: mem.lines_in_flight as f64,
         }
     }
 

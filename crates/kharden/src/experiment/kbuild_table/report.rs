@@ -24,7 +24,7 @@ impl Event {
     }
 }
 
-pub(super) const EVENT_COLUMNS: &str = "events: local one/all = nr_tlb_local_flush_one/all, remote received = nr_tlb_remote_flush_received, pending run = XPFO's deferred full flushes executed at a context switch, walks = page walks (refills included), splits = direct-map splits in the whole window";
+pub(super) const EVENT_COLUMNS: &str = "events: local one/all = nr_tlb_local_flush_one/all, remote received = nr_tlb_remote_flush_received, pending run = XPFO's deferred full flushes executed at a context switch, walks = page walks (refills included), stores from DRAM = lines the kernel stored (page clears and copies, new objects) that came from DRAM, splits = direct-map splits in the whole window";
 
 /// Each row's system time as a multiple of its machine's baseline (the machine's first row),
 /// published and simulated: the form in which the patch postings quote their results.
@@ -61,6 +61,7 @@ pub fn breakdown(
         TimeCategory::Kernel,
         TimeCategory::InterruptEntry,
         TimeCategory::KernelTlbRefill,
+        TimeCategory::KernelCacheMiss,
         TimeCategory::TlbInvalidate,
         TimeCategory::DirectMap,
         TimeCategory::IpiSend,
@@ -82,6 +83,10 @@ pub fn breakdown(
         ("local all", Event::Kernel(Counter::NrTlbLocalFlushAll)),
         ("pending run", Event::Owned("xpfo_pending_executed")),
         ("walks", Event::Kernel(Counter::PageWalks)),
+        (
+            "stores from DRAM",
+            Event::Kernel(Counter::KernelStoreLinesFromMemory),
+        ),
     ];
     let mut header = vec!["row", "system s"];
     header.extend(cats.iter().map(|c| c.name()));

@@ -107,6 +107,7 @@ llc_ways = 16
 llc_hit_cycles = 40
 dram_local_ns = 80.0
 dram_remote_ns = 130.0
+lines_in_flight = 10
 [costs]
 syscall_roundtrip_cycles = 150
 cr3_write_noflush_cycles = 250

@@ -46,7 +46,8 @@ pub(super) fn caches_and_dram(w: &mut Writer, cx: &Ctx) {
         "a buffer between the L1D and L2 sizes",
     );
     llc(w, cx);
-    dram(w, cx);
+    let local = dram(w, cx);
+    lines_in_flight(w, cx, local);
 }
 
 /// One cache's `<prefix>_kib` (or `_kib_per_socket`) and `<prefix>_ways`.
@@ -172,8 +173,8 @@ fn llc(w: &mut Writer, cx: &Ctx) {
 }
 
 /// Local DRAM latency (measured or the library's) and remote (measured, or local times the
-/// library's NUMA factor).
-fn dram(w: &mut Writer, cx: &Ctx) {
+/// library's NUMA factor); returns the local latency written.
+fn dram(w: &mut Writer, cx: &Ctx) -> f64 {
     let (f, m, fm) = (cx.f, cx.m, &cx.fb.memory);
     let from = |what: &str| cx.from(what);
     let local = match m.dram_local_ns {
@@ -213,6 +214,31 @@ fn dram(w: &mut Writer, cx: &Ctx) {
             "dram_remote_ns",
             Val::Float(local),
             "one NUMA node: equal to local",
+        ),
+    }
+    local
+}
+
+/// Lines a store stream keeps in flight: 64 lines x the local DRAM latency over the time a
+/// cold page clear takes beyond a hot one (Little's law), when that difference is clear.
+fn lines_in_flight(w: &mut Writer, cx: &Ctx, dram_ns: f64) {
+    let waited = cx.m.page_clear_ns.and_then(|(cold, hot)| {
+        crate::machine::detect::measure::measure_diff(cold, hot).map(|d| (cold, hot, d))
+    });
+    match waited {
+        Some((cold, hot, d)) => {
+            let n = (64.0 * dram_ns / d).round().clamp(1.0, 256.0) as u64;
+            w.kv(
+                "lines_in_flight",
+                Val::Int(n),
+                &format!("measured: 4 KiB page clears (rep stosb) {cold:.1} ns with the lines in no cache, {hot:.1} ns in L1: 64 lines x {dram_ns:.1} ns / {d:.1} ns"),
+            );
+        }
+        None => cx.library(
+            w,
+            "lines_in_flight",
+            Val::Int(cx.fb.memory.lines_in_flight as u64),
+            "store lines in flight (page clears not measured)",
         ),
     }
 }

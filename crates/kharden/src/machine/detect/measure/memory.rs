@@ -3,7 +3,9 @@
 use super::chase::{chase, chase_with, Map};
 use super::cpus::{online_allowed_cpus, pin, restore_affinity};
 use super::median;
+use super::now_ns;
 use crate::machine::detect::facts::HostFacts;
+use std::time::Instant;
 
 /// Load-to-use latency of a random pointer chase over `bytes` (one slot per 64-byte line,
 /// on huge pages where the kernel grants them so TLB misses stay out of the number).
@@ -32,6 +34,51 @@ pub(crate) fn dram_latency(evict_bytes: usize, node: Option<u32>) -> Option<f64>
         false,
         Some(&evict),
     )
+}
+
+/// Page clears, cold and hot, in ns per 4 KiB page: `PAGES` distinct pages cleared once
+/// each after writing `evict_bytes` elsewhere (their lines in no cache), then one page
+/// cleared as often (in L1). The difference is what a cold clear waits for DRAM; 64 lines
+/// times the DRAM latency over it is the lines the store stream keeps in flight.
+pub(crate) fn page_clears(evict_bytes: usize) -> Option<(f64, f64)> {
+    const PAGES: usize = 4096;
+    let map = Map::new(PAGES * 4096, false)?;
+    let evict = Map::new(evict_bytes, true)?;
+    // SAFETY: writes within our own mappings (faulting every page in first).
+    unsafe {
+        std::ptr::write_bytes(map.ptr, 1, map.len);
+        std::ptr::write_bytes(evict.ptr, 0x5a, evict.len);
+    }
+    // a stride coprime with PAGES: every page once, no two neighbours in a row (so the
+    // prefetchers see one page's stream at a time, as a page fault's clear does)
+    let page = |i: usize| map.ptr.wrapping_add((i * 1021 % PAGES) * 4096);
+    let t = Instant::now();
+    for i in 0..PAGES {
+        clear_page(page(i));
+    }
+    let cold = now_ns(t) / PAGES as f64;
+    let t = Instant::now();
+    for _ in 0..PAGES {
+        clear_page(map.ptr);
+    }
+    let hot = now_ns(t) / PAGES as f64;
+    Some((cold, hot))
+}
+
+/// Zeroes the 4 KiB at `p` as Linux's clear_page_erms does (rep stosb) where the
+/// architecture has it.
+fn clear_page(p: *mut u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `p` is the start of a mapped, writable 4 KiB page of ours.
+    unsafe {
+        std::arch::asm!("rep stosb", inout("rdi") p => _, inout("rcx") 4096usize => _, in("al") 0u8, options(nostack));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: as above.
+    unsafe {
+        std::ptr::write_bytes(p, 0, 4096);
+    }
+    std::hint::black_box(p);
 }
 
 /// STLB hit penalty: a chase over one line in each of many 4 KiB pages (more than the first

@@ -28,6 +28,8 @@ pub(crate) struct Measurements {
     pub llc_ns: Option<f64>,
     pub dram_local_ns: Option<f64>,
     pub dram_remote_ns: Option<f64>,
+    /// A 4 KiB page clear with its lines in no cache, and in L1 (ns per page).
+    pub page_clear_ns: Option<(f64, f64)>,
     /// One modified cache line moved between two CPUs, per distance (same core, same socket,
     /// other socket: LINE_DISTANCES), with the pair measured.
     pub line_transfer: [Option<(f64, usize, usize)>; 3],
@@ -109,6 +111,10 @@ pub(crate) fn run(f: &HostFacts, limit: Duration) -> Measurements {
     step!(
         "dram latency",
         m.dram_local_ns = memory::dram_latency(dram_bytes, None)
+    );
+    step!(
+        "page clears",
+        m.page_clear_ns = memory::page_clears(dram_bytes)
     );
     if f.nodes > 1 {
         step!(

@@ -23,6 +23,7 @@ pub mod process;
 pub mod reap;
 pub mod sched;
 pub mod shared_line;
+pub mod struct_page;
 pub mod syscall;
 pub mod tlbflush;
 

@@ -2,6 +2,7 @@
 //! (Linux's pcp lists), each allocation tagged with its GFP class. Defenses hear of every
 //! allocation and free (XPFO unmaps user pages from the direct map there).
 
+use super::struct_page::Reach;
 use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::Pfn;
 use crate::sim::Counter;
@@ -44,6 +45,10 @@ impl Kernel {
             self.refill_pcp(cpu);
         }
         let pfn = self.cpus[cpu].pcp.pop().expect("refilled");
+        // list_del() off the per-CPU list: this page's links, then the next page's
+        let next = self.cpus[cpu].pcp.last().copied();
+        let linked: Vec<Pfn> = std::iter::once(pfn).chain(next).collect();
+        self.touch_struct_pages(cpu, &linked, Reach::Linked);
         self.pages.insert(pfn, PageInfo { gfp, owner });
         self.cpus[cpu].stats.count(Counter::PagesAllocated);
         self.with_defenses(|d, k| d.on_page_alloc(k, cpu, pfn, gfp));
@@ -55,6 +60,8 @@ impl Kernel {
     fn refill_pcp(&mut self, cpu: CpuId) {
         let node = self.cpus[cpu].mmu.node();
         let batch = self.take_frames(node, PCP_BATCH as u64);
+        // __rmqueue() walks the buddy free list under the zone lock, link by link
+        self.touch_struct_pages(cpu, &batch, Reach::Linked);
         self.with_defenses(|d, k| d.on_pcp_refill(k, cpu, &batch));
         // Hand them out lowest first, as a fresh buddy block would be.
         self.cpus[cpu].pcp.extend(batch.into_iter().rev());
@@ -92,6 +99,8 @@ impl Kernel {
         };
         self.with_defenses(|d, k| d.on_page_free(k, cpu, pfn, info.gfp));
         self.cpus[cpu].stats.count(Counter::PagesFreed);
+        // the refcount and flags of a page freed among others (release_pages() of a batch)
+        self.touch_struct_pages(cpu, &[pfn], Reach::Stream);
         if self.cpus[cpu].pcp.len() < PCP_HIGH {
             self.cpus[cpu].pcp.push(pfn);
         } else {

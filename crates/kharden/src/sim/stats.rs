@@ -113,6 +113,9 @@ named_enum! {
         /// Lines a page clear, page copy or object initialisation stored that came from
         /// DRAM (kernel/path.rs store_lines).
         KernelStoreLinesFromMemory = "kernel_store_lines.memory",
+        /// struct page lines the page allocator touched that came from DRAM
+        /// (kernel/struct_page.rs).
+        StructPagesFromMemory = "struct_page.memory",
         /// Page-walk loads served by another node's DRAM.
         WalkLoadsRemoteDram = "page_walker_loads.remote_memory",
         /// Kernel text lines written by text_poke() (one per copy of the text).

@@ -41,6 +41,12 @@ pub enum HitLevel {
     RemoteDram,
 }
 
+impl HitLevel {
+    pub fn is_dram(self) -> bool {
+        matches!(self, HitLevel::LocalDram | HitLevel::RemoteDram)
+    }
+}
+
 pub struct CacheHierarchy {
     l1: Vec<SlotCache>,
     l1i: Vec<SlotCache>,

@@ -48,6 +48,16 @@ impl PhysMem {
         (pfn.0 / NODE_FRAMES) as u32
     }
 
+    /// Where the `struct page` of `pfn` lives: Linux's vmemmap keeps a node's struct pages on
+    /// that node; here they fill the top 4 GiB of the node's range (64 bytes for each of its
+    /// 2^26 frames), far above any page-table page the simulation allocates.
+    pub fn struct_page_addr(&self, pfn: Pfn) -> super::PhysAddr {
+        const STRUCT_PAGE_BYTES: u64 = 64;
+        let (node, local) = (pfn.0 / NODE_FRAMES, pfn.0 % NODE_FRAMES);
+        let vmemmap = (node + 1) * (NODE_FRAMES << 12) - NODE_FRAMES * STRUCT_PAGE_BYTES;
+        super::PhysAddr(vmemmap + local * STRUCT_PAGE_BYTES)
+    }
+
     /// A zeroed page-table page on `node`.
     pub fn alloc_table(&mut self, node: u32) -> Pfn {
         if let Some(pfn) = self.free_tables[node as usize].pop() {

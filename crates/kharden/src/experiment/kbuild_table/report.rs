@@ -24,7 +24,7 @@ impl Event {
     }
 }
 
-pub(super) const EVENT_COLUMNS: &str = "events: local one/all = nr_tlb_local_flush_one/all, remote received = nr_tlb_remote_flush_received, pending run = XPFO's deferred full flushes executed at a context switch, walks = page walks (refills included), stores from DRAM = lines the kernel stored (page clears and copies, new objects) that came from DRAM, splits = direct-map splits in the whole window";
+pub(super) const EVENT_COLUMNS: &str = "events: local one/all = nr_tlb_local_flush_one/all, remote received = nr_tlb_remote_flush_received, pending run = XPFO's deferred full flushes executed at a context switch, walks = page walks (refills included), stores from DRAM = lines the kernel stored (page clears and copies, new objects) that came from DRAM, struct pages from DRAM = the page allocator's struct page lines that did, splits = direct-map splits in the whole window";
 
 /// Each row's system time as a multiple of its machine's baseline (the machine's first row),
 /// published and simulated: the form in which the patch postings quote their results.
@@ -86,6 +86,10 @@ pub fn breakdown(
         (
             "stores from DRAM",
             Event::Kernel(Counter::KernelStoreLinesFromMemory),
+        ),
+        (
+            "struct pages from DRAM",
+            Event::Kernel(Counter::StructPagesFromMemory),
         ),
     ];
     let mut header = vec!["row", "system s"];

@@ -1,0 +1,93 @@
+//! `struct page`: the 64 bytes Linux keeps per frame in the vmemmap array, on the frame's own
+//! node. The allocator reads and writes them (free-list links, refcount, flags); when a frame
+//! was last handled long ago, its line comes from DRAM. In the recorded compile job these
+//! misses are 12% of an anonymous fault's samples (docs/design/footprints.md section 8).
+//!
+//! The lines go through the data caches at their place on the frame's node
+//! (`PhysMem::struct_page_addr`). The vmemmap's translations are not modelled: it is mapped
+//! with 2 MiB pages, one per 128 MiB of memory, so its DTLB misses are rare beside the line
+//! misses.
+
+use super::{CpuId, Kernel};
+use crate::arch::x86::Pfn;
+use crate::sim::{Counter, TimeCategory};
+
+/// How the allocator reaches a run of struct pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Following free-list links: each address comes from the line before, so every miss
+    /// waits in full (rmqueue_bulk(), taking a page off a per-CPU list).
+    Linked,
+    /// Independent accesses (a page freed among others): DRAM misses overlap,
+    /// lines_in_flight at a time.
+    Stream,
+}
+
+impl Kernel {
+    /// The allocator touches the struct pages of `pfns` on `cpu`, reaching them as `reach`
+    /// says; waits beyond L1 are charged as kernel-cache-miss.
+    pub(crate) fn touch_struct_pages(&mut self, cpu: CpuId, pfns: &[Pfn], reach: Reach) {
+        if self.fast_forward {
+            return;
+        }
+        let mmu = &self.cpus[cpu].mmu;
+        let (core, socket, node) = (mmu.core(), mmu.socket(), mmu.node());
+        let (mut from_memory, mut waited, mut streamed) = (0, 0.0, 0.0);
+        for &pfn in pfns {
+            let remote = self.mem.node_of(pfn) != node;
+            let pa = self.mem.struct_page_addr(pfn).0;
+            let h = self.caches.load(core, socket, pa, remote);
+            match reach {
+                Reach::Linked => waited += self.caches.stall_cycles(h),
+                Reach::Stream if h.is_dram() => streamed += self.caches.stall_cycles(h),
+                Reach::Stream => {}
+            }
+            from_memory += h.is_dram() as u64;
+        }
+        waited += streamed / self.caches.lines_in_flight;
+        self.cpus[cpu]
+            .stats
+            .add(Counter::StructPagesFromMemory, from_memory);
+        self.compute(cpu, waited, TimeCategory::KernelCacheMiss);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reach;
+    use crate::arch::x86::Pfn;
+    use crate::kernel::page_alloc::Gfp;
+    use crate::kernel::Kernel;
+    use crate::sim::{Counter, Time, TimeCategory};
+    use crate::{defense, machine};
+
+    #[test]
+    fn linked_misses_wait_in_full_and_freed_pages_stream() {
+        let m = machine::load("haswell-i7-4770").unwrap();
+        let mut k = Kernel::boot(m.clone(), defense::parse_list("none").unwrap());
+        let dram = m.memory.dram_local_ns * m.cpu.frequency_ghz - m.memory.l1d_hit_cycles as f64;
+        let waited = |k: &Kernel| k.cpus[0].stats.time(TimeCategory::KernelCacheMiss);
+        let misses = |k: &Kernel| k.cpus[0].stats.counter(Counter::StructPagesFromMemory);
+        // frames far from anything boot touched (one struct page, one line, each)
+        let fresh = |first: u64| [Pfn(first), Pfn(first + 1), Pfn(first + 2)];
+        let (t0, n0) = (waited(&k), misses(&k));
+        k.touch_struct_pages(0, &fresh(1 << 20), Reach::Linked);
+        assert_eq!(waited(&k) - t0, k.clock.cycles(3.0 * dram));
+        assert_eq!(misses(&k) - n0, 3);
+        let t1 = waited(&k);
+        k.touch_struct_pages(0, &fresh(1 << 21), Reach::Stream);
+        let streamed = 3.0 * dram / m.memory.lines_in_flight as f64;
+        assert_eq!(waited(&k) - t1, k.clock.cycles(streamed));
+        let t2 = waited(&k);
+        k.touch_struct_pages(0, &fresh(1 << 20), Reach::Linked);
+        assert_eq!(waited(&k) - t2, Time::ZERO, "cached now");
+        // the allocator goes through them
+        let n = misses(&k);
+        let pfn = k.alloc_page(0, Gfp::PageCache, None);
+        k.free_page(0, pfn);
+        assert!(
+            misses(&k) > n,
+            "a first allocation reaches struct pages in DRAM"
+        );
+    }
+}

@@ -348,5 +348,12 @@ mod tests {
         let bad = good.replace("sockets = 1 ", "sockets = 0 ");
         let err = parse("x.toml", &bad).unwrap_err().to_string();
         assert!(err.contains("topology.sockets"), "{err}");
+        let bad = good.replace("lines_in_flight = 10 ", "lines_in_flight = 0 ");
+        let err = parse("x.toml", &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("memory.lines_in_flight: expected 1..256"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
     }
 }

@@ -242,9 +242,11 @@ impl Kernel {
 
     /// What copy_process() writes for `child`, as cache fills: dup_task_struct()'s copy of
     /// the whole task_struct, dup_mm()'s copy of mm_struct, and pgd_alloc()'s cleared PGD
-    /// page(s) (PTI's user PGD too). The copies' time is in the fork path's measured work;
-    /// what they add is the lines they bring into this CPU's caches, evicting others (what
-    /// a loop of forks does to the kernel text cached beside them).
+    /// page(s) (PTI's user PGD too). The copies' time with their lines cached is in the fork
+    /// path's measured work; what they add is the waits for lines from DRAM (store_lines) and
+    /// the lines they bring into this CPU's caches, evicting others (what a loop of forks
+    /// does to the kernel text cached beside them). The objects are fresh memory each time:
+    /// no slab cache hands back the last child's.
     fn fork_stores(&mut self, cpu: CpuId, child: TaskId) {
         let task = &self.tasks[child];
         let mm = &self.mms[task.mm];

@@ -47,8 +47,8 @@ impl Kernel {
         let pfn = self.cpus[cpu].pcp.pop().expect("refilled");
         // list_del() off the per-CPU list: this page's links, then the next page's
         let next = self.cpus[cpu].pcp.last().copied();
-        let linked: Vec<Pfn> = std::iter::once(pfn).chain(next).collect();
-        self.touch_struct_pages(cpu, &linked, Reach::Linked);
+        let pair = [pfn, next.unwrap_or(pfn)];
+        self.touch_struct_pages(cpu, &pair[..1 + next.is_some() as usize], Reach::Linked);
         self.pages.insert(pfn, PageInfo { gfp, owner });
         self.cpus[cpu].stats.count(Counter::PagesAllocated);
         self.with_defenses(|d, k| d.on_page_alloc(k, cpu, pfn, gfp));

@@ -9,7 +9,7 @@
 //! misses.
 
 use super::{CpuId, Kernel};
-use crate::arch::x86::Pfn;
+use crate::arch::x86::{Pfn, PhysMem};
 use crate::sim::{Counter, TimeCategory};
 
 /// How the allocator reaches a run of struct pages.
@@ -27,24 +27,26 @@ impl Kernel {
     /// The allocator touches the struct pages of `pfns` on `cpu`, reaching them as `reach`
     /// says; waits beyond L1 are charged as kernel-cache-miss.
     pub(crate) fn touch_struct_pages(&mut self, cpu: CpuId, pfns: &[Pfn], reach: Reach) {
+        let pas = pfns.iter().map(|&pfn| PhysMem::struct_page_addr(pfn).0);
+        match reach {
+            Reach::Stream => self.stream_lines(cpu, pas, Counter::StructPagesFromMemory),
+            Reach::Linked => self.linked_lines(cpu, pas),
+        }
+    }
+
+    /// Loads of the lines at `pas`, each address known only from the line before: every
+    /// wait beyond L1 is paid in full.
+    fn linked_lines(&mut self, cpu: CpuId, pas: impl Iterator<Item = u64>) {
         if self.fast_forward {
             return;
         }
-        let mmu = &self.cpus[cpu].mmu;
-        let (core, socket, node) = (mmu.core(), mmu.socket(), mmu.node());
-        let (mut from_memory, mut waited, mut streamed) = (0, 0.0, 0.0);
-        for &pfn in pfns {
-            let remote = self.mem.node_of(pfn) != node;
-            let pa = self.mem.struct_page_addr(pfn).0;
+        let (mut from_memory, mut waited) = (0, 0.0);
+        for pa in pas {
+            let (core, socket, remote) = self.line_place(cpu, pa);
             let h = self.caches.load(core, socket, pa, remote);
-            match reach {
-                Reach::Linked => waited += self.caches.stall_cycles(h),
-                Reach::Stream if h.is_dram() => streamed += self.caches.stall_cycles(h),
-                Reach::Stream => {}
-            }
             from_memory += h.is_dram() as u64;
+            waited += self.caches.stall_cycles(h);
         }
-        waited += streamed / self.caches.lines_in_flight;
         self.cpus[cpu]
             .stats
             .add(Counter::StructPagesFromMemory, from_memory);

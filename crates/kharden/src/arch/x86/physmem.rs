@@ -51,7 +51,7 @@ impl PhysMem {
     /// Where the `struct page` of `pfn` lives: Linux's vmemmap keeps a node's struct pages on
     /// that node; here they fill the top 4 GiB of the node's range (64 bytes for each of its
     /// 2^26 frames), far above any page-table page the simulation allocates.
-    pub fn struct_page_addr(&self, pfn: Pfn) -> super::PhysAddr {
+    pub fn struct_page_addr(pfn: Pfn) -> super::PhysAddr {
         const STRUCT_PAGE_BYTES: u64 = 64;
         let (node, local) = (pfn.0 / NODE_FRAMES, pfn.0 % NODE_FRAMES);
         let vmemmap = (node + 1) * (NODE_FRAMES << 12) - NODE_FRAMES * STRUCT_PAGE_BYTES;

@@ -459,3 +459,39 @@ fn text_replication_check_catches_its_broken_variants() {
         assert_eq!(o.status.success(), ok, "{d}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn evict_fault_times_this_host_beside_the_model() {
+    let out = kharden(&[
+        "kernel",
+        "evict-fault",
+        "--evict-kib",
+        "0,256",
+        "--faults",
+        "20",
+        "--repeats",
+        "1",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("native p50 ns") && text.contains("model p50 ns"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("256"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    let out = kharden(&["kernel", "evict-fault", "--evict-kib", "99999999"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--evict-kib: expected at most"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}

@@ -1,4 +1,4 @@
-//! `kharden kernel record-footprint | footprint [show PATH] | drive SCENARIO`.
+//! `kharden kernel record-footprint | footprint [show PATH] | evict-fault | drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::kernel::footprint::{pages_of, Footprints};
 use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL, RECORDING_HOST};
@@ -17,6 +17,9 @@ enum Action {
     RecordFootprint(RecordArgs),
     /// Summarise the footprint file (every path's counts), or show one path's text.
     Footprint(FootprintArgs),
+    /// Time anonymous page faults on this host after reading an eviction buffer, beside
+    /// the model's figure (the data of `reproduce evict-fault`).
+    EvictFault(super::evict_fault::Args),
     /// Run one driver scenario and write its windows (the recorder runs this under perf).
     #[command(hide = true)]
     Drive(DriveArgs),
@@ -76,6 +79,7 @@ pub fn run(args: Args) -> kharden::Result<()> {
     match args.action {
         Action::RecordFootprint(a) => record(a),
         Action::Footprint(a) => footprint(a),
+        Action::EvictFault(a) => super::evict_fault::run(a),
         Action::Drive(a) => {
             if !(a.scale > 0.0 && a.scale.is_finite()) {
                 return Err(kharden::Error::at("--scale", "expected a positive number"));

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 pub mod check;
 pub mod defenses;
+pub mod evict_fault;
 pub mod kernel;
 pub mod kvm;
 pub mod machines;

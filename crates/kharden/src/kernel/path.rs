@@ -359,7 +359,10 @@ impl Kernel {
 
     /// Loads (or fetches, for text) the lines at `offsets` from physical `base` on `cpu`'s
     /// caches, each flagged when it continues a straight run of code; records each line's
-    /// address and L1 slot in `placed`; returns the cycles waited beyond L1 hits.
+    /// address and L1 slot in `placed`; returns the cycles waited beyond L1 hits. Lines from
+    /// the LLC or DRAM wait their latency over the misses the core overlaps there (the
+    /// profile's llc_miss_overlap and dram_miss_overlap; `reproduce evict-fault` fits the
+    /// recording host's); an L2 hit waits in full unless next-line prefetch hid it (fetch_stall).
     pub(super) fn fetch_lines(
         &mut self,
         cpu: CpuId,
@@ -371,6 +374,7 @@ impl Kernel {
         let (core, socket, remote) = self.line_place(cpu, base);
         let text = side == L1Side::Instruction;
         self.count_lines(cpu, side, placed.len() as u64);
+        let (llc_overlap, dram_overlap) = (self.caches.llc_overlap, self.caches.dram_overlap);
         let stats = &mut self.cpus[cpu].stats;
         let mut stall = 0.0;
         for ((off, sequential), place) in offsets.zip(placed) {
@@ -397,7 +401,12 @@ impl Kernel {
                     }
                 }
             }
-            stall += fetch_stall(&self.caches, h, text && sequential);
+            let wait = fetch_stall(&self.caches, h, text && sequential);
+            stall += match h {
+                HitLevel::L1 | HitLevel::L2 => wait,
+                HitLevel::Llc => wait / llc_overlap,
+                HitLevel::LocalDram | HitLevel::RemoteDram => wait / dram_overlap,
+            };
         }
         stall
     }

@@ -233,6 +233,16 @@ impl MachineProfile {
         if !(1..=256).contains(&m.lines_in_flight) {
             return Err("memory.lines_in_flight: expected 1..256 lines".into());
         }
+        for (field, v) in [
+            ("llc_miss_overlap", m.llc_miss_overlap),
+            ("dram_miss_overlap", m.dram_miss_overlap),
+        ] {
+            if !(1.0..=64.0).contains(&v) {
+                return Err(format!(
+                    "memory.{field}: expected 1..64 (misses overlapped), got {v}"
+                ));
+            }
+        }
         for (field, kib, ways) in [
             ("l1d", m.l1d_kib, m.l1d_ways),
             ("l1i", m.l1i_kib, m.l1i_ways),
@@ -355,5 +365,11 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains('\n'));
+        let bad = good.replace("llc_miss_overlap = 1.0 ", "llc_miss_overlap = 0.5 ");
+        let err = parse("x.toml", &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("memory.llc_miss_overlap: expected 1..64 (misses overlapped), got 0.5"),
+            "{err}"
+        );
     }
 }

@@ -191,6 +191,12 @@ pub struct Memory {
     /// its L1D fill buffers, or what `machine detect` times. By Little's law such a stream
     /// takes its lines' DRAM latency divided by this.
     pub lines_in_flight: u32,
+    /// LLC hits a kernel path's text fetches and data loads overlap (instruction fetch
+    /// running ahead, out-of-order loads): each such line stalls its latency over this.
+    /// 1: every one waits in full.
+    pub llc_miss_overlap: f64,
+    /// The same for lines from DRAM.
+    pub dram_miss_overlap: f64,
 }
 
 /// Costs of the privileged operations kernels perform. Cycles are core clocks.

@@ -2,6 +2,7 @@
 //! calls (user work, syscalls, faults).
 
 pub mod bounds;
+pub mod evict_fault;
 pub mod kbuild;
 pub mod kbuild_profile;
 pub mod kbuild_run;

@@ -60,6 +60,10 @@ pub struct CacheHierarchy {
     pub remote_dram_cycles: f64,
     /// Lines a core's store stream keeps in flight to DRAM (the profile's lines_in_flight).
     pub lines_in_flight: f64,
+    /// What a kernel path's LLC hits and DRAM accesses overlap (the profile's
+    /// llc_miss_overlap, dram_miss_overlap).
+    pub llc_overlap: f64,
+    pub dram_overlap: f64,
 }
 
 impl CacheHierarchy {
@@ -89,6 +93,8 @@ impl CacheHierarchy {
             local_dram_cycles: mem.dram_local_ns * m.cpu.frequency_ghz,
             remote_dram_cycles: mem.dram_remote_ns * m.cpu.frequency_ghz,
             lines_in_flight: mem.lines_in_flight as f64,
+            llc_overlap: mem.llc_miss_overlap,
+            dram_overlap: mem.dram_miss_overlap,
         }
     }
 

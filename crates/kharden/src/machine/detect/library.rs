@@ -108,6 +108,8 @@ llc_hit_cycles = 40
 dram_local_ns = 80.0
 dram_remote_ns = 130.0
 lines_in_flight = 10
+llc_miss_overlap = 1.0
+dram_miss_overlap = 1.0
 [costs]
 syscall_roundtrip_cycles = 150
 cr3_write_noflush_cycles = 250

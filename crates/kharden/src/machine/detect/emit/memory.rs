@@ -48,6 +48,17 @@ pub(super) fn caches_and_dram(w: &mut Writer, cx: &Ctx) {
     llc(w, cx);
     let local = dram(w, cx);
     lines_in_flight(w, cx, local);
+    for (key, value) in [
+        ("llc_miss_overlap", cx.fb.memory.llc_miss_overlap),
+        ("dram_miss_overlap", cx.fb.memory.dram_miss_overlap),
+    ] {
+        cx.library(
+            w,
+            key,
+            Val::Float(value),
+            "misses a kernel path overlaps (not timed here: `kharden kernel evict-fault` measures this host's faults, and experiments/evict-fault.toml fits the overlaps to them)",
+        );
+    }
 }
 
 /// One cache's `<prefix>_kib` (or `_kib_per_socket`) and `<prefix>_ways`.

@@ -1,0 +1,81 @@
+//! The benchmark of `super` on this host: anonymous faults timed one by one, each after a
+//! read of every line of an eviction buffer.
+
+use crate::error::{Error, Result};
+use std::time::Instant;
+
+/// An anonymous private mapping, unmapped on drop.
+struct Map {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Map {
+    fn new(len: usize) -> Result<Map> {
+        // SAFETY: a fresh anonymous mapping; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(4096),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(Error::new(format!(
+                "evict-fault: mmap of {len} bytes: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(Map {
+            ptr: ptr.cast(),
+            len: len.max(4096),
+        })
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Bytes written once before a run: twice the largest LLC of the library's machines, so
+/// the free pages the run's faults will get hold no line in any cache, as the model's
+/// never-used pages do (a page freed just before would make its clear hit).
+const FLUSH_BYTES: usize = 64 << 20;
+
+/// Each of `faults` faults' time in ns, after one untimed fault; before each, every line of
+/// an `evict_kib` KiB buffer (written once beforehand) is read.
+pub fn fault_times(evict_kib: u64, faults: u32) -> Result<Vec<f64>> {
+    let evict = Map::new(evict_kib as usize * 1024)?;
+    let region = Map::new((faults as usize + 1) * 4096)?;
+    {
+        let flush = Map::new(FLUSH_BYTES)?;
+        // SAFETY: writes within our own mapping.
+        unsafe { std::ptr::write_bytes(flush.ptr, 1, flush.len) };
+    }
+    // SAFETY: writes within our own mapping (populating the eviction buffer).
+    unsafe { std::ptr::write_bytes(evict.ptr, 1, evict.len) };
+    let lines = evict_kib as usize * 1024 / 64;
+    let mut sum = 0u8;
+    let mut times = Vec::with_capacity(faults as usize);
+    for i in 0..=faults as usize {
+        for l in 0..lines {
+            // SAFETY: l * 64 < evict.len.
+            sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(evict.ptr.add(l * 64)) });
+        }
+        let t = Instant::now();
+        // SAFETY: page i of the region, not yet touched: the store faults it in.
+        unsafe { std::ptr::write_volatile(region.ptr.add(i * 4096), 1) };
+        let ns = t.elapsed().as_nanos() as f64;
+        if i > 0 {
+            times.push(ns);
+        }
+    }
+    std::hint::black_box(sum);
+    Ok(times)
+}

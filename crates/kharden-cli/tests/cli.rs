@@ -460,24 +460,22 @@ fn text_replication_check_catches_its_broken_variants() {
     }
 }
 
-#[test]
-fn evict_fault_times_this_host_beside_the_model() {
-    let out = kharden(&[
-        "kernel",
-        "evict-fault",
-        "--evict-kib",
-        "0,256",
-        "--faults",
-        "20",
-        "--repeats",
-        "1",
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
+/// `kharden kernel evict-fault` with `--faults 20 --repeats 1` and `extra`: its table.
+fn evict_fault(extra: &[&str]) -> String {
+    let mut args = vec!["kernel", "evict-fault", "--faults", "20", "--repeats", "1"];
+    args.extend(extra);
+    let out = kharden(&args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn evict_fault_times_this_host_beside_the_model() {
+    let text = evict_fault(&["--evict-kib", "0,256"]);
     assert!(
         text.contains("native p50 ns") && text.contains("model p50 ns"),
         "{text}"
@@ -487,6 +485,28 @@ fn evict_fault_times_this_host_beside_the_model() {
         .filter(|l| l.trim_start().starts_with("256"))
         .collect();
     assert_eq!(rows.len(), 1, "{text}");
+    // --fit prints the profile's two lines, fitted to this host's faults.
+    let text = evict_fault(&["--fit", "--evict-kib", "0,4096,65536"]);
+    for field in ["llc_miss_overlap = ", "dram_miss_overlap = "] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("{text}"));
+        let v: f64 = line[field.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1.0..=64.0).contains(&v), "{line}");
+    }
+    // Without the sizes the fit needs, it refuses before measuring anything.
+    let out = kharden(&["kernel", "evict-fault", "--fit", "--evict-kib", "0,256"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--fit: expected --evict-kib to hold 0"),
+        "{err}"
+    );
     let out = kharden(&["kernel", "evict-fault", "--evict-kib", "99999999"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

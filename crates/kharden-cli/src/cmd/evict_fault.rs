@@ -2,7 +2,9 @@
 //! eviction buffer, beside the model's figure for a machine profile of this host.
 
 use clap::Args as ClapArgs;
+use kharden::experiment::evict_fault as evict_fault_experiment;
 use kharden::kernel::Kernel;
+use kharden::machine::MachineProfile;
 use kharden::params::Params;
 use kharden::report::table::Table;
 use kharden::workload::evict_fault::{self, native};
@@ -27,8 +29,13 @@ pub struct Args {
     #[arg(long, default_value = kharden::kernel::path::RECORDING_HOST)]
     machine: String,
     /// Only the model's column (no native runs).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fit")]
     model_only: bool,
+    /// Also fit the machine's llc_miss_overlap and dram_miss_overlap to this host's faults
+    /// (an eviction that empties L2 and leaves the LLC warm, and one of at least twice the
+    /// LLC; 0 among the sizes) and print them as profile lines.
+    #[arg(long)]
+    fit: bool,
     #[command(flatten)]
     set: super::params::SetArgs,
 }
@@ -52,6 +59,7 @@ pub fn run(a: Args) -> Result<()> {
     let m = overrides.apply_machine(&machine::load(&a.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
+    let fit_at = if a.fit { Some(fit_rows(&a, &m)?) } else { None };
     let mut header = vec!["evict KiB"];
     if !a.model_only {
         header.extend(["native p10 ns", "native p50 ns", "native p90 ns"]);
@@ -81,6 +89,11 @@ pub fn run(a: Args) -> Result<()> {
             }
         }
     }
+    let medians: Vec<f64> = native.iter().map(|p| median(p[1].clone())).collect();
+    let fit_lines = match fit_at {
+        Some(rows) => Some(fit(&a, &m, &params, rows, &medians)?),
+        None => None,
+    };
     for (&kib, pct) in a.evict_kib.iter().zip(native) {
         let mut row = vec![kib.to_string()];
         if !a.model_only {
@@ -97,5 +110,64 @@ pub fn run(a: Args) -> Result<()> {
         t.push(row);
     }
     print!("{t}");
+    if let Some(lines) = fit_lines {
+        println!("{lines}");
+    }
     Ok(())
+}
+
+/// The rows the fit uses, by index: the hot fault; the smallest eviction from 4x the L2 to
+/// a quarter of the LLC (L2 cold, LLC warm: the host's LLC, unlike the model's LRU one,
+/// loses lines well before it is full), for the LLC's overlap; the largest eviction, at
+/// least twice the LLC, for DRAM's.
+fn fit_rows(a: &Args, m: &MachineProfile) -> Result<[usize; 3]> {
+    let llc_kib = m.memory.llc_kib_per_socket as u64;
+    let sizes = &a.evict_kib;
+    let hot = sizes.iter().position(|&k| k == 0);
+    let warm = (0..sizes.len())
+        .filter(|&i| sizes[i] >= 4 * m.memory.l2_kib as u64 && 4 * sizes[i] <= llc_kib)
+        .min_by_key(|&i| sizes[i]);
+    let cold = (0..sizes.len())
+        .filter(|&i| sizes[i] >= 2 * llc_kib)
+        .max_by_key(|&i| sizes[i]);
+    match (hot, warm, cold) {
+        (Some(h), Some(w), Some(c)) => Ok([h, w, c]),
+        _ => Err(Error::at(
+            "--fit",
+            format!(
+                "expected --evict-kib to hold 0, a size from {} to {} KiB (L2 cold, LLC warm) and one of at least {} KiB (LLC cold) for {}",
+                4 * m.memory.l2_kib,
+                llc_kib / 4,
+                2 * llc_kib,
+                m.name
+            ),
+        )),
+    }
+}
+
+/// The overlaps fitted to this host's medians at `rows` (fit_rows), as the profile's lines.
+fn fit(
+    a: &Args,
+    m: &MachineProfile,
+    params: &Params,
+    rows: [usize; 3],
+    medians: &[f64],
+) -> Result<String> {
+    let [hot, warm, cold] = rows;
+    let (llc, dram) = evict_fault_experiment::fit_machine(
+        m,
+        params,
+        5,
+        medians[hot],
+        (a.evict_kib[warm], medians[warm]),
+        (a.evict_kib[cold], medians[cold]),
+    )?;
+    let how = format!(
+        "kharden kernel evict-fault --fit --faults {} --repeats {}",
+        a.faults, a.repeats
+    );
+    Ok(format!(
+        "llc_miss_overlap = {llc}  # fitted: `{how}`, this host's faults after a {} KiB eviction (L2 cold, LLC warm), jointly with the next\ndram_miss_overlap = {dram}  # fitted: the same, after a {} KiB eviction (LLC and TLBs cold)",
+        a.evict_kib[warm], a.evict_kib[cold]
+    ))
 }

@@ -216,6 +216,51 @@ fn fit_overlaps(e: &Experiment, m: &mut MachineProfile, params: &Params) -> Resu
     Ok(fitted)
 }
 
+/// The overlaps of machine `m` at which the model's faults after evicting `l2_cold.0` and
+/// `dram_cold.0` KiB add what they add on the host (`(kib, ns)`, against a `hot_ns` fault),
+/// as `reproduce evict-fault` fits them: `kharden kernel evict-fault --fit` measures a host
+/// and calls this with its profile.
+pub fn fit_machine(
+    m: &MachineProfile,
+    params: &Params,
+    faults: u32,
+    hot_ns: f64,
+    l2_cold: (u64, f64),
+    dram_cold: (u64, f64),
+) -> Result<(f64, f64)> {
+    let row = |label: &str, (evict_kib, published): (u64, f64)| RowSpec {
+        label: label.into(),
+        evict_kib,
+        published,
+        known_miss: None,
+    };
+    let fit = |parameter: &str, row: &str| Fit {
+        parameter: parameter.into(),
+        row: row.into(),
+        start: None,
+    };
+    let e = Experiment {
+        name: "evict-fault --fit".into(),
+        kind: "evict-fault".into(),
+        title: String::new(),
+        source: String::new(),
+        machine: m.name.clone(),
+        faults,
+        tolerance_pct: 15.0,
+        fit: vec![fit(LLC, "LLC warm"), fit(DRAM, "LLC cold")],
+        hot: HotSpec {
+            label: "hot".into(),
+            published: hot_ns,
+            known_miss: None,
+        },
+        row: vec![row("LLC warm", l2_cold), row("LLC cold", dram_cold)],
+        prediction: vec![],
+    };
+    let mut m = m.clone();
+    fit_overlaps(&e, &mut m, params)?;
+    Ok((m.memory.llc_miss_overlap, m.memory.dram_miss_overlap))
+}
+
 pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let mut m = overrides.apply_machine(&machine::load(&e.machine)?)?;
     let mut params = Params::linux();

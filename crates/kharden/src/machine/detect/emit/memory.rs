@@ -56,7 +56,7 @@ pub(super) fn caches_and_dram(w: &mut Writer, cx: &Ctx) {
             w,
             key,
             Val::Float(value),
-            "misses a kernel path overlaps (not timed here: `kharden kernel evict-fault` measures this host's faults, and experiments/evict-fault.toml fits the overlaps to them)",
+            "misses a kernel path overlaps (not timed here: `kharden kernel evict-fault --fit --machine THIS_PROFILE` times this host's faults after evictions and fits both)",
         );
     }
 }

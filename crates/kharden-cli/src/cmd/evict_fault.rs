@@ -1,5 +1,6 @@
-//! `kharden kernel evict-fault`: anonymous faults timed on this host after reading an
-//! eviction buffer, beside the model's figure for a machine profile of this host.
+//! `kharden kernel evict-fault`: a kernel operation (an anonymous fault, getppid,
+//! open/close) timed on this host after reading an eviction buffer, beside the model's
+//! figure for a machine profile of this host.
 
 use clap::Args as ClapArgs;
 use kharden::experiment::evict_fault as evict_fault_experiment;
@@ -7,7 +8,7 @@ use kharden::kernel::Kernel;
 use kharden::machine::MachineProfile;
 use kharden::params::Params;
 use kharden::report::table::Table;
-use kharden::workload::evict_fault::{self, native};
+use kharden::workload::evict_fault::{self, native, Op};
 use kharden::{defense, machine, Error, Result};
 
 #[derive(ClapArgs)]
@@ -19,7 +20,10 @@ pub struct Args {
         default_value = "0,256,1024,4096,16384,65536"
     )]
     evict_kib: Vec<u64>,
-    /// Timed faults per run.
+    /// The operation timed: fault, getppid or open-close.
+    #[arg(long, default_value = "fault")]
+    op: String,
+    /// Timed operations per run.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     faults: u32,
     /// Native runs per size; the median of their medians is reported.
@@ -55,6 +59,7 @@ pub fn run(a: Args) -> Result<()> {
             format!("expected at most {MAX_EVICT_KIB} KiB per size, got {kib}"),
         ));
     }
+    let op = Op::parse(&a.op).map_err(|e| Error::at("--op", e.to_string()))?;
     let overrides = a.set.overrides()?;
     let m = overrides.apply_machine(&machine::load(&a.machine)?)?;
     let mut params = Params::linux();
@@ -67,7 +72,8 @@ pub fn run(a: Args) -> Result<()> {
     header.push("model p50 ns");
     let mut t = Table::new(
         format!(
-            "anonymous fault after reading an eviction buffer: {} faults{}; model on {}",
+            "{} after reading an eviction buffer: {} runs{}; model on {}",
+            op.name(),
             a.faults,
             if a.model_only {
                 String::new()
@@ -82,7 +88,7 @@ pub fn run(a: Args) -> Result<()> {
     let mut native: Vec<[Vec<f64>; 3]> = vec![Default::default(); a.evict_kib.len()];
     for _ in 0..if a.model_only { 0 } else { a.repeats } {
         for (i, &kib) in a.evict_kib.iter().enumerate() {
-            let mut ns = native::fault_times(kib, a.faults)?;
+            let mut ns = native::op_times(op, kib, a.faults)?;
             ns.sort_by(f64::total_cmp);
             for (j, q) in [0.1, 0.5, 0.9].into_iter().enumerate() {
                 native[i][j].push(ns[((ns.len() - 1) as f64 * q).round() as usize]);
@@ -91,7 +97,7 @@ pub fn run(a: Args) -> Result<()> {
     }
     let medians: Vec<f64> = native.iter().map(|p| median(p[1].clone())).collect();
     let fit_lines = match fit_at {
-        Some(rows) => Some(fit(&a, &m, &params, rows, &medians)?),
+        Some(rows) => Some(fit(&a, op, &m, &params, rows, &medians)?),
         None => None,
     };
     for (&kib, pct) in a.evict_kib.iter().zip(native) {
@@ -105,7 +111,7 @@ pub fn run(a: Args) -> Result<()> {
             &params,
             Default::default(),
         );
-        let model = evict_fault::run(&mut k, kib, a.faults.min(15))?;
+        let model = evict_fault::run(&mut k, op, kib, a.faults.min(15))?;
         row.push(format!("{:.0}", model.median_ns()));
         t.push(row);
     }
@@ -148,6 +154,7 @@ fn fit_rows(a: &Args, m: &MachineProfile) -> Result<[usize; 3]> {
 /// The overlaps fitted to this host's medians at `rows` (fit_rows), as the profile's lines.
 fn fit(
     a: &Args,
+    op: Op,
     m: &MachineProfile,
     params: &Params,
     rows: [usize; 3],
@@ -157,17 +164,21 @@ fn fit(
     let (llc, dram) = evict_fault_experiment::fit_machine(
         m,
         params,
-        5,
+        op,
         medians[hot],
         (a.evict_kib[warm], medians[warm]),
         (a.evict_kib[cold], medians[cold]),
     )?;
     let how = format!(
-        "kharden kernel evict-fault --fit --faults {} --repeats {}",
-        a.faults, a.repeats
+        "kharden kernel evict-fault --fit --op {} --faults {} --repeats {}",
+        op.name(),
+        a.faults,
+        a.repeats
     );
     Ok(format!(
-        "llc_miss_overlap = {llc}  # fitted: `{how}`, this host's faults after a {} KiB eviction (L2 cold, LLC warm), jointly with the next\ndram_miss_overlap = {dram}  # fitted: the same, after a {} KiB eviction (LLC and TLBs cold)",
-        a.evict_kib[warm], a.evict_kib[cold]
+        "llc_miss_overlap = {llc}  # fitted: `{how}`, this host's {} after a {} KiB eviction (L2 cold, LLC warm), jointly with the next\ndram_miss_overlap = {dram}  # fitted: the same, after a {} KiB eviction (LLC and TLBs cold)",
+        op.name(),
+        a.evict_kib[warm],
+        a.evict_kib[cold]
     ))
 }

@@ -1,11 +1,12 @@
-//! The kernel's cold-cache cost against the host's: anonymous page faults timed after user
-//! data evicted the caches (workload/evict_fault.rs), natively on the recording host and in
-//! the model of that host. The hot fault is compared as it is; each evicted row as the time
-//! the eviction adds to the hot fault, natively and in the model, so the host's drift since
-//! the footprints were recorded (the hot fault's work comes from then) stays out of the
-//! comparison of the memory hierarchy. The parameters it may fit are the machine's: how many
-//! LLC hits and DRAM accesses a kernel path overlaps (`machine.memory.llc_miss_overlap`,
-//! `machine.memory.dram_miss_overlap`).
+//! The kernel's cold-cache cost against the host's: kernel operations (an anonymous fault,
+//! getppid, open/close) timed after user data evicted the caches (workload/evict_fault),
+//! natively on the recording host and in the model of that host. A row with nothing
+//! evicted is compared as it is; every other row as the time its eviction adds to its
+//! operation's hot row, natively and in the model, so the host's drift since the
+//! footprints were recorded (the hot operation's work comes from then) stays out of the
+//! comparison of the memory hierarchy. The parameters it may fit are the machine's: how
+//! many LLC hits and DRAM accesses a kernel path overlaps
+//! (`machine.memory.llc_miss_overlap`, `machine.memory.dram_miss_overlap`).
 
 use super::Fit;
 use crate::defense;
@@ -16,7 +17,7 @@ use crate::params::{Overrides, Params};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
-use crate::workload::evict_fault::{self, Faults};
+use crate::workload::evict_fault::{self, Faults, Op};
 use serde::Deserialize;
 
 const LLC: &str = "machine.memory.llc_miss_overlap";
@@ -31,122 +32,118 @@ pub struct Experiment {
     pub title: String,
     pub source: String,
     pub machine: String,
-    /// Timed faults per row (the model's faults differ only by the page they get).
-    pub faults: u32,
+    /// Timed operations per row (the model's differ only by the page a fault gets).
+    pub runs: u32,
     pub tolerance_pct: f64,
     #[serde(default)]
     pub fit: Vec<Fit>,
-    /// The fault with nothing evicted, against which every row's added time is taken.
-    pub hot: HotSpec,
     pub row: Vec<RowSpec>,
-    #[serde(default)]
-    pub prediction: Vec<PredictionSpec>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HotSpec {
-    pub label: String,
-    /// The host's median fault with nothing evicted, ns.
-    pub published: f64,
-    #[serde(default)]
-    pub known_miss: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
+    /// fault, getppid or open-close (workload/evict_fault).
+    #[serde(default = "fault")]
+    pub op: String,
     pub evict_kib: u64,
-    /// The host's median fault after the eviction, ns (measured interleaved with the hot
-    /// one; the row compares the difference).
+    /// The host's median operation after the eviction, ns (the runs of one operation
+    /// interleaved over the sizes; an evicted row compares its difference to the hot one).
     pub published: f64,
     #[serde(default)]
     pub known_miss: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PredictionSpec {
-    pub label: String,
-    pub machine: String,
-    pub evict_kib: u64,
+fn fault() -> String {
+    "fault".into()
 }
 
-/// Most eviction a row may ask for: the model reads every line of it before each fault.
+/// Most eviction a row may ask for: the model reads every line of it before each run.
 const MAX_EVICT_KIB: u64 = 1 << 20;
+
+impl Experiment {
+    /// The row with nothing evicted for `op`, which every evicted row of it is taken against.
+    fn hot(&self, op: &str) -> &RowSpec {
+        self.row
+            .iter()
+            .find(|r| r.op == op && r.evict_kib == 0)
+            .expect("parse checked every operation has a hot row")
+    }
+}
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
-    let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
-    for fit in &e.fit {
-        fit.check(place, &[LLC, DRAM], &labels)?;
-    }
-    if e.fit.len() == 2
-        && (e.fit[0].parameter == e.fit[1].parameter || e.fit[0].row == e.fit[1].row)
-    {
-        return Err(Error::at(
-            place,
-            "fit: expected two different parameters fitted to two different rows",
-        ));
-    }
-    if e.fit.len() > 2 {
-        return Err(Error::at(
-            place,
-            format!("fit: expected at most 2, got {}", e.fit.len()),
-        ));
-    }
-    if let Some(r) = e.row.iter().find(|r| r.published <= e.hot.published) {
-        return Err(Error::at(
-            place,
-            format!(
-                "row \"{}\" published: expected more than the hot fault's {} ns, got {}",
-                r.label, e.hot.published, r.published
-            ),
-        ));
-    }
-    if !(1..=1000).contains(&e.faults) {
-        return Err(Error::at(
-            place,
-            format!("faults: expected 1..1000, got {}", e.faults),
-        ));
-    }
-    let sizes = e
+    let bad = |msg: String| Err(Error::at(place, msg));
+    let evicted: Vec<&str> = e
         .row
         .iter()
-        .map(|r| (&r.label, r.evict_kib))
-        .chain(e.prediction.iter().map(|p| (&p.label, p.evict_kib)));
-    for (label, kib) in sizes {
-        if kib > MAX_EVICT_KIB {
-            return Err(Error::at(
-                place,
-                format!("\"{label}\" evict_kib: expected at most {MAX_EVICT_KIB}, got {kib}"),
+        .filter(|r| r.evict_kib > 0)
+        .map(|r| r.label.as_str())
+        .collect();
+    for fit in &e.fit {
+        fit.check(place, &[LLC, DRAM], &evicted)?;
+    }
+    match e.fit.as_slice() {
+        [a, b] if a.parameter == b.parameter || a.row == b.row => {
+            return bad(
+                "fit: expected two different parameters fitted to two different evicted rows"
+                    .into(),
+            )
+        }
+        f if f.len() > 2 => return bad(format!("fit: expected at most 2, got {}", f.len())),
+        _ => {}
+    }
+    if !(1..=1000).contains(&e.runs) {
+        return bad(format!("runs: expected 1..1000, got {}", e.runs));
+    }
+    for r in &e.row {
+        Op::parse(&r.op)
+            .map_err(|err| Error::at(place, format!("row \"{}\" op: {err}", r.label)))?;
+        if r.evict_kib > MAX_EVICT_KIB {
+            return bad(format!(
+                "row \"{}\" evict_kib: expected at most {MAX_EVICT_KIB}, got {}",
+                r.label, r.evict_kib
+            ));
+        }
+        if r.evict_kib == 0 {
+            continue;
+        }
+        let Some(hot) = e.row.iter().find(|h| h.op == r.op && h.evict_kib == 0) else {
+            return bad(format!(
+                "row \"{}\": expected a row of {} with evict_kib = 0 to take it against",
+                r.label, r.op
+            ));
+        };
+        if r.published <= hot.published {
+            return bad(format!(
+                "row \"{}\" published: expected more than its hot row's {} ns, got {}",
+                r.label, hot.published, r.published
             ));
         }
     }
     Ok(e)
 }
 
-fn simulate(m: &MachineProfile, kib: u64, faults: u32, params: &Params) -> Result<Faults> {
+fn simulate(m: &MachineProfile, r: &RowSpec, runs: u32, params: &Params) -> Result<Faults> {
     let mut k = Kernel::boot_with(
         m.clone(),
         defense::parse_list("none")?,
         params,
         Default::default(),
     );
-    evict_fault::run(&mut k, kib, faults)
+    evict_fault::run(&mut k, Op::parse(&r.op)?, r.evict_kib, runs)
 }
 
-/// The model's median fault after evicting `kib`, as a + b / llc_overlap + c / dram_overlap:
-/// only lines beyond L2 depend on the overlaps, each waiting its latency over its level's,
-/// and nothing else in this single-CPU benchmark depends on time. Three simulations give
-/// a, b and c.
-fn affine(e: &Experiment, m: &MachineProfile, params: &Params, kib: u64) -> Result<[f64; 3]> {
+/// The model's median of row `r` as a + b / llc_overlap + c / dram_overlap: only lines
+/// beyond L2 depend on the overlaps, each waiting its latency over its level's, and nothing
+/// else in this single-CPU benchmark depends on time. Three simulations give a, b and c.
+fn affine(e: &Experiment, m: &MachineProfile, params: &Params, r: &RowSpec) -> Result<[f64; 3]> {
     let at = |llc: f64, dram: f64| -> Result<f64> {
         let mut m = m.clone();
         (m.memory.llc_miss_overlap, m.memory.dram_miss_overlap) = (llc, dram);
-        Ok(simulate(&m, kib, e.faults, params)?.median_ns())
+        Ok(simulate(&m, r, e.runs, params)?.median_ns())
     };
     let t = at(1.0, 1.0)?;
     let b = 2.0 * (t - at(2.0, 1.0)?);
@@ -154,24 +151,21 @@ fn affine(e: &Experiment, m: &MachineProfile, params: &Params, kib: u64) -> Resu
     Ok([t - b - c, b, c])
 }
 
-/// Fits the experiment's overlaps: each fitted row's added time, a linear function of the
-/// overlaps' inverses, equals its published one (one equation per fit; a parameter not
-/// fitted keeps its value).
+/// Fits the experiment's overlaps into `m`: each fitted row's added time, a linear function
+/// of the overlaps' inverses, equals its published one (one equation per fit; a parameter
+/// not fitted keeps its value).
 fn fit_overlaps(e: &Experiment, m: &mut MachineProfile, params: &Params) -> Result<Vec<String>> {
-    if e.fit.is_empty() {
-        return Ok(vec![]);
-    }
-    let hot = affine(e, m, params, 0)?;
     let index = |path: &str| usize::from(path == DRAM);
     // Rows of [coefficient of 1/llc, coefficient of 1/dram | right-hand side].
     let mut eq = vec![];
     for f in &e.fit {
         let r = e.row.iter().find(|r| r.label == f.row).unwrap();
-        let t = affine(e, m, params, r.evict_kib)?;
+        let hot_row = e.hot(&r.op);
+        let (t, hot) = (affine(e, m, params, r)?, affine(e, m, params, hot_row)?);
         eq.push([
             t[1] - hot[1],
             t[2] - hot[2],
-            r.published - e.hot.published - (t[0] - hot[0]),
+            r.published - hot_row.published - (t[0] - hot[0]),
         ]);
     }
     let fixed = [
@@ -179,6 +173,7 @@ fn fit_overlaps(e: &Experiment, m: &mut MachineProfile, params: &Params) -> Resu
         1.0 / m.memory.dram_miss_overlap,
     ];
     let inverse = match e.fit.as_slice() {
+        [] => return Ok(vec![]),
         [f] => {
             let (i, j) = (index(&f.parameter), 1 - index(&f.parameter));
             let mut v = fixed;
@@ -216,20 +211,21 @@ fn fit_overlaps(e: &Experiment, m: &mut MachineProfile, params: &Params) -> Resu
     Ok(fitted)
 }
 
-/// The overlaps of machine `m` at which the model's faults after evicting `l2_cold.0` and
-/// `dram_cold.0` KiB add what they add on the host (`(kib, ns)`, against a `hot_ns` fault),
+/// The overlaps of machine `m` at which the model's `op` after evicting `l2_cold.0` and
+/// `dram_cold.0` KiB adds what it adds on the host (`(kib, ns)`, against a `hot_ns` run),
 /// as `reproduce evict-fault` fits them: `kharden kernel evict-fault --fit` measures a host
 /// and calls this with its profile.
 pub fn fit_machine(
     m: &MachineProfile,
     params: &Params,
-    faults: u32,
+    op: Op,
     hot_ns: f64,
     l2_cold: (u64, f64),
     dram_cold: (u64, f64),
 ) -> Result<(f64, f64)> {
     let row = |label: &str, (evict_kib, published): (u64, f64)| RowSpec {
         label: label.into(),
+        op: op.name().into(),
         evict_kib,
         published,
         known_miss: None,
@@ -245,16 +241,14 @@ pub fn fit_machine(
         title: String::new(),
         source: String::new(),
         machine: m.name.clone(),
-        faults,
+        runs: 5,
         tolerance_pct: 15.0,
         fit: vec![fit(LLC, "LLC warm"), fit(DRAM, "LLC cold")],
-        hot: HotSpec {
-            label: "hot".into(),
-            published: hot_ns,
-            known_miss: None,
-        },
-        row: vec![row("LLC warm", l2_cold), row("LLC cold", dram_cold)],
-        prediction: vec![],
+        row: vec![
+            row("hot", (0, hot_ns)),
+            row("LLC warm", l2_cold),
+            row("LLC cold", dram_cold),
+        ],
     };
     let mut m = m.clone();
     fit_overlaps(&e, &mut m, params)?;
@@ -269,53 +263,47 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let committed = overlaps(&m);
     let fitted = fit_overlaps(e, &mut m, &params)?;
     let mut notes = vec![];
-    if !e.fit.is_empty() && overlaps(&m) != committed {
+    if overlaps(&m) != committed {
         let now = overlaps(&m);
         notes.push(format!(
             "machines/{}.toml gives {LLC} = {}, {DRAM} = {}, which every other experiment uses; this fit gives {} and {}",
             e.machine, committed[0], committed[1], now[0], now[1]
         ));
     }
-    let hot = simulate(&m, 0, e.faults, &params)?;
-    let mut hot_row = Row::compared(
-        &e.hot.label,
-        "ns",
-        e.hot.published,
-        hot.median_ns(),
-        e.tolerance_pct,
-    );
-    hot_row.known_miss = e.hot.known_miss.clone();
-    let mut rows = vec![hot_row];
-    let mut measured = vec![(e.hot.label.clone(), hot.clone())];
+    let mut medians = std::collections::BTreeMap::new();
+    let mut measured = vec![];
     for r in &e.row {
-        let f = simulate(&m, r.evict_kib, e.faults, &params)?;
-        let mut row = Row::compared(
-            &r.label,
-            "ns added",
-            r.published - e.hot.published,
-            f.median_ns() - hot.median_ns(),
-            e.tolerance_pct,
-        );
+        let f = simulate(&m, r, e.runs, &params)?;
+        medians.insert(r.label.clone(), f.median_ns());
+        measured.push((r.label.clone(), f));
+    }
+    let mut rows = vec![];
+    for r in &e.row {
+        let mut row = if r.evict_kib == 0 {
+            Row::compared(
+                &r.label,
+                "ns",
+                r.published,
+                medians[&r.label],
+                e.tolerance_pct,
+            )
+        } else {
+            let hot = e.hot(&r.op);
+            Row::compared(
+                &r.label,
+                "ns added",
+                r.published - hot.published,
+                medians[&r.label] - medians[&hot.label],
+                e.tolerance_pct,
+            )
+        };
         row.known_miss = r.known_miss.clone();
         row.fitted = e.fit.iter().any(|f| f.row == r.label);
         rows.push(row);
-        measured.push((r.label.clone(), f));
-    }
-    let mut predictions = vec![];
-    for p in &e.prediction {
-        let pm = overrides.apply_machine(&machine::load(&p.machine)?)?;
-        let base = simulate(&pm, 0, e.faults, &params)?.median_ns();
-        let f = simulate(&pm, p.evict_kib, e.faults, &params)?;
-        predictions.push(Row::predicted(
-            &format!("{} [{}]", p.label, pm.name),
-            "ns added",
-            f.median_ns() - base,
-        ));
-        measured.push((format!("{} (prediction)", p.label), f));
     }
     notes.push(format!(
-        "rows after the first: the median fault after the eviction less the hot one, natively (interleaved runs) and in the model; {} timed faults per simulated row",
-        e.faults
+        "an evicted row is its operation's median after the eviction less its hot median, natively (interleaved runs) and in the model; {} timed runs per simulated row",
+        e.runs
     ));
     Ok(Reproduction {
         experiment: e.name.clone(),
@@ -323,7 +311,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         rows,
         fitted_parameters: fitted.len() as u32,
         fitted,
-        predictions,
+        predictions: vec![],
         breakdowns: vec![breakdown(&e.title, &measured)],
         figures: vec![],
         notes,
@@ -331,18 +319,20 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     })
 }
 
-/// Where a fault's time goes, and where its lines came from, per fault.
+/// Where an operation's time goes, and where its lines came from, per run.
 fn breakdown(title: &str, measured: &[(String, Faults)]) -> Table {
     let cats = [
         TimeCategory::InterruptEntry,
+        TimeCategory::SyscallInsn,
         TimeCategory::Kernel,
         TimeCategory::KernelCacheMiss,
         TimeCategory::KernelTlbRefill,
     ];
     let counters = [
+        Counter::KernelTextLines,
+        Counter::KernelDataLines,
         Counter::KernelLineL1Misses,
         Counter::KernelLinesFromMemory,
-        Counter::KernelTextFromMemory,
         Counter::KernelStoreLinesFromMemory,
         Counter::StructPagesFromMemory,
         Counter::PageWalks,
@@ -350,7 +340,7 @@ fn breakdown(title: &str, measured: &[(String, Faults)]) -> Table {
     let mut header = vec!["row"];
     header.extend(cats.iter().map(|c| c.name()));
     header.extend(counters.iter().map(|c| c.name()));
-    let mut t = Table::new(format!("{title}: ns and events per fault"), &header);
+    let mut t = Table::new(format!("{title}: ns and events per run"), &header);
     for (label, f) in measured {
         let n = f.times.len().max(1) as f64;
         let mut row = vec![label.clone()];
@@ -415,15 +405,15 @@ mod tests {
             ),
             (
                 good.replacen("published = 1603", "published = 1000", 1),
-                "published: expected more than the hot fault's 1472 ns, got 1000",
+                "published: expected more than its hot row's 1472 ns, got 1000",
             ),
             (
                 good.replacen("evict_kib = 256", "evict_kib = 99999999", 1),
                 "evict_kib: expected at most 1048576, got 99999999",
             ),
             (
-                good.replacen("faults = 5", "faults = 0", 1),
-                "faults: expected 1..1000, got 0",
+                good.replacen("runs = 3", "runs = 0", 1),
+                "runs: expected 1..1000, got 0",
             ),
             (
                 good.replacen(
@@ -432,6 +422,10 @@ mod tests {
                     1,
                 ),
                 "fit: expected two different parameters",
+            ),
+            (
+                good.replacen("op = \"getppid\"", "op = \"fork\"", 1),
+                "op: unknown operation 'fork'",
             ),
         ];
         for (text, want) in cases {
@@ -444,7 +438,7 @@ mod tests {
     fn a_target_no_overlap_can_reach_is_refused() {
         // Slower than the model with every line beyond L2 waiting in full: an overlap
         // below 1 would be needed.
-        let text = committed().replacen("published = 2730", "published = 20000", 1);
+        let text = committed().replacen("published = 4312", "published = 90000", 1);
         let e = parse("e.toml", &text).unwrap();
         let err = run(&e, &Overrides::default()).unwrap_err().to_string();
         assert!(err.contains("impossible"), "{err}");

@@ -61,17 +61,7 @@ impl Op {
     }
 
     pub fn parse(name: &str) -> Result<Op> {
-        Op::ALL
-            .iter()
-            .copied()
-            .find(|o| o.name() == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = Op::ALL.iter().map(|o| o.name()).collect();
-                Error::new(format!(
-                    "unknown operation '{name}': expected one of {}",
-                    known.join(", ")
-                ))
-            })
+        super::by_name(Op::ALL, Op::name, name, "operation")
     }
 
     /// Iterations of the timed loop (1 for the single operations).

@@ -45,3 +45,23 @@ pub fn check_name(name: &str) -> Result<()> {
         )))
     }
 }
+
+/// The member of `all` that `name_of` calls `name`, or a one-line error listing every name
+/// (`what` says what kind of thing was asked for).
+pub(crate) fn by_name<T: Copy>(
+    all: &[T],
+    name_of: impl Fn(T) -> &'static str,
+    name: &str,
+    what: &str,
+) -> Result<T> {
+    all.iter()
+        .copied()
+        .find(|&o| name_of(o) == name)
+        .ok_or_else(|| {
+            let known: Vec<&str> = all.iter().map(|&o| name_of(o)).collect();
+            Error::new(format!(
+                "unknown {what} '{name}': expected one of {}",
+                known.join(", ")
+            ))
+        })
+}

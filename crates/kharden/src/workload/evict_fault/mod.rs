@@ -1,14 +1,15 @@
-//! Anonymous page faults after user work has pushed the kernel out of the caches: the test
-//! of a kernel path's memory-hierarchy cost that a tight loop cannot give. A tight loop's
+//! Kernel operations after user work has pushed the kernel out of the caches: the test of a
+//! kernel path's memory-hierarchy cost that a tight loop cannot give. A tight loop's
 //! latency is where each path's work comes from (its modelled warm stall is subtracted from
 //! it), so a hot path matches the host by construction; with the caches emptied by user
-//! data between faults, only the modelled misses (text, data, walks, the page's clear) can
-//! make up the difference.
+//! data before each operation, only the modelled misses (text, data, walks, a new page's
+//! clear) can make up the difference.
 //!
 //! The benchmark, natively (`native.rs`, `kharden kernel evict-fault`) and here: a process
-//! reads one word of every line of an `evict_kib` buffer of its own, then stores to the
-//! next page of an anonymous mapping; that store (the fault, from the trap to the return
-//! to user mode) is timed. Repeated, the median is kept.
+//! reads one word of every line of an `evict_kib` buffer of its own, then runs one
+//! operation, timed: a store to the next page of an anonymous mapping (the fault, from the
+//! trap to the return to user mode), getppid(), or open() and close() of /dev/zero.
+//! Repeated, the median is kept.
 
 pub mod native;
 
@@ -17,7 +18,43 @@ use crate::error::{Error, Result};
 use crate::kernel::{CpuId, Kernel};
 use crate::sim::{Stats, Time};
 
-/// The timed faults: each one's time, and their counters summed.
+/// The operations the benchmark times, natively and in the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Fault,
+    Getppid,
+    OpenClose,
+}
+
+impl Op {
+    pub const ALL: &'static [Op] = &[Op::Fault, Op::Getppid, Op::OpenClose];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Fault => "fault",
+            Op::Getppid => "getppid",
+            Op::OpenClose => "open-close",
+        }
+    }
+
+    pub fn parse(name: &str) -> Result<Op> {
+        super::by_name(Op::ALL, Op::name, name, "operation")
+    }
+
+    /// One run of the operation by the task on `cpu`.
+    fn once(self, k: &mut Kernel, cpu: CpuId) -> Result<()> {
+        match self {
+            Op::Fault => k.anon_fault(cpu),
+            Op::Getppid | Op::OpenClose => {
+                let spec = crate::kernel::syscall::lookup(self.name())
+                    .expect("the syscall table has the benchmark's syscalls");
+                k.syscall(cpu, &spec)
+            }
+        }
+    }
+}
+
+/// The timed operations: each one's time, and their counters summed.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
     pub times: Vec<Time>,
@@ -33,10 +70,10 @@ impl Faults {
     }
 }
 
-/// `faults` anonymous faults on CPU 0 of a booted kernel `k`, each after a sequential read
-/// of an `evict_kib` KiB user buffer (populated first); one untimed round before them, as
-/// the native benchmark drops its first fault.
-pub fn run(k: &mut Kernel, evict_kib: u64, faults: u32) -> Result<Faults> {
+/// `times` runs of `op` on CPU 0 of a booted kernel `k`, each after a sequential read of an
+/// `evict_kib` KiB user buffer (populated first); one untimed round before them, as the
+/// native benchmark drops its first.
+pub fn run(k: &mut Kernel, op: Op, evict_kib: u64, times: u32) -> Result<Faults> {
     let cpu: CpuId = 0;
     let shell = k.spawn_on(cpu, "sh", None);
     let task = k.spawn_on(cpu, "bench", Some(shell));
@@ -48,12 +85,12 @@ pub fn run(k: &mut Kernel, evict_kib: u64, faults: u32) -> Result<Faults> {
     }
     let heap = k.mms[k.current_mm(cpu)].heap;
     let mut out = Faults::default();
-    for round in 0..=faults {
+    for round in 0..=times {
         for page in 0..buffer_pages {
             read_page(k, cpu, heap.offset(page * 4096))?;
         }
         let (t0, before) = (k.cpus[cpu].now, k.cpus[cpu].stats.clone());
-        k.anon_fault(cpu)?;
+        op.once(k, cpu)?;
         if round > 0 {
             out.times.push(k.cpus[cpu].now - t0);
             let mut s = k.cpus[cpu].stats.clone();
@@ -88,7 +125,7 @@ mod tests {
         m.memory.llc_miss_overlap = overlap;
         m.memory.dram_miss_overlap = overlap;
         let mut k = Kernel::boot(m, defense::parse_list("none").unwrap());
-        let f = run(&mut k, kib, 5).unwrap();
+        let f = run(&mut k, Op::Fault, kib, 5).unwrap();
         (f.median_ns(), f.stats)
     }
 
@@ -113,6 +150,16 @@ mod tests {
         let (dram_cold, stats) = median(65536, 1.0);
         assert!(stats.counter(Counter::KernelLinesFromMemory) > 100);
         assert!(dram_cold > 2.0 * l2_cold);
+        // The syscalls run too, and cold is slower for them as well.
+        for op in [Op::Getppid, Op::OpenClose] {
+            let time = |kib| {
+                let m = machine::load("recording-host-epyc-zen4-kvm").unwrap();
+                let mut k = Kernel::boot(m, defense::parse_list("none").unwrap());
+                run(&mut k, op, kib, 3).unwrap().median_ns()
+            };
+            assert!(time(4096) > time(0), "{op:?}");
+        }
+        assert!(Op::parse("fork").is_err());
         // The misses beyond L2 stall their latency over the overlap: a fault takes a + b / x
         // at overlap x; the hot fault has none of them.
         assert_eq!(median(0, 2.0).0, hot);

@@ -1,6 +1,7 @@
-//! The benchmark of `super` on this host: anonymous faults timed one by one, each after a
-//! read of every line of an eviction buffer.
+//! The benchmark of `super` on this host: operations timed one by one, each after a read of
+//! every line of an eviction buffer.
 
+use super::Op;
 use crate::error::{Error, Result};
 use std::time::Instant;
 
@@ -48,11 +49,36 @@ impl Drop for Map {
 /// never-used pages do (a page freed just before would make its clear hit).
 const FLUSH_BYTES: usize = 64 << 20;
 
-/// Each of `faults` faults' time in ns, after one untimed fault; before each, every line of
+/// One run of `op`; `i` numbers the runs (the fault stores to page `i` of `region`).
+fn once(op: Op, region: &Map, i: usize) -> Result<()> {
+    match op {
+        // SAFETY: page i of the region, not yet touched: the store faults it in.
+        Op::Fault => unsafe { std::ptr::write_volatile(region.ptr.add(i * 4096), 1) },
+        Op::Getppid => {
+            // SAFETY: a syscall without arguments.
+            std::hint::black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+        }
+        Op::OpenClose => {
+            // SAFETY: a NUL-terminated path; the descriptor is closed at once.
+            let fd = unsafe { libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY) };
+            if fd < 0 {
+                return Err(Error::new(format!(
+                    "evict-fault: open /dev/zero: {}",
+                    std::io::Error::last_os_error()
+                )));
+            }
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+        }
+    }
+    Ok(())
+}
+
+/// Each of `times` runs of `op`, in ns, after one untimed run; before each, every line of
 /// an `evict_kib` KiB buffer (written once beforehand) is read.
-pub fn fault_times(evict_kib: u64, faults: u32) -> Result<Vec<f64>> {
+pub fn op_times(op: Op, evict_kib: u64, runs: u32) -> Result<Vec<f64>> {
     let evict = Map::new(evict_kib as usize * 1024)?;
-    let region = Map::new((faults as usize + 1) * 4096)?;
+    let region = Map::new((runs as usize + 1) * 4096)?;
     {
         let flush = Map::new(FLUSH_BYTES)?;
         // SAFETY: writes within our own mapping.
@@ -62,15 +88,14 @@ pub fn fault_times(evict_kib: u64, faults: u32) -> Result<Vec<f64>> {
     unsafe { std::ptr::write_bytes(evict.ptr, 1, evict.len) };
     let lines = evict_kib as usize * 1024 / 64;
     let mut sum = 0u8;
-    let mut times = Vec::with_capacity(faults as usize);
-    for i in 0..=faults as usize {
+    let mut times = Vec::with_capacity(runs as usize);
+    for i in 0..=runs as usize {
         for l in 0..lines {
             // SAFETY: l * 64 < evict.len.
             sum = sum.wrapping_add(unsafe { std::ptr::read_volatile(evict.ptr.add(l * 64)) });
         }
         let t = Instant::now();
-        // SAFETY: page i of the region, not yet touched: the store faults it in.
-        unsafe { std::ptr::write_volatile(region.ptr.add(i * 4096), 1) };
+        once(op, &region, i)?;
         let ns = t.elapsed().as_nanos() as f64;
         if i > 0 {
             times.push(ns);

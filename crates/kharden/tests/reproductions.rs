@@ -72,3 +72,9 @@ fn text_replication_rows() {
     // Nothing fitted: every row is a prediction.
     check("text-replication", 0);
 }
+
+#[test]
+fn evict_fault_rows() {
+    // 12 rows, 2 fitted (the recording host's LLC and DRAM miss overlaps).
+    check("evict-fault", 2);
+}

@@ -20,9 +20,10 @@ pub struct Args {
         default_value = "0,256,1024,4096,16384,65536"
     )]
     evict_kib: Vec<u64>,
-    /// The operation timed: fault, getppid or open-close.
-    #[arg(long, default_value = "fault")]
-    op: String,
+    /// The operation timed: fault, getppid or open-close (default: fault; with --fit,
+    /// open-close, the path `reproduce evict-fault` fits the overlaps to).
+    #[arg(long)]
+    op: Option<String>,
     /// Timed operations per run.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     faults: u32,
@@ -59,7 +60,9 @@ pub fn run(a: Args) -> Result<()> {
             format!("expected at most {MAX_EVICT_KIB} KiB per size, got {kib}"),
         ));
     }
-    let op = Op::parse(&a.op).map_err(|e| Error::at("--op", e.to_string()))?;
+    let default = if a.fit { "open-close" } else { "fault" };
+    let op = Op::parse(a.op.as_deref().unwrap_or(default))
+        .map_err(|e| Error::at("--op", e.to_string()))?;
     let overrides = a.set.overrides()?;
     let m = overrides.apply_machine(&machine::load(&a.machine)?)?;
     let mut params = Params::linux();

@@ -404,8 +404,8 @@ mod tests {
                 "fit.parameter: expected",
             ),
             (
-                good.replacen("published = 1603", "published = 1000", 1),
-                "published: expected more than its hot row's 1472 ns, got 1000",
+                good.replacen("published = 1582", "published = 1000", 1),
+                "published: expected more than its hot row's 1442 ns, got 1000",
             ),
             (
                 good.replacen("evict_kib = 256", "evict_kib = 99999999", 1),
@@ -438,7 +438,7 @@ mod tests {
     fn a_target_no_overlap_can_reach_is_refused() {
         // Slower than the model with every line beyond L2 waiting in full: an overlap
         // below 1 would be needed.
-        let text = committed().replacen("published = 4312", "published = 90000", 1);
+        let text = committed().replacen("published = 4256", "published = 90000", 1);
         let e = parse("e.toml", &text).unwrap();
         let err = run(&e, &Overrides::default()).unwrap_err().to_string();
         assert!(err.contains("impossible"), "{err}");

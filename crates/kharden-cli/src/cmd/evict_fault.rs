@@ -36,7 +36,7 @@ pub struct Args {
     /// Only the model's column (no native runs).
     #[arg(long, conflicts_with = "fit")]
     model_only: bool,
-    /// Also fit the machine's llc_miss_overlap and dram_miss_overlap to this host's faults
+    /// Also fit the machine's llc_miss_overlap and dram_miss_overlap to this host's runs
     /// (an eviction that empties L2 and leaves the LLC warm, and one of at least twice the
     /// LLC; 0 among the sizes) and print them as profile lines.
     #[arg(long)]

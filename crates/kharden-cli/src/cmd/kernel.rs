@@ -17,8 +17,9 @@ enum Action {
     RecordFootprint(RecordArgs),
     /// Summarise the footprint file (every path's counts), or show one path's text.
     Footprint(FootprintArgs),
-    /// Time anonymous page faults on this host after reading an eviction buffer, beside
-    /// the model's figure (the data of `reproduce evict-fault`).
+    /// Time a kernel operation (an anonymous fault, getppid, open/close) on this host after
+    /// reading an eviction buffer, beside the model's figure (the data of `reproduce
+    /// evict-fault`).
     EvictFault(super::evict_fault::Args),
     /// Run one driver scenario and write its windows (the recorder runs this under perf).
     #[command(hide = true)]

@@ -8,6 +8,7 @@ pub mod arch;
 pub mod defense;
 pub mod error;
 pub mod experiment;
+pub(crate) mod host_mem;
 pub mod kernel;
 pub mod machine;
 pub mod oracle;

@@ -8,8 +8,9 @@ use kharden::kernel::Kernel;
 use kharden::machine::MachineProfile;
 use kharden::params::Params;
 use kharden::report::table::Table;
-use kharden::workload::evict_fault::{self, native, Op};
+use kharden::workload::evict_fault::{self, median, native, Op, MAX_EVICT_KIB};
 use kharden::{defense, machine, Error, Result};
+use kharden_footprint::latency::percentile;
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -43,14 +44,6 @@ pub struct Args {
     fit: bool,
     #[command(flatten)]
     set: super::params::SetArgs,
-}
-
-/// Most eviction this command reads per fault (the model simulates every line).
-const MAX_EVICT_KIB: u64 = 1 << 20;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 pub fn run(a: Args) -> Result<()> {
@@ -94,11 +87,13 @@ pub fn run(a: Args) -> Result<()> {
             let mut ns = native::op_times(op, kib, a.faults)?;
             ns.sort_by(f64::total_cmp);
             for (j, q) in [0.1, 0.5, 0.9].into_iter().enumerate() {
-                native[i][j].push(ns[((ns.len() - 1) as f64 * q).round() as usize]);
+                native[i][j].push(percentile(&ns, q));
             }
         }
     }
-    let medians: Vec<f64> = native.iter().map(|p| median(p[1].clone())).collect();
+    // Per size, the median over the runs of each percentile.
+    let native: Vec<[f64; 3]> = native.into_iter().map(|p| p.map(median)).collect();
+    let medians: Vec<f64> = native.iter().map(|p| p[1]).collect();
     let fit_lines = match fit_at {
         Some(rows) => Some(fit(&a, op, &m, &params, rows, &medians)?),
         None => None,
@@ -106,7 +101,7 @@ pub fn run(a: Args) -> Result<()> {
     for (&kib, pct) in a.evict_kib.iter().zip(native) {
         let mut row = vec![kib.to_string()];
         if !a.model_only {
-            row.extend(pct.into_iter().map(|v| format!("{:.0}", median(v))));
+            row.extend(pct.iter().map(|v| format!("{v:.0}")));
         }
         let mut k = Kernel::boot_with(
             m.clone(),

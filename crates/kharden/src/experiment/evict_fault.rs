@@ -17,7 +17,7 @@ use crate::params::{Overrides, Params};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
-use crate::workload::evict_fault::{self, Faults, Op};
+use crate::workload::evict_fault::{self, Op, Runs, MAX_EVICT_KIB};
 use serde::Deserialize;
 
 const LLC: &str = "machine.memory.llc_miss_overlap";
@@ -58,9 +58,6 @@ pub struct RowSpec {
 fn fault() -> String {
     "fault".into()
 }
-
-/// Most eviction a row may ask for: the model reads every line of it before each run.
-const MAX_EVICT_KIB: u64 = 1 << 20;
 
 impl Experiment {
     /// The row with nothing evicted for `op`, which every evicted row of it is taken against.
@@ -126,7 +123,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     Ok(e)
 }
 
-fn simulate(m: &MachineProfile, r: &RowSpec, runs: u32, params: &Params) -> Result<Faults> {
+fn simulate(m: &MachineProfile, r: &RowSpec, runs: u32, params: &Params) -> Result<Runs> {
     let mut k = Kernel::boot_with(
         m.clone(),
         defense::parse_list("none")?,
@@ -158,10 +155,20 @@ fn fit_overlaps(e: &Experiment, m: &mut MachineProfile, params: &Params) -> Resu
     let index = |path: &str| usize::from(path == DRAM);
     // Rows of [coefficient of 1/llc, coefficient of 1/dram | right-hand side].
     let mut eq = vec![];
+    // Each operation's hot row once, however many fitted rows take it as their base.
+    let mut hot_of = std::collections::BTreeMap::new();
     for f in &e.fit {
         let r = e.row.iter().find(|r| r.label == f.row).unwrap();
         let hot_row = e.hot(&r.op);
-        let (t, hot) = (affine(e, m, params, r)?, affine(e, m, params, hot_row)?);
+        let hot = match hot_of.get(&r.op) {
+            Some(&hot) => hot,
+            None => {
+                let hot = affine(e, m, params, hot_row)?;
+                hot_of.insert(&r.op, hot);
+                hot
+            }
+        };
+        let t = affine(e, m, params, r)?;
         eq.push([
             t[1] - hot[1],
             t[2] - hot[2],
@@ -320,7 +327,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
 }
 
 /// Where an operation's time goes, and where its lines came from, per run.
-fn breakdown(title: &str, measured: &[(String, Faults)]) -> Table {
+fn breakdown(title: &str, measured: &[(String, Runs)]) -> Table {
     let cats = [
         TimeCategory::InterruptEntry,
         TimeCategory::SyscallInsn,

@@ -230,15 +230,21 @@ fn layout(p: &PathFootprint, f: &Footprints) -> Result<KernelPath> {
     })
 }
 
-/// Cycles an instruction fetch served at `h` stalls. The next-line prefetcher every modelled
-/// core has (Intel's and AMD's optimization manuals) has asked L2 for a line that follows the
-/// previous one in a straight run of code before it is needed, so such a line served by L2
-/// costs nothing; a run's first line, and lines from the LLC or memory, wait in full.
-pub fn fetch_stall(caches: &CacheHierarchy, h: HitLevel, sequential: bool) -> f64 {
-    if sequential && h == HitLevel::L2 {
-        0.0
-    } else {
-        caches.stall_cycles(h)
+/// Cycles a kernel path's line served at `h` waits beyond an L1 hit. The next-line
+/// prefetcher every modelled core has (Intel's and AMD's optimization manuals) has asked L2
+/// for a code line that follows the previous one in a straight run (`sequential`) before it
+/// is needed, so such a line served by L2 costs nothing; other L2 hits wait in full; lines
+/// from the LLC or DRAM wait their latency over the misses the core overlaps there (the
+/// profile's llc_miss_overlap and dram_miss_overlap; `reproduce evict-fault` fits the
+/// recording host's).
+pub fn line_stall(caches: &CacheHierarchy, h: HitLevel, sequential: bool) -> f64 {
+    let stall = caches.stall_cycles(h);
+    match h {
+        HitLevel::L1 => 0.0,
+        HitLevel::L2 if sequential => 0.0,
+        HitLevel::L2 => stall,
+        HitLevel::Llc => stall / caches.llc_overlap,
+        HitLevel::LocalDram | HitLevel::RemoteDram => stall / caches.dram_overlap,
     }
 }
 
@@ -253,14 +259,14 @@ fn warm_stall_cycles(p: &KernelPath, caches: &mut CacheHierarchy) -> f64 {
         for (_, lines) in &p.text {
             for (i, &l) in lines.iter().enumerate() {
                 let h = caches.fetch(0, 0, l * LINE_BYTES, false);
-                stall += fetch_stall(caches, h, i > 0 && lines[i - 1] + 1 == l);
+                stall += line_stall(caches, h, i > 0 && lines[i - 1] + 1 == l);
             }
         }
         for (i, &(_, lines)) in p.data.iter().enumerate() {
             for l in 0..lines {
                 let pa = data_base + i as u64 * PAGE_BYTES + l * LINE_BYTES;
                 let h = caches.load(0, 0, pa, false);
-                stall += caches.stall_cycles(h);
+                stall += line_stall(caches, h, false);
             }
         }
         stall
@@ -359,10 +365,8 @@ impl Kernel {
 
     /// Loads (or fetches, for text) the lines at `offsets` from physical `base` on `cpu`'s
     /// caches, each flagged when it continues a straight run of code; records each line's
-    /// address and L1 slot in `placed`; returns the cycles waited beyond L1 hits. Lines from
-    /// the LLC or DRAM wait their latency over the misses the core overlaps there (the
-    /// profile's llc_miss_overlap and dram_miss_overlap; `reproduce evict-fault` fits the
-    /// recording host's); an L2 hit waits in full unless next-line prefetch hid it (fetch_stall).
+    /// address and L1 slot in `placed`; returns the cycles waited beyond L1 hits
+    /// (line_stall).
     pub(super) fn fetch_lines(
         &mut self,
         cpu: CpuId,
@@ -374,7 +378,6 @@ impl Kernel {
         let (core, socket, remote) = self.line_place(cpu, base);
         let text = side == L1Side::Instruction;
         self.count_lines(cpu, side, placed.len() as u64);
-        let (llc_overlap, dram_overlap) = (self.caches.llc_overlap, self.caches.dram_overlap);
         let stats = &mut self.cpus[cpu].stats;
         let mut stall = 0.0;
         for ((off, sequential), place) in offsets.zip(placed) {
@@ -401,12 +404,7 @@ impl Kernel {
                     }
                 }
             }
-            let wait = fetch_stall(&self.caches, h, text && sequential);
-            stall += match h {
-                HitLevel::L1 | HitLevel::L2 => wait,
-                HitLevel::Llc => wait / llc_overlap,
-                HitLevel::LocalDram | HitLevel::RemoteDram => wait / dram_overlap,
-            };
+            stall += line_stall(&self.caches, h, text && sequential);
         }
         stall
     }

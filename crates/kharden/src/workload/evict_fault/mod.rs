@@ -54,26 +54,33 @@ impl Op {
     }
 }
 
+/// Most eviction a benchmark may ask for: the model reads every line of it before each run.
+pub const MAX_EVICT_KIB: u64 = 1 << 20;
+
+/// The median of `values` (the upper one of an even count; 0 for none).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// The timed operations: each one's time, and their counters summed.
 #[derive(Debug, Clone, Default)]
-pub struct Faults {
+pub struct Runs {
     pub times: Vec<Time>,
     pub stats: Stats,
 }
 
-impl Faults {
-    /// The median fault, in ns.
+impl Runs {
+    /// The median run, in ns.
     pub fn median_ns(&self) -> f64 {
-        let mut ns: Vec<f64> = self.times.iter().map(|t| t.ns()).collect();
-        ns.sort_by(f64::total_cmp);
-        ns.get(ns.len() / 2).copied().unwrap_or(0.0)
+        median(self.times.iter().map(|t| t.ns()).collect())
     }
 }
 
 /// `times` runs of `op` on CPU 0 of a booted kernel `k`, each after a sequential read of an
 /// `evict_kib` KiB user buffer (populated first); one untimed round before them, as the
 /// native benchmark drops its first.
-pub fn run(k: &mut Kernel, op: Op, evict_kib: u64, times: u32) -> Result<Faults> {
+pub fn run(k: &mut Kernel, op: Op, evict_kib: u64, times: u32) -> Result<Runs> {
     let cpu: CpuId = 0;
     let shell = k.spawn_on(cpu, "sh", None);
     let task = k.spawn_on(cpu, "bench", Some(shell));
@@ -84,7 +91,7 @@ pub fn run(k: &mut Kernel, op: Op, evict_kib: u64, times: u32) -> Result<Faults>
         k.anon_fault(cpu)?;
     }
     let heap = k.mms[k.current_mm(cpu)].heap;
-    let mut out = Faults::default();
+    let mut out = Runs::default();
     for round in 0..=times {
         for page in 0..buffer_pages {
             read_page(k, cpu, heap.offset(page * 4096))?;
@@ -107,10 +114,9 @@ fn read_page(k: &mut Kernel, cpu: CpuId, va: VirtAddr) -> Result<()> {
     let t = k
         .touch(cpu, va, Access::Read)
         .map_err(|f| Error::new(format!("eviction buffer at {va}: {f:?}")))?;
+    let (core, socket, remote) = k.line_place(cpu, t.page.0);
     for line in 0..64 {
-        let pa = t.page.0 + line * 64;
-        let (core, socket, remote) = k.line_place(cpu, pa);
-        k.caches.load(core, socket, pa, remote);
+        k.caches.load(core, socket, t.page.0 + line * 64, remote);
     }
     Ok(())
 }

@@ -3,45 +3,17 @@
 
 use super::Op;
 use crate::error::{Error, Result};
+use crate::host_mem::Map;
 use std::time::Instant;
 
-/// An anonymous private mapping, unmapped on drop.
-struct Map {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Map {
-    fn new(len: usize) -> Result<Map> {
-        // SAFETY: a fresh anonymous mapping; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len.max(4096),
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::new(format!(
-                "evict-fault: mmap of {len} bytes: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        Ok(Map {
-            ptr: ptr.cast(),
-            len: len.max(4096),
-        })
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, unmapped once.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
+/// `bytes` of fresh memory (a page at least), on 4 KiB pages as the model's are.
+fn map(bytes: usize) -> Result<Map> {
+    Map::new(bytes.max(4096), false).ok_or_else(|| {
+        Error::new(format!(
+            "evict-fault: mmap of {bytes} bytes: {}",
+            std::io::Error::last_os_error()
+        ))
+    })
 }
 
 /// Bytes written once before a run: twice the largest LLC of the library's machines, so
@@ -77,10 +49,10 @@ fn once(op: Op, region: &Map, i: usize) -> Result<()> {
 /// Each of `times` runs of `op`, in ns, after one untimed run; before each, every line of
 /// an `evict_kib` KiB buffer (written once beforehand) is read.
 pub fn op_times(op: Op, evict_kib: u64, runs: u32) -> Result<Vec<f64>> {
-    let evict = Map::new(evict_kib as usize * 1024)?;
-    let region = Map::new((runs as usize + 1) * 4096)?;
+    let evict = map(evict_kib as usize * 1024)?;
+    let region = map((runs as usize + 1) * 4096)?;
     {
-        let flush = Map::new(FLUSH_BYTES)?;
+        let flush = map(FLUSH_BYTES)?;
         // SAFETY: writes within our own mapping.
         unsafe { std::ptr::write_bytes(flush.ptr, 1, flush.len) };
     }

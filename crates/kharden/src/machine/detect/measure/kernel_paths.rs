@@ -1,9 +1,9 @@
 //! Costs of kernel paths user space can drive: the syscall round trip, a minor fault, and the
 //! cross-CPU TLB shootdown behind mprotect.
 
-use super::chase::Map;
 use super::cpus::{online_allowed_cpus, pin, restore_affinity};
 use super::{measure_diff, median, now_ns};
+use crate::host_mem::Map;
 use crate::machine::detect::facts::HostFacts;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};

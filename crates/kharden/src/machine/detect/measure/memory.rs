@@ -1,9 +1,10 @@
 //! Cache, DRAM (local and remote node) and STLB-hit latencies.
 
-use super::chase::{chase, chase_with, Map};
+use super::chase::{chase, chase_with};
 use super::cpus::{online_allowed_cpus, pin, restore_affinity};
 use super::median;
 use super::now_ns;
+use crate::host_mem::Map;
 use crate::machine::detect::facts::HostFacts;
 use std::time::Instant;
 

@@ -500,6 +500,12 @@ fn evict_fault_times_this_host_beside_the_model() {
             .unwrap();
         assert!((1.0..=64.0).contains(&v), "{line}");
     }
+    // The model's column alone (this used to panic on the empty native columns).
+    let text = evict_fault(&["--model-only", "--evict-kib", "0,4096"]);
+    assert!(
+        text.contains("model p50 ns") && !text.contains("native"),
+        "{text}"
+    );
     // Without the sizes the fit needs, it refuses before measuring anything.
     let out = kharden(&["kernel", "evict-fault", "--fit", "--evict-kib", "0,256"]);
     let err = String::from_utf8_lossy(&out.stderr);

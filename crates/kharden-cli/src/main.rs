@@ -69,15 +69,9 @@ fn main() -> ExitCode {
             e.exit()
         }
         Err(e) => {
-            // clap explains over several lines; keep the one that names the problem.
-            let text = e.to_string();
-            let line = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
             eprintln!(
                 "kharden: {} (see 'kharden --help')",
-                line.trim_start_matches("error: ")
+                one_line(&e.to_string())
             );
             return ExitCode::from(2);
         }
@@ -107,4 +101,22 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// clap explains over several lines: the line that names the problem and, where it ends in a
+/// colon (missing arguments), the indented lines that list what it names.
+fn one_line(text: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+    let first = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ");
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let listed: Vec<&str> = lines
+        .take_while(|l| l.starts_with(' '))
+        .map(str::trim)
+        .collect();
+    format!("{first} {}", listed.join(", "))
 }

@@ -253,6 +253,25 @@ fn check_passes_correct_and_fails_broken_defenses() {
 fn bad_flags_and_subcommands_are_one_line_errors() {
     assert_one_line_error(&["frobnicate"], "unrecognized subcommand 'frobnicate'");
     assert_one_line_error(&["run", "--machine"], "--machine");
+    // A missing required flag is named on the one line, not only on clap's next lines.
+    assert_one_line_error(
+        &["run", "--workload", "kernel-op", "--op", "open-close"],
+        "required arguments were not provided: --machine <MACHINE>",
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "xeon-e5-2690v3-2s",
+            "--workload",
+            "kernel-op",
+            "--op",
+            "open-close",
+            "--caches",
+            "warm",
+        ],
+        "--caches: unknown cache state 'warm': expected one of hot, cold, cold-each",
+    );
     assert_one_line_error(
         &[
             "run",

@@ -49,7 +49,7 @@ pub struct Args {
     /// kernel-op: the operation (fork-1, fork-1024, mmap-munmap, mmap-lock, open-close, kill, mount).
     #[arg(long, default_value = "fork-1")]
     op: String,
-    /// kernel-op: hot or cold caches.
+    /// kernel-op: hot, cold (emptied before the timed part) or cold-each (before every loop iteration).
     #[arg(long, default_value = "hot")]
     caches: String,
     /// kernel-op: the NUMA node whose first CPU runs it.

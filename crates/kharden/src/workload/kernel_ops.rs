@@ -16,7 +16,9 @@
 //! Hot: the operation (one loop iteration, for the loops) ran once just before, so caches
 //! and TLBs hold what it left. Cold: after that, every cache level, TLB and paging-structure
 //! cache of every CPU is emptied before the timed part (what a cache-thrashing run between
-//! measurements leaves: kernel text and data come from DRAM, on their home node).
+//! measurements leaves: kernel text and data come from DRAM, on their home node); a loop is
+//! then cold for its first iteration only. Cold-each: emptied before every iteration of a
+//! loop too (the seed does not say which of the two its loops' "cold caches" were).
 
 use crate::arch::x86::InvpcidType;
 use crate::error::{Error, Result};
@@ -78,24 +80,23 @@ impl Op {
 pub enum Caches {
     Hot,
     Cold,
+    /// Cold before every iteration of a loop, not only the first.
+    ColdEach,
 }
 
 impl Caches {
+    pub const ALL: &'static [Caches] = &[Caches::Hot, Caches::Cold, Caches::ColdEach];
+
     pub fn name(self) -> &'static str {
         match self {
             Caches::Hot => "hot",
             Caches::Cold => "cold",
+            Caches::ColdEach => "cold-each",
         }
     }
 
     pub fn parse(name: &str) -> Result<Caches> {
-        match name {
-            "hot" => Ok(Caches::Hot),
-            "cold" => Ok(Caches::Cold),
-            _ => Err(Error::new(format!(
-                "unknown cache state '{name}': expected hot or cold"
-            ))),
-        }
+        super::by_name(Caches::ALL, Caches::name, name, "cache state")
     }
 }
 
@@ -124,7 +125,7 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult
     }
     // Warm-up: one run of the operation (one iteration of a loop).
     b.once(k, op)?;
-    if caches == Caches::Cold {
+    if caches != Caches::Hot {
         empty_caches(k);
     }
     if op == Op::Kill {
@@ -136,7 +137,10 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult
     let end = if op == Op::Kill {
         b.kill(k)?
     } else {
-        for _ in 0..op.iterations() {
+        for i in 0..op.iterations() {
+            if caches == Caches::ColdEach && i > 0 {
+                empty_caches(k);
+            }
             b.once(k, op)?;
         }
         k.cpus[b.cpu].now
@@ -318,5 +322,32 @@ mod tests {
             }
         }
         assert!(Op::parse("fork").is_err() && Caches::parse("warm").is_err());
+    }
+
+    #[test]
+    fn cold_each_empties_the_caches_before_every_iteration_of_a_loop() {
+        let m = machine::load("xeon-e5-2690v3-2s").unwrap();
+        let time = |op, caches| {
+            let mut k = Kernel::boot(m.clone(), defense::parse_list("pti:linux").unwrap());
+            let r = run(&mut k, op, caches, 1).unwrap();
+            (
+                r.elapsed,
+                r.stats.counter(crate::sim::Counter::KernelTextFromMemory),
+            )
+        };
+        // A loop: every iteration fetches its text from DRAM again, not only the first.
+        let (cold, cold_text) = time(Op::OpenClose, Caches::Cold);
+        let (each, each_text) = time(Op::OpenClose, Caches::ColdEach);
+        assert!(each > cold, "cold-each {each:?} <= cold {cold:?}");
+        assert!(
+            each_text > 100 * cold_text.max(1),
+            "text lines from DRAM: cold-each {each_text}, cold {cold_text}"
+        );
+        // A single operation: the two are the same.
+        assert_eq!(
+            time(Op::Mount, Caches::Cold),
+            time(Op::Mount, Caches::ColdEach)
+        );
+        assert_eq!(Caches::parse("cold-each").unwrap(), Caches::ColdEach);
     }
 }

@@ -75,7 +75,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
     use kharden::params::Params;
     use kharden::sim::Counter;
     use kharden::workload::kbuild_profile::JobProfile;
-    use kharden::workload::kbuild_run::{simulate, Sampling};
+    use kharden::workload::kbuild_run::{simulate_uncached, Sampling};
     let m = machine::load("xeon-platinum-8160").unwrap();
     let profile = JobProfile::builtin();
     let sampling = Sampling {
@@ -83,10 +83,12 @@ fn kbuild_shootdowns(c: &mut Criterion) {
         window_ms: 4.0,
         ..Sampling::default()
     };
+    // Uncached: simulate() answers a repeated call from its memo of this process's runs.
     let run = || {
-        simulate(
+        simulate_uncached(
             &m,
             "pti:linux,xpfo:immediate",
+            &[],
             60,
             &profile,
             sampling,

@@ -176,7 +176,7 @@ fn bench(toggles: u32, exits: u64, name: &str) -> Result<()> {
             "native, this host (/dev/kvm): {:.1} ns per CR0.WP write ({} writes), {:.0} ns per KVM_RUN round trip with an I/O exit",
             r.ns_per_toggle, r.toggles, r.ns_per_io_exit
         );
-        println!("  (a toggle far below one round trip means the host kernel does not exit on CR0.WP writes: guest-owned WP on VMX since 6.4, or no CR0 write intercept on SVM with NPT)");
+        println!("  (a toggle far below one round trip means the host kernel does not exit on CR0.WP writes: guest-owned WP on VMX with EPT since 6.4; on SVM, KVM's selective CR0 write intercept makes every toggle exit)");
     }
     Ok(())
 }

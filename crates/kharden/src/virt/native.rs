@@ -2,7 +2,7 @@
 //! CR0.WP in a loop of `toggles_per_exit` writes, then leaves through an OUT to port 0x10;
 //! the host times the KVM_RUN round trips. What each toggle costs here depends on the host
 //! kernel: since Linux 6.4 (VMX, with EPT) the guest owns CR0.WP and the write does not
-//! exit; on SVM with NPT, KVM drops the CR0 write intercept while guest and host CR0 agree.
+//! exit; on SVM every toggle exits through the selective CR0 write intercept KVM always sets.
 
 use crate::error::{Error, Result};
 use std::time::Instant;

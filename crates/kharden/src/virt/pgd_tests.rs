@@ -60,3 +60,28 @@ fn the_cpu_pgd_holds_the_running_process_user_half() {
         assert_eq!(g.mem.read(pgd, slot), g.mem.read(want, slot), "slot {slot}");
     }
 }
+
+/// On SVM the guest cannot own CR0.WP: KVM's selective CR0 write intercept makes every toggle
+/// exit, so "guest-owned" runs as the seed's patch does; on VMX with EPT no toggle exits.
+#[test]
+fn only_vmx_lets_the_guest_own_cr0_wp() {
+    let run_on = |machine: &str, variant| {
+        let m = crate::machine::load(machine).unwrap();
+        let mut cfg = SsddConfig::new(MmuFlavour::Tdp, variant);
+        cfg.warmup_steps = 10;
+        cfg.sample_steps = 20;
+        cfg.oracle = true;
+        let r = run_ssdd(&m, &cfg).unwrap();
+        assert!(r.violations.is_empty(), "{machine}: {:?}", r.violations);
+        r
+    };
+    let cr_exits =
+        |r: &super::SsddResult| r.counts.exits[super::vmx::ExitReason::CrAccess as usize];
+    let vmx = run_on("skylake-i7-6700k", Variant::GuestOwnedWp);
+    assert_eq!(cr_exits(&vmx), 0);
+    let svm = run_on("epyc-7763-2s", Variant::GuestOwnedWp);
+    assert_eq!(cr_exits(&svm), svm.counts.cr0_writes);
+    assert!(svm.counts.cr0_writes > 0);
+    let patch = run_on("epyc-7763-2s", Variant::KeepRoots);
+    assert_eq!(svm.seconds, patch.seconds);
+}

@@ -242,7 +242,10 @@ impl<'a> Vcpu<'a> {
         pairs: u64,
     ) -> Vcpu<'a> {
         let cr0 = CR0_PG | CR0_WP;
-        let guest_owns_wp = cfg.variant == Variant::GuestOwnedWp && cfg.flavour.direct();
+        // "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no CR0 mask).
+        let guest_owns_wp = cfg.variant == Variant::GuestOwnedWp
+            && cfg.flavour.direct()
+            && hw.flavour == VirtFlavour::Vmx;
         let ctl = Cr0Controls {
             guest_host_mask: if guest_owns_wp {
                 CR0_PG
@@ -635,7 +638,7 @@ impl<'a> Vcpu<'a> {
     /// Whether KVM's software walker (emulation, gva_to_gpa) permits a supervisor write to
     /// `va`: the guest PTE's W bit and mmu->permissions for the CR0.WP it was computed for.
     pub(crate) fn emulated_write_allowed(&mut self, va: VirtAddr) -> bool {
-        if self.cfg.variant == Variant::GuestOwnedWp {
+        if self.ctl.guest_host_mask & CR0_WP == 0 {
             // kvm_mmu_refresh_passthrough_bits: CR0.WP is read back from the VMCS first.
             self.mmu.permissions_wp = self.wp();
         }

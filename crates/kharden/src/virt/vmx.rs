@@ -16,8 +16,9 @@ pub const CR0_PG: u64 = 1 << 31;
 pub enum VirtFlavour {
     /// Intel VT-x: CR0 writes exit per the guest/host mask; EPT; VPID.
     Vmx,
-    /// AMD-V: no per-bit CR0 mask; while KVM sets the CR0 write intercept every write
-    /// exits (KVM clears it under NPT when guest and host CR0 agree, svm_set_cr0); NPT.
+    /// AMD-V: no per-bit CR0 mask. KVM always sets the selective CR0 write intercept, which
+    /// exits on a change of any bit but TS and MP (it drops only the full CR0 intercepts
+    /// under NPT, svm_set_cr0), so every CR0.WP toggle exits; NPT.
     Svm,
 }
 
@@ -78,7 +79,8 @@ pub struct Cr0Controls {
 
 impl Cr0Controls {
     /// SDM 25.1.3: MOV to CR0 exits if, for any bit set in the mask, the new value differs
-    /// from the read shadow. SVM has no per-bit mask for WP: every write exits.
+    /// from the read shadow. SVM has no per-bit mask: KVM's selective CR0 write intercept
+    /// exits on every write the guest makes here (each changes WP).
     pub fn write_exits(&self, flavour: VirtFlavour, new: u64) -> bool {
         match flavour {
             VirtFlavour::Vmx => (new ^ self.read_shadow) & self.guest_host_mask != 0,

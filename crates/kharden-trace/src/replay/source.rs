@@ -135,9 +135,11 @@ impl FileSource {
         let generic = syscall::lookup("getpid").expect("getpid is in the table");
         let ghz = self.shared.host_ghz;
         Ok(match rec {
+            // A trace records no cache behaviour of the user code.
             Record::User(ns) => Op::User {
                 cycles: ns * ghz,
                 touches: 8,
+                l1_lines: Default::default(),
             },
             Record::Syscall(ns, wait, flushed) => {
                 let op = Op::Syscall {

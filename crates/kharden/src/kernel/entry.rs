@@ -3,9 +3,26 @@
 
 use super::syscall::{Effect, KTouch, SyscallSpec};
 use super::{layout::*, CpuId, Kernel};
+use crate::arch::caches::L1Side;
 use crate::arch::x86::{paging, Access, Fault, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
 use crate::sim::{Counter, TimeCategory};
+
+/// Lines user code brings into a core's L1 caches (its L1 misses) over some user work.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UserL1Lines {
+    pub instruction: f64,
+    pub data: f64,
+}
+
+impl UserL1Lines {
+    pub fn scaled(self, by: f64) -> UserL1Lines {
+        UserL1Lines {
+            instruction: self.instruction * by,
+            data: self.data * by,
+        }
+    }
+}
 
 impl Kernel {
     /// The first return to user mode of the task on `cpu` (after switch_to).
@@ -65,6 +82,16 @@ impl Kernel {
         }
         self.compute(cpu, cycles, TimeCategory::User);
         Ok(())
+    }
+
+    /// What user code's own L1 misses over a stretch of user work leave of the kernel's
+    /// lines: `lines` of its lines pass through the core's L1I and L1D (SlotCache::displace).
+    pub fn displace_l1_by_user(&mut self, cpu: CpuId, lines: UserL1Lines) {
+        let core = self.cpus[cpu].mmu.core();
+        self.caches
+            .displace_l1(L1Side::Instruction, core, lines.instruction as usize);
+        self.caches
+            .displace_l1(L1Side::Data, core, lines.data as usize);
     }
 
     fn in_vma(&self, cpu: CpuId, va: VirtAddr) -> bool {

@@ -7,6 +7,7 @@
 //! process's life at constant rates.
 
 use super::program::{Op, Program};
+use crate::kernel::entry::UserL1Lines;
 use crate::kernel::syscall::SyscallSpec;
 use crate::sim::Pcg32;
 use std::collections::VecDeque;
@@ -46,6 +47,8 @@ pub struct JobSpec {
     pub syscall_mix: Vec<(SyscallSpec, f64)>,
     /// Heap pages touched per chunk of user work.
     pub touches_per_chunk: u32,
+    /// L1 lines the user code brings in per cycle of its work (its L1 miss rates).
+    pub user_l1_lines_per_cycle: UserL1Lines,
 }
 
 impl JobSpec {
@@ -293,9 +296,11 @@ impl Process {
                 });
             }
         }
+        let cycles = s.user_cycles * per_chunk;
         Op::User {
-            cycles: s.user_cycles * per_chunk,
+            cycles,
             touches: s.touches_per_chunk,
+            l1_lines: s.user_l1_lines_per_cycle.scaled(cycles),
         }
     }
 }
@@ -337,6 +342,7 @@ mod tests {
             write_pages: 4.0,
             syscall_mix: vec![(crate::kernel::syscall::lookup("lseek").unwrap(), 30.0)],
             touches_per_chunk: 20,
+            user_l1_lines_per_cycle: Default::default(),
         }
     }
 
@@ -410,6 +416,35 @@ mod tests {
         assert_eq!(parent_of("gcc"), ["sh"]);
         assert_eq!(parent_of("cc1"), ["gcc"]);
         assert_eq!(parent_of("as"), ["gcc"]);
+    }
+
+    #[test]
+    fn user_code_displaces_the_kernel_from_the_l1s_between_entries() {
+        let build = |l1: UserL1Lines| {
+            let m = machine::load("ivybridge-i5-3550").unwrap();
+            let k = Kernel::boot(m, defense::parse_list("none").unwrap());
+            let mut spec = small_spec();
+            spec.user_l1_lines_per_cycle = l1;
+            let mut r = Runner::new(k, Make::program(spec, 2, 4), 7);
+            let w = r.run(Time::ZERO, Time(10_000_000_000_000)).unwrap();
+            (
+                w.tasks.counter(Counter::KernelLineL1Misses),
+                w.tasks.system_time(),
+            )
+        };
+        let (quiet_misses, quiet_time) = build(UserL1Lines::default());
+        // The shipped job's rates: a chunk brings in more lines than an L1 holds.
+        let (misses, time) = build(UserL1Lines {
+            instruction: 0.032,
+            data: 0.021,
+        });
+        // (Long paths such as a fault's overflow the L1 anyway: the rise is the lines a
+        // short path found still there.)
+        assert!(
+            misses > quiet_misses + quiet_misses / 10,
+            "kernel L1 misses {misses} against {quiet_misses} without user lines"
+        );
+        assert!(time > quiet_time, "{time:?} <= {quiet_time:?}");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use super::kbuild::{JobSpec, ProcessSpec};
 use crate::error::{Error, Result};
+use crate::kernel::entry::UserL1Lines;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -24,6 +25,12 @@ pub struct JobProfile {
     pub system_seconds: f64,
     pub host_ghz: f64,
     pub touches_per_chunk: u32,
+    /// L1I and L1D misses of the job's user code per 1000 of its cycles (lines it brings
+    /// into 32 KiB L1s, displacing the kernel's between its entries); 0 when not measured.
+    #[serde(default)]
+    pub user_l1i_lines_per_kcycle: f64,
+    #[serde(default)]
+    pub user_l1d_lines_per_kcycle: f64,
     /// Shares of the job's syscalls that run a syscall-table path of their own (none when
     /// the table is absent).
     #[serde(default)]
@@ -91,6 +98,17 @@ impl JobProfile {
             ));
         }
         for (field, v) in [
+            ("user_l1i_lines_per_kcycle", p.user_l1i_lines_per_kcycle),
+            ("user_l1d_lines_per_kcycle", p.user_l1d_lines_per_kcycle),
+        ] {
+            if !(0.0..=1000.0).contains(&v) {
+                return Err(Error::at(
+                    place,
+                    format!("{field}: expected L1 misses per 1000 cycles, 0 to 1000, got {v}"),
+                ));
+            }
+        }
+        for (field, v) in [
             ("user_seconds", p.user_seconds),
             ("system_seconds", p.system_seconds),
             ("host_ghz", p.host_ghz),
@@ -142,6 +160,10 @@ impl JobProfile {
             write_pages: self.write_pages,
             syscall_mix,
             touches_per_chunk: self.touches_per_chunk,
+            user_l1_lines_per_cycle: UserL1Lines {
+                instruction: self.user_l1i_lines_per_kcycle / 1000.0,
+                data: self.user_l1d_lines_per_kcycle / 1000.0,
+            },
         }
     }
 }
@@ -203,6 +225,25 @@ mod tests {
         let names: Vec<&str> = spec.processes.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["sh", "gcc", "cc1", "as", "objtool", "fixdep", "rm"]);
         assert_eq!(spec.processes[2].parent, Some(1), "gcc runs cc1");
+    }
+
+    #[test]
+    fn user_l1_miss_rates_are_optional_and_bounded() {
+        let one = "[[process]]\nname = \"sh\"\nshare = 1.0\n";
+        let absent = parse(one).unwrap().spec().user_l1_lines_per_cycle;
+        assert_eq!(absent, Default::default());
+        let set = parse(&format!(
+            "user_l1i_lines_per_kcycle = 30.0\nuser_l1d_lines_per_kcycle = 20.0\n{one}"
+        ))
+        .unwrap()
+        .spec()
+        .user_l1_lines_per_cycle;
+        assert_eq!((set.instruction, set.data), (0.03, 0.02));
+        let e = parse(&format!("user_l1d_lines_per_kcycle = -1.0\n{one}")).unwrap_err();
+        assert_eq!(
+            e,
+            "job.toml: user_l1d_lines_per_kcycle: expected L1 misses per 1000 cycles, 0 to 1000, got -1"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! What tasks do: a closed set of operations, produced one at a time by each task's program.
 //! Every workload (generators, trace replay) speaks this language to the runner.
 
+use crate::kernel::entry::UserL1Lines;
 use crate::kernel::syscall::{Effect, SyscallSpec};
 use crate::sim::Pcg32;
 
@@ -26,6 +27,8 @@ pub enum Op {
     User {
         cycles: f64,
         touches: u32,
+        /// The L1 lines the user code brings in meanwhile, displacing the kernel's.
+        l1_lines: UserL1Lines,
     },
     /// First touches of `n` new heap pages: anonymous page faults.
     AnonFaults(u32),

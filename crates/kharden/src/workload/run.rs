@@ -231,7 +231,11 @@ impl Runner {
     fn execute(&mut self, cpu: CpuId, task: TaskId, op: Op) -> Result<bool> {
         let k = &mut self.k;
         match op {
-            Op::User { cycles, touches } => {
+            Op::User {
+                cycles,
+                touches,
+                l1_lines,
+            } => {
                 let mm = k.tasks[task].mm;
                 let heap = k.mms[mm].heap;
                 let resident = k.mms[mm].heap_pages;
@@ -251,6 +255,7 @@ impl Runner {
                     }
                 }
                 k.user_work(cpu, cycles, &list)?;
+                k.displace_l1_by_user(cpu, l1_lines);
             }
             Op::AnonFaults(n) => {
                 for _ in 0..n {

@@ -180,6 +180,12 @@ impl CacheHierarchy {
         }
     }
 
+    /// `lines` lines of someone else's (user code between kernel entries) pass through
+    /// `core`'s L1 on `side`, displacing what was there (SlotCache::displace).
+    pub fn displace_l1(&mut self, side: L1Side, core: usize, lines: usize) {
+        self.l1_mut(side, core).displace(lines);
+    }
+
     /// Fills of `core`'s L1 on `side` so far: while it stands still, every line that was
     /// there still is, in the same slot.
     pub fn l1_fills(&self, side: L1Side, core: usize) -> u64 {

@@ -48,6 +48,36 @@ impl SlotCache {
         (false, victim)
     }
 
+    /// What `lines` other lines passing through evict: with at least as many lines as
+    /// slots, everything; otherwise the least recently used lines, `lines` of them spread
+    /// over the sets in turn. A displaced slot is left empty (the lines that took it are
+    /// nobody's the simulation follows) and counted as a fill.
+    pub(super) fn displace(&mut self, lines: usize) {
+        let sets = self.tags.len() / self.ways;
+        if lines >= self.tags.len() {
+            self.clear();
+            return;
+        }
+        for set in 0..sets {
+            // This set's share: lines * (set + 1) / sets - lines * set / sets.
+            let n = lines * (set + 1) / sets - lines * set / sets;
+            let start = set * self.ways;
+            for _ in 0..n {
+                let Some(oldest) = (start..start + self.ways)
+                    .filter(|&i| self.tags[i] != u64::MAX)
+                    .min_by_key(|&i| self.stamps[i])
+                else {
+                    break;
+                };
+                self.tags[oldest] = u64::MAX;
+                self.stamps[oldest] = 0;
+            }
+        }
+        if lines > 0 {
+            self.fills += 1;
+        }
+    }
+
     /// Accesses to lines known to be in `slots`, in order: what access() does on those hits.
     pub(super) fn hits(&mut self, slots: impl Iterator<Item = usize>) {
         // The clock stays in a register: the stores to stamps cannot move it.
@@ -81,6 +111,23 @@ impl SlotCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn displacement_evicts_the_least_recently_used_lines_of_every_set() {
+        // 2 sets x 4 ways; lines 0..8 fill both sets, 0 and 1 (set 0, 1) oldest.
+        let mut c = SlotCache::new(2, 4);
+        for line in 0..8 {
+            c.access(line);
+        }
+        c.access(0); // line 0 is now the newest of set 0
+        let fills = c.fills();
+        c.displace(2); // one per set: line 2 (set 0's oldest now) and line 1
+        assert!(c.fills() > fills);
+        assert!(c.access(0).0 && c.access(3).0 && c.access(5).0);
+        assert!(!c.access(2).0 && !c.access(1).0);
+        c.displace(8); // as many lines as slots: everything
+        assert!((0..8).all(|l| !c.access(l).0));
+    }
 
     #[test]
     fn replayed_hits_leave_the_state_lookups_leave() {

@@ -75,7 +75,7 @@ fn kbuild_shootdowns(c: &mut Criterion) {
     use kharden::params::Params;
     use kharden::sim::Counter;
     use kharden::workload::kbuild_profile::JobProfile;
-    use kharden::workload::kbuild_run::{simulate_uncached, Sampling};
+    use kharden::workload::kbuild_run::{forget_simulations, simulate, Sampling};
     let m = machine::load("xeon-platinum-8160").unwrap();
     let profile = JobProfile::builtin();
     let sampling = Sampling {
@@ -83,12 +83,12 @@ fn kbuild_shootdowns(c: &mut Criterion) {
         window_ms: 4.0,
         ..Sampling::default()
     };
-    // Uncached: simulate() answers a repeated call from its memo of this process's runs.
+    // simulate() answers a repeated call from its memo of this process's runs: forget them.
     let run = || {
-        simulate_uncached(
+        forget_simulations();
+        simulate(
             &m,
             "pti:linux,xpfo:immediate",
-            &[],
             60,
             &profile,
             sampling,

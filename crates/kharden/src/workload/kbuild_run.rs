@@ -111,25 +111,6 @@ pub fn simulate_with(
     if let Some(done) = done_simulations().lock().expect("not poisoned").get(&key) {
         return Ok(done.clone());
     }
-    let pooled = simulate_uncached(m, defenses, extensions, jobs, profile, sampling, params)?;
-    done_simulations()
-        .lock()
-        .expect("not poisoned")
-        .insert(key, pooled.clone());
-    Ok(pooled)
-}
-
-/// simulate_with() without the memo of this process's runs: every call simulates (what a
-/// benchmark of the engine times).
-pub fn simulate_uncached(
-    m: &MachineProfile,
-    defenses: &str,
-    extensions: &[defense::Extension],
-    jobs: u32,
-    profile: &JobProfile,
-    sampling: Sampling,
-    params: &Params,
-) -> Result<Measured> {
     // One window of the build: its stats and the user work cycles done in it.
     let one_sample = |seed: u64| -> Result<(Window, f64)> {
         let mut k = Kernel::boot_with(
@@ -182,7 +163,17 @@ pub fn simulate_uncached(
         pooled.window.merge(&window);
         pooled.user_work_cycles += user_work_cycles;
     }
+    done_simulations()
+        .lock()
+        .expect("not poisoned")
+        .insert(key, pooled.clone());
     Ok(pooled)
+}
+
+/// Forgets the simulations this process has run, so the next call of each simulates again
+/// (what a benchmark of the engine needs before every iteration).
+pub fn forget_simulations() {
+    done_simulations().lock().expect("not poisoned").clear();
 }
 
 /// Simulations this process has run, by everything that decides their result.

@@ -41,9 +41,9 @@ pub fn check(variant: &str, machines: &[String], overrides: &Overrides) -> Resul
     Ok(())
 }
 
-/// `run --workload ssdd`: prints run time and the VM's counters per ssdd step. The guest's
-/// fitted quantities are parameters: `--set guest.guest_work_cycles_per_step=54021
-/// --set guest.wp_pairs_other_per_step=57.7` (`reproduce kvm-cr0wp` prints the fitted values).
+/// `run --workload ssdd`: prints run time and the VM's counters per ssdd step. The two
+/// quantities `reproduce kvm-cr0wp` fits are parameters: `--set
+/// guest.guest_work_cycles_per_step=N --set kvm.unload_cycles=N` (it prints their values).
 pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
     match args.virt.as_deref() {
         Some("kvm") => {}
@@ -64,8 +64,8 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
     cfg.costs = KvmCosts::from(&params);
     let r = virt::run_ssdd(&m, &cfg)?;
     println!(
-        "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest work {:.0} cycles and {:.2} extra toggle pairs per step: `reproduce kvm-cr0wp` prints the fitted values)",
-        mmu, variant, vcpus, m.name, r.seconds, cfg.guest.guest_work_cycles_per_step, cfg.guest.wp_pairs_other_per_step
+        "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0}, kvm.unload_cycles={:.0}: `reproduce kvm-cr0wp` fits both and prints them; pass them with --set)",
+        mmu, variant, vcpus, m.name, r.seconds, cfg.guest.guest_work_cycles_per_step, cfg.costs.unload_cycles
     );
     let n = r.measured_steps as f64;
     for (i, reason) in virt::vmx::ExitReason::ALL.iter().enumerate() {

@@ -11,6 +11,8 @@ use kharden::{machine, Error, Result};
 /// them) or a machine-profile field (`machine.costs.interrupt_entry_cycles=900`).
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct SetArgs {
+    /// Override a parameter (`kharden params` lists them) or a machine field
+    /// (machine.costs.interrupt_entry_cycles=900); repeatable
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
 }

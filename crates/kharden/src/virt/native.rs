@@ -78,8 +78,9 @@ fn guest_code(toggles_per_exit: u32) -> Vec<u8> {
 /// Runs the guest for `exits` KVM_RUN round trips of `toggles_per_exit` CR0.WP writes.
 fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
     let kvm = std::ffi::CString::new("/dev/kvm").unwrap();
-    // SAFETY: plain syscalls on descriptors this function owns; the shared kvm_run page
-    // and guest memory are mapped with the sizes KVM reports and unmapped before return.
+    // SAFETY: plain syscalls on descriptors this function owns; the shared kvm_run page is
+    // mapped with the size KVM reports and unmapped before return, the guest memory is a
+    // host_mem::Map that lives until then.
     unsafe {
         let sys_fd = Fd(sys(
             "open /dev/kvm",
@@ -89,23 +90,15 @@ fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
             "KVM_CREATE_VM",
             libc::ioctl(sys_fd.0, KVM_CREATE_VM, 0),
         )?);
-        let mem = libc::mmap(
-            std::ptr::null_mut(),
-            MEM_SIZE,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if mem == libc::MAP_FAILED {
-            return Err(Error::new("kvm bench: mmap of guest memory failed"));
-        }
+        let guest_mem = crate::host_mem::Map::new(MEM_SIZE, false)
+            .ok_or_else(|| Error::new("kvm bench: mmap of guest memory failed"))?;
+        let mem = guest_mem.ptr;
         let code = guest_code(toggles_per_exit);
-        std::ptr::copy_nonoverlapping(code.as_ptr(), mem as *mut u8, code.len());
+        std::ptr::copy_nonoverlapping(code.as_ptr(), mem, code.len());
         // Reset vector at 0xfff0: jmp near to offset 0 (E9 rel16).
         let rel = (0i32 - 0xfff3) as i16;
         let jump = [0xE9, rel as u8, (rel >> 8) as u8];
-        std::ptr::copy_nonoverlapping(jump.as_ptr(), (mem as *mut u8).add(0xfff0), 3);
+        std::ptr::copy_nonoverlapping(jump.as_ptr(), mem.add(0xfff0), 3);
         let region = MemoryRegion {
             slot: 0,
             flags: 0,
@@ -114,7 +107,7 @@ fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
             userspace_addr: mem as u64,
         };
         let r = libc::ioctl(vm.0, KVM_SET_USER_MEMORY_REGION, &region);
-        let result = (|| {
+        (|| {
             sys("KVM_SET_USER_MEMORY_REGION", r)?;
             let vcpu = Fd(sys(
                 "KVM_CREATE_VCPU",
@@ -157,9 +150,7 @@ fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
             let ns = t.elapsed().as_nanos() as f64 / exits as f64;
             libc::munmap(run, size);
             Ok(ns)
-        })();
-        libc::munmap(mem, MEM_SIZE);
-        result
+        })()
     }
 }
 

@@ -29,6 +29,9 @@ impl RefcountDefense {
 }
 
 impl Defense for RefcountDefense {
+    /// Its name and per-pair cost are fixed at boot: no state.
+    fn canon(&self, _c: &mut kharden::sim::Canon) {}
+
     fn name(&self) -> String {
         self.name.clone()
     }

@@ -29,6 +29,11 @@ pub struct Args {
     /// syscall-loop: loops, printed like FreeBSD's syscall_timing.
     #[arg(long, default_value_t = 1)]
     loops: u32,
+    /// syscall-loop: simulate every iteration, also once an iteration has been shown to leave
+    /// the machine's state as it found it (otherwise the rest are added at once, with the
+    /// same result: kernel/steady.rs).
+    #[arg(long)]
+    exact: bool,
     /// kbuild: parallel jobs (make -jN); default: one per hardware thread.
     #[arg(long)]
     jobs: Option<u32>,
@@ -93,6 +98,7 @@ pub fn run(args: Args) -> Result<()> {
         OracleMode::default(),
     );
     let mut lp = SyscallLoop::new(&args.syscall, args.iterations)?;
+    lp.exact = args.exact;
     lp.start(&mut k)?;
     for _ in 0..lp.warmup {
         lp.measure(&mut k, 1)?;
@@ -107,11 +113,13 @@ pub fn run(args: Args) -> Result<()> {
     }
     let elapsed: f64 = loops.iter().map(|l| l.elapsed.secs()).sum();
     let iters = args.iterations * args.loops as u64;
+    let repeated: u64 = loops.iter().map(|l| l.repeated).sum();
     if args.json {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": args.workload, "syscall": args.syscall,
             "defense": k.defense_names(), "iterations": iters, "seconds": elapsed,
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
+            "repeated_iterations": repeated,
             "violations": k.violations, "stats": total,
             "set": overrides.to_json(), "params": params.to_json(),
         });
@@ -144,6 +152,11 @@ pub fn run(args: Args) -> Result<()> {
         iters,
         elapsed * 1e9 / iters as f64
     );
+    if repeated > 0 {
+        println!(
+            "steady state: {repeated} of them repeat a probed iteration that left the machine as it found it (kernel/steady.rs; --exact simulates each)"
+        );
+    }
     if k.violations.is_empty() {
         println!("security oracle: no violation (sampled at returns to user mode)");
     } else {

@@ -30,4 +30,5 @@ impl Defense for NoPcid {
     fn configure(&mut self, config: &mut BootConfig, _machine: &MachineProfile, _params: &Params) {
         config.use_pcid = false;
     }
+    fn canon(&self, _c: &mut crate::sim::Canon) {} // no state
 }

@@ -121,6 +121,16 @@ impl Pti {
 }
 
 impl Defense for Pti {
+    fn canon(&self, c: &mut crate::sim::Canon) {
+        let Pti {
+            variant: _,
+            switch_macro_cycles: _,
+            deferred_user_flushes: _,
+            deferred_user_flush,
+        } = self;
+        c.debug(deferred_user_flush);
+    }
+
     fn name(&self) -> String {
         match self.variant {
             Variant::FreeBsd => "pti:freebsd",

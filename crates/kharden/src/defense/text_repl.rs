@@ -152,6 +152,16 @@ impl TextReplication {
 }
 
 impl Defense for TextReplication {
+    fn canon(&self, c: &mut crate::sim::Canon) {
+        let TextReplication {
+            variant: _,
+            copies,
+            pgd_copies: _,
+            entry_syncs: _,
+        } = self;
+        c.debug(copies);
+    }
+
     fn name(&self) -> String {
         match self.variant {
             Variant::Correct => "text-repl",

@@ -200,6 +200,21 @@ impl Xpfo {
 }
 
 impl Defense for Xpfo {
+    fn canon(&self, c: &mut crate::sim::Canon) {
+        let Xpfo {
+            policy: _,
+            page_cycles: _,
+            counters: _,
+            pages,
+            pending,
+            global_pending,
+            global_pending_line,
+        } = self;
+        c.sorted_map(pages.iter().map(|(p, state)| (p.0, state)));
+        c.sorted_map(pending.iter());
+        c.debug(&(global_pending, global_pending_line));
+    }
+
     fn name(&self) -> String {
         match self.policy {
             Policy::Immediate => "xpfo:immediate",

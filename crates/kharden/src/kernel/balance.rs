@@ -99,6 +99,7 @@ impl Kernel {
     /// The tick on a CPU that runs a task; returns idle CPUs it woke to pull work, which the
     /// engine must start.
     pub fn scheduler_tick(&mut self, cpu: CpuId) -> Vec<CpuId> {
+        self.note_clock_read();
         let now = self.cpus[cpu].now;
         if now < self.cpus[cpu].balance.next_tick {
             return vec![];

@@ -96,6 +96,12 @@ pub trait Defense {
     fn check_user_mode(&self, _k: &Kernel, _cpu: CpuId) -> Option<Violation> {
         None
     }
+
+    /// The plug-in's state for kernel/steady.rs (Canon: no clocks, no stamps, no memos).
+    /// Without it the kernel never takes a state with this plug-in for a repeat of another.
+    fn canon(&self, c: &mut crate::sim::Canon) {
+        c.opaque();
+    }
 }
 
 /// Stands in for a defense while its own hook runs (see Kernel::with_defenses).

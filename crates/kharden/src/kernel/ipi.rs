@@ -93,6 +93,7 @@ impl Kernel {
 
     /// Runs `work` on every CPU in `targets` (not including `cpu`) and waits for all of them.
     pub fn smp_call_function_many(&mut self, cpu: CpuId, targets: &CpuSet, work: IpiWork) {
+        self.note_clock_read();
         if self.fast_forward {
             // Fast-forwarded history: a page-sized kernel flush reached CPUs that had never
             // touched the page (nothing ran before the simulation), so only full flushes
@@ -263,6 +264,7 @@ impl Kernel {
     /// whose target residency the CPU's recent idle intervals justify (a menu-governor-like
     /// choice), then that interval estimate is updated.
     pub(crate) fn idle_exit_latency(&mut self, cpu: CpuId, at: Time) -> Time {
+        self.note_clock_read();
         let c = &mut self.cpus[cpu];
         let slept = (at - c.now).ns();
         let predicted = c.idle_estimate_ns;

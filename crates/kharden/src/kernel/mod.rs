@@ -23,6 +23,7 @@ pub mod process;
 pub mod reap;
 pub mod sched;
 pub mod shared_line;
+pub mod steady;
 pub mod struct_page;
 pub mod syscall;
 pub mod tlbflush;
@@ -136,6 +137,7 @@ pub struct Cpu {
 /// An address space. `user_root` is the second PGD that user mode runs on, when a defense
 /// (PTI) creates one; `node_roots` its PGD per NUMA node, when a defense (kernel text
 /// replication) gives every node its own, and `node_user_roots` the same for `user_root`.
+#[derive(Debug)]
 pub struct Mm {
     pub root: Pfn,
     pub user_root: Option<Pfn>,
@@ -166,6 +168,7 @@ pub struct Mm {
     pub objects: [VirtAddr; path::PROCESS_OBJECT_PAGES],
 }
 
+#[derive(Debug)]
 pub struct Task {
     pub name: String,
     pub mm: MmId,
@@ -233,6 +236,11 @@ pub struct Kernel {
     /// back on one CPU would.
     pub fast_forward: bool,
     defenses: Vec<Box<dyn Defense>>,
+    /// Decisions made from a CPU clock so far (kernel/steady.rs).
+    clock_reads: std::cell::Cell<u64>,
+    /// While a steady-state probe runs: whether the oracle, asked at every return to user
+    /// mode, found anything (kernel/steady.rs).
+    oracle_probe: Option<bool>,
 }
 
 impl Kernel {
@@ -290,6 +298,8 @@ impl Kernel {
             text_version: 0,
             global_now: Time::ZERO,
             defenses: vec![],
+            clock_reads: Default::default(),
+            oracle_probe: None,
             mem,
             config,
             params: params::KernelParams::from(params),
@@ -650,7 +660,8 @@ impl Kernel {
     /// Runs the oracle at a return to user mode, as often as `config.oracle` asks.
     pub(crate) fn check_at_user_return(&mut self, cpu: CpuId) {
         self.returns_to_user += 1;
-        if !self.config.oracle.due(self.returns_to_user) {
+        let due = self.config.oracle.due(self.returns_to_user);
+        if !due && self.oracle_probe.is_none() {
             return;
         }
         let mut found: Vec<Violation> = coherence::check(self, cpu).into_iter().collect();
@@ -659,7 +670,12 @@ impl Kernel {
                 found.push(v);
             }
         }
-        self.violations.extend(found);
+        if let Some(probe) = self.oracle_probe.as_mut() {
+            *probe |= !found.is_empty();
+        }
+        if due {
+            self.violations.extend(found);
+        }
     }
 
     /// All CPUs' stats added up.

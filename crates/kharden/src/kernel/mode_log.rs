@@ -121,6 +121,25 @@ impl ModeLog {
         user
     }
 
+    /// The log as seen from `now` (each change's distance back, then the sums), so that a
+    /// log that moved along with its CPU's clock is the same log (kernel/steady.rs).
+    pub fn canon(&self, now: Time, c: &mut crate::sim::Canon) {
+        c.word(self.changes.len() as u64);
+        c.words(
+            self.changes
+                .iter()
+                .map(|&(t, user)| now.0.wrapping_sub(t) << 1 | user as u64),
+        );
+        c.words([self.closed_user, self.guess_credit.to_bits()]);
+    }
+
+    /// Moves every logged change `dt` later (its CPU's clock moved on by `dt`).
+    pub fn shift(&mut self, dt: Time) {
+        for change in self.changes.iter_mut() {
+            change.0 += dt.0;
+        }
+    }
+
     /// Forgets changes no request can ask about: those before `t`, except the one in force
     /// at `t`.
     pub fn prune(&mut self, t: Time) {

@@ -25,6 +25,7 @@ impl Kernel {
     /// was idle and must now be started (its clock is moved to the wake-up plus any C-state
     /// exit latency).
     pub fn wake_up(&mut self, task: TaskId, at: Time) -> Option<CpuId> {
+        self.note_clock_read();
         self.tasks[task].state = TaskState::Runnable;
         let prev = self.tasks[task].last_cpu.unwrap_or(0);
         let n = self.cpus.len();
@@ -59,6 +60,7 @@ impl Kernel {
     /// Picks what `cpu` runs next: its own queue, else a task stolen from the longest queue
     /// (same socket first). Returns `None` and leaves the CPU idle (lazy TLB) if nothing waits.
     pub fn schedule(&mut self, cpu: CpuId) -> Option<TaskId> {
+        self.note_clock_read();
         self.cpus[cpu].starting = false;
         let next = self.cpus[cpu].rq.pop_front().or_else(|| self.steal(cpu));
         let prev = self.cpus[cpu].current;
@@ -120,6 +122,7 @@ impl Kernel {
 
     /// True when the running task used its slice and someone waits on this CPU.
     pub fn should_preempt(&self, cpu: CpuId) -> bool {
+        self.note_clock_read();
         !self.cpus[cpu].rq.is_empty()
             && self.cpus[cpu].now - self.cpus[cpu].slice_start >= self.params.timeslice
     }

@@ -63,6 +63,7 @@ impl Kernel {
     /// `cpu` reads or writes `line` now; the expected miss stalls it (`shared-line` time) and
     /// is counted in `shared_line_transfers`.
     pub fn touch_shared_line(&mut self, line: &mut SharedLine, cpu: CpuId, access: LineAccess) {
+        self.note_clock_read();
         let n = self.cpus.len();
         if line.accesses.len() != n {
             *line = SharedLine {

@@ -1,6 +1,7 @@
 //! The engine: simulated time, the event queue, the seeded RNG, the stats registry and maps
 //! keyed by integers.
 
+pub mod canon;
 pub mod int_map;
 pub mod parallel;
 pub mod queue;
@@ -8,6 +9,7 @@ pub mod rng;
 pub mod stats;
 pub mod time;
 
+pub use canon::Canon;
 pub use int_map::IntMap;
 pub use queue::EventQueue;
 pub use rng::Pcg32;

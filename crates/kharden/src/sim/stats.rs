@@ -261,6 +261,22 @@ impl Stats {
             *a -= b;
         }
     }
+    /// Adds `other` `times` times over (kernel/steady.rs: the stats of repeated iterations).
+    pub fn add_times(&mut self, other: &Stats, times: u64) {
+        for (a, b) in self.time.iter_mut().zip(&other.time) {
+            *a += Time(b.0 * times);
+        }
+        let events = [
+            (&mut self.counters[..], &other.counters[..]),
+            (&mut self.flushes[..], &other.flushes[..]),
+            (&mut self.owned[..], &other.owned[..]),
+        ];
+        for (mine, theirs) in events {
+            for (a, b) in mine.iter_mut().zip(theirs) {
+                *a += b * times;
+            }
+        }
+    }
     /// Adds every counter of `other` (e.g. per-CPU stats into a machine total).
     pub fn merge(&mut self, other: &Stats) {
         for (a, b) in self.time.iter_mut().zip(&other.time) {

@@ -22,6 +22,9 @@ pub struct SyscallLoop {
     /// Iterations simulated before measuring (to warm TLBs and caches).
     pub warmup: u64,
     pub iterations: u64,
+    /// Runs every iteration, also once the loop has reached a steady state (kernel/steady.rs)
+    /// whose iterations could be added at once.
+    pub exact: bool,
     /// workload.syscall_loop.user_cycles_per_iteration of the kernel's run (set by start).
     user_cycles: f64,
 }
@@ -33,6 +36,8 @@ pub struct LoopResult {
     pub elapsed: Time,
     /// Stats of the measured iterations only.
     pub stats: Stats,
+    /// Of `iterations`, how many were added at once as repeats of a steady state.
+    pub repeated: u64,
 }
 
 impl LoopResult {
@@ -56,6 +61,7 @@ impl SyscallLoop {
             syscall: spec,
             warmup: 200,
             iterations,
+            exact: false,
             user_cycles: 0.0,
         })
     }
@@ -103,11 +109,30 @@ impl SyscallLoop {
         self.measure(k, self.iterations)
     }
 
-    /// Runs `n` more iterations on an already started kernel and measures them.
+    /// Runs `n` more iterations on an already started kernel and measures them. Unless
+    /// `exact`, it probes now and then (after 64, 128, 256, ... iterations) whether an
+    /// iteration gives the state back as it found it, and adds the rest at once when it does
+    /// (kernel/steady.rs).
     pub fn measure(&self, k: &mut Kernel, n: u64) -> Result<LoopResult> {
         let (t0, s0) = (k.cpus[0].now, k.cpus[0].stats.clone());
-        for _ in 0..n {
+        let (mut done, mut repeated, mut next_probe) = (0, 0, 64);
+        while done < n {
+            if self.exact || done + 1 < next_probe || done + 1 == n {
+                self.iteration(k)?;
+                done += 1;
+                continue;
+            }
+            let probe = k.probe();
             self.iteration(k)?;
+            done += 1;
+            match k.period(probe) {
+                Some(period) => {
+                    repeated = n - done;
+                    k.repeat(&period, repeated);
+                    done = n;
+                }
+                None => next_probe *= 2,
+            }
         }
         let mut stats = k.cpus[0].stats.clone();
         stats.subtract(&s0);
@@ -115,6 +140,7 @@ impl SyscallLoop {
             iterations: n,
             elapsed: k.cpus[0].now - t0,
             stats,
+            repeated,
         })
     }
 }
@@ -142,6 +168,57 @@ mod tests {
             v0.is_empty() && v1.is_empty() && v2.is_empty(),
             "{v1:?} {v2:?}"
         );
+    }
+
+    /// A loop run exactly and one that adds its steady state's iterations at once.
+    fn exact_and_steady(
+        machine: &str,
+        defenses: &str,
+        syscall: &str,
+        n: u64,
+    ) -> [(LoopResult, Kernel); 2] {
+        [true, false].map(|exact| {
+            let m = machine::load(machine).unwrap();
+            let mut k = Kernel::boot(m, defense::parse_list(defenses).unwrap());
+            let mut lp = SyscallLoop::new(syscall, n).unwrap();
+            lp.exact = exact;
+            (lp.run(&mut k).unwrap(), k)
+        })
+    }
+
+    #[test]
+    fn a_steady_state_adds_up_to_what_running_every_iteration_gives() {
+        let defenses = [
+            "none",
+            "pti:linux",
+            "pti:freebsd",
+            "nopcid,pti:linux",
+            "nopcid,pti:freebsd",
+            "pti:linux,xpfo:deferred",
+            "text-repl",
+            "pti:broken-user-maps-kernel",
+        ];
+        for machine in ["haswell-i7-4770", "xeon-e5-2690v3-2s"] {
+            for d in defenses {
+                for name in syscall::names() {
+                    let [(exact, ke), (steady, ks)] = exact_and_steady(machine, d, name, 3000);
+                    let what = format!("{name} under {d} on {machine}");
+                    assert_eq!(exact.repeated, 0);
+                    assert_eq!(
+                        (exact.elapsed, &exact.stats),
+                        (steady.elapsed, &steady.stats),
+                        "{what}"
+                    );
+                    assert_eq!(ke.violations, ks.violations, "{what}");
+                    assert!(ke.canon().same(&ks.canon()), "{what}: the machines differ");
+                    let clocks = |k: &Kernel| k.cpus.iter().map(|c| c.now).collect::<Vec<_>>();
+                    assert_eq!(clocks(&ke), clocks(&ks), "{what}");
+                    if name == "getppid" && !d.contains("broken") {
+                        assert!(steady.repeated > 2000, "{what}: no steady state found");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -186,6 +186,16 @@ impl CacheHierarchy {
         self.l1_mut(side, core).displace(lines);
     }
 
+    /// Every level's lines and recency order (latencies and overlaps are the profile's).
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        for l1 in self.l1.iter().chain(&self.l1i) {
+            l1.canon(c);
+        }
+        for r in self.l2.iter().chain(&self.llc) {
+            r.canon(c);
+        }
+    }
+
     /// Fills of `core`'s L1 on `side` so far: while it stands still, every line that was
     /// there still is, in the same slot.
     pub fn l1_fills(&self, side: L1Side, core: usize) -> u64 {

@@ -53,6 +53,11 @@ impl RecencyCache {
         hit.is_some()
     }
 
+    /// Tags in recency order are the whole state.
+    pub(super) fn canon(&self, c: &mut crate::sim::Canon) {
+        c.words(self.tags.iter().map(|&t| t as u64));
+    }
+
     pub(super) fn clear(&mut self) {
         self.tags.fill(EMPTY);
     }

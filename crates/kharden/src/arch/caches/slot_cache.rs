@@ -94,6 +94,20 @@ impl SlotCache {
         self.tags[slot] == line
     }
 
+    /// Each set's lines from the most to the least recently used, without the clock, the
+    /// fill count or the slots they sit in: no lookup's outcome depends on the slot (ways
+    /// with equal stamps are empty ones), only the replay memo does, which checks its slots.
+    pub(super) fn canon(&self, c: &mut crate::sim::Canon) {
+        let mut order: Vec<usize> = Vec::with_capacity(self.ways);
+        for set in 0..self.tags.len() / self.ways {
+            let start = set * self.ways;
+            order.clear();
+            order.extend(start..start + self.ways);
+            order.sort_by_key(|&i| (std::cmp::Reverse(self.stamps[i]), self.tags[i]));
+            c.words(order.iter().map(|&i| self.tags[i]));
+        }
+    }
+
     /// Lines filled so far: while it stands still, every line is where it was.
     pub(super) fn fills(&self) -> u64 {
         self.fills

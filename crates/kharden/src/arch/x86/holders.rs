@@ -103,6 +103,12 @@ impl TlbHolders {
         holders
     }
 
+    /// The index's contents in page order.
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        c.sorted_map(self.pages.iter());
+        c.debug(&self.walked);
+    }
+
     /// The CPUs whose paging-structure caches may hold entries.
     /// Whether `cpu` may hold a translation of the kernel page at `va` (of any size):
     /// false means its TLBs hold none, so an INVLPG there finds nothing.

@@ -295,6 +295,32 @@ impl Mmu {
         self.psc.entries()
     }
 
+    /// The MMU's state for kernel/steady.rs: control registers, TLB arrays and
+    /// paging-structure caches (the recent-hit memo and its change counts only repeat
+    /// lookups, and core, socket and node are fixed).
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        let Mmu {
+            root,
+            pcid,
+            pcide,
+            pge,
+            l1i,
+            l1d,
+            l2,
+            psc,
+            core: _,
+            socket: _,
+            node: _,
+            recent: _,
+            l1_changes: _,
+        } = self;
+        c.words([root.0, pcid.0 as u64, *pcide as u64, *pge as u64]);
+        for a in l1i.iter().chain(l1d).chain(l2.iter().map(|(_, a, _)| a)) {
+            a.canon(c);
+        }
+        psc.canon(c);
+    }
+
     /// Translates `va` for an access in user or supervisor mode: L1 TLB, then STLB, then a walk.
     pub fn translate(
         &mut self,

@@ -34,6 +34,27 @@ impl PhysMem {
         }
     }
 
+    /// Every table's entries and the allocators' state.
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        let PhysMem {
+            tables,
+            next_data,
+            free_data,
+            free_tables,
+        } = self;
+        for node in tables {
+            c.word(node.len() as u64);
+            for t in node {
+                c.words(t.iter().map(|pte| pte.0));
+            }
+        }
+        c.words(next_data.iter().copied());
+        for free in free_data.iter().chain(free_tables) {
+            c.word(free.len() as u64);
+            c.words(free.iter().map(|p| p.0));
+        }
+    }
+
     pub fn nodes(&self) -> u32 {
         self.tables.len() as u32
     }

@@ -167,6 +167,28 @@ impl PagingStructureCache {
         }
     }
 
+    /// The caches' state without their clock: each slot's key and entry, and the recency
+    /// order of the valid ones per level.
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        for l in &self.levels {
+            c.words(l.keys.iter().copied());
+            for (k, e) in l.keys.iter().zip(&l.slots).filter(|(&k, _)| k != 0) {
+                c.words([
+                    *k,
+                    e.table.0,
+                    e.writable as u64 | (e.user as u64) << 1 | (e.no_exec as u64) << 2,
+                ]);
+            }
+            let valid: Vec<u64> = l
+                .keys
+                .iter()
+                .zip(&l.stamps)
+                .map(|(&k, &s)| if k != 0 { s } else { 0 })
+                .collect();
+            c.ranks(&valid);
+        }
+    }
+
     /// Every cached entry with the virtual region it covers: (entry, first va, bytes).
     pub fn entries(&self) -> impl Iterator<Item = (PscEntry, VirtAddr, u64)> + '_ {
         self.levels.iter().flat_map(|l| {

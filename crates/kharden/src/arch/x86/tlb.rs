@@ -343,6 +343,30 @@ impl TlbArray {
         n
     }
 
+    /// The array's state without its clock: each slot's tag and entry and, for the valid
+    /// ones, their recency order in the set (the filter, `live` and `occupied` follow from
+    /// the tags; an invalid slot's stamp decides nothing, as an insert takes it first).
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        for set in 0..self.tags.len() / self.ways {
+            let range = set * self.ways..(set + 1) * self.ways;
+            c.words(self.tags[range.clone()].iter().copied());
+            for e in self.slots[range.clone()].iter().flatten() {
+                let f = e.flags;
+                c.words([
+                    e.page.0,
+                    f.writable as u64
+                        | (f.user as u64) << 1
+                        | (f.no_exec as u64) << 2
+                        | (f.global as u64) << 3,
+                ]);
+            }
+            let valid: Vec<u64> = range
+                .map(|s| if self.tags[s] != 0 { self.stamps[s] } else { 0 })
+                .collect();
+            c.ranks(&valid);
+        }
+    }
+
     pub fn entries(&self) -> impl Iterator<Item = &TlbEntry> {
         self.slots.iter().flatten()
     }

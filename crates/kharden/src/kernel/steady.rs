@@ -1,0 +1,263 @@
+//! Steady state: a loop whose iteration leaves the machine as it found it repeats itself.
+//!
+//! A workload that runs one operation again and again (a syscall loop) soon reaches a state
+//! that each iteration gives back: the same lines in every cache in the same recency order,
+//! the same TLB and paging-structure-cache entries, the same page tables and kernel objects.
+//! The simulation is deterministic, so from such a state every further iteration does
+//! exactly what the last one did: the same time on every CPU clock, the same counts. A probe
+//! proves it for one iteration: the state before and after, written out without clocks,
+//! stamps and memos (Kernel::canon), must be word for word the same, and nothing in the
+//! iteration may have decided anything by a clock (an IPI's arrival, a timeslice, a shared
+//! line's recent traffic: `note_clock_read`), since the clocks are what the canonical form
+//! leaves out. The remaining iterations are then added at once (`repeat`), as exactly as
+//! running them: `--exact` runs them one by one, and the tests compare the two.
+
+use super::{Cpu, Kernel};
+use crate::sim::{Canon, Stats, Time};
+
+/// What one iteration did to every CPU and to the oracle's count of returns to user mode.
+#[derive(Debug, Clone)]
+pub struct Period {
+    per_cpu: Vec<(Time, Stats, Stats)>,
+    returns_to_user: u64,
+}
+
+/// The state before a probed iteration.
+pub struct Probe {
+    canon: Canon,
+    per_cpu: Vec<(Time, Stats, Stats)>,
+    returns_to_user: u64,
+    clock_reads: u64,
+}
+
+impl Kernel {
+    /// A decision from a CPU clock (kernel/ipi.rs, sched.rs, balance.rs, shared_line.rs):
+    /// an iteration that makes one is never taken for a period.
+    pub(crate) fn note_clock_read(&self) {
+        self.clock_reads.set(self.clock_reads.get() + 1);
+    }
+
+    /// Starts probing the iteration about to run.
+    pub fn probe(&mut self) -> Probe {
+        self.oracle_probe = Some(false);
+        Probe {
+            canon: self.canon(),
+            per_cpu: self.clock_and_stats(),
+            returns_to_user: self.returns_to_user,
+            clock_reads: self.clock_reads.get(),
+        }
+    }
+
+    /// After the probed iteration: its period when it left the state as it found it, the
+    /// oracle found nothing at its returns to user mode and no clock decided anything.
+    pub fn period(&mut self, p: Probe) -> Option<Period> {
+        let oracle_clean = self.oracle_probe.take() == Some(false);
+        if !oracle_clean || self.clock_reads.get() != p.clock_reads || !self.canon().same(&p.canon)
+        {
+            return None;
+        }
+        let per_cpu = self
+            .clock_and_stats()
+            .into_iter()
+            .zip(p.per_cpu)
+            .map(|((now, mut stats, mut idle), (now0, stats0, idle0))| {
+                stats.subtract(&stats0);
+                idle.subtract(&idle0);
+                (now - now0, stats, idle)
+            })
+            .collect();
+        Some(Period {
+            per_cpu,
+            returns_to_user: self.returns_to_user - p.returns_to_user,
+        })
+    }
+
+    /// `times` more iterations of `period`: every clock, log and count moves on as that many
+    /// iterations would move it.
+    pub fn repeat(&mut self, period: &Period, times: u64) {
+        for (c, (dt, stats, idle)) in self.cpus.iter_mut().zip(&period.per_cpu) {
+            let shift = Time(dt.0 * times);
+            c.now += shift;
+            c.mode_log.shift(shift);
+            c.stats.add_times(stats, times);
+            c.idle_stats.add_times(idle, times);
+        }
+        self.returns_to_user += period.returns_to_user * times;
+    }
+
+    fn clock_and_stats(&self) -> Vec<(Time, Stats, Stats)> {
+        self.cpus
+            .iter()
+            .map(|c| (c.now, c.stats.clone(), c.idle_stats.clone()))
+            .collect()
+    }
+
+    /// The whole state as words, without what only measures or repeats (stats, memos) and
+    /// with clocks as orders (kernel/steady.rs). Every field is named, so a new one must be
+    /// placed here before the kernel builds.
+    pub fn canon(&self) -> Canon {
+        let mut c = Canon::default();
+        let Kernel {
+            // Fixed at boot.
+            machine: _,
+            clock: _,
+            params: _,
+            run_params: _,
+            paths: _,
+            config,
+            mem,
+            caches,
+            cpus,
+            holders,
+            kernel_root,
+            kernel_node_roots,
+            mms,
+            tasks,
+            task_slots,
+            mm_slots,
+            violations,
+            // Only says when the sampled oracle runs; a probe checks at every return.
+            returns_to_user: _,
+            pages,
+            page_cache,
+            rng,
+            direct_map_covered,
+            text_contents,
+            text_patches,
+            text_version,
+            global_now,
+            fast_forward,
+            defenses,
+            clock_reads: _,
+            oracle_probe: _,
+        } = self;
+        c.debug(config);
+        mem.canon(&mut c);
+        caches.canon(&mut c);
+        for cpu in cpus {
+            cpu.canon(&mut c);
+        }
+        holders.canon(&mut c);
+        c.debug(&(
+            kernel_root,
+            kernel_node_roots,
+            mms,
+            tasks,
+            task_slots,
+            mm_slots,
+        ));
+        c.debug(&violations.len());
+        c.sorted_map(pages.iter().map(|(p, info)| (p.0, info)));
+        c.debug(&(
+            page_cache,
+            rng,
+            direct_map_covered,
+            text_version,
+            global_now,
+            fast_forward,
+        ));
+        c.sorted_map(text_contents.iter());
+        c.sorted_map(text_patches.iter());
+        for d in defenses {
+            d.canon(&mut c);
+        }
+        c
+    }
+}
+
+impl Cpu {
+    fn canon(&self, c: &mut Canon) {
+        let Cpu {
+            mmu,
+            now,
+            user_mode,
+            mode_log,
+            current,
+            stats: _,
+            idle_stats: _,
+            asid,
+            idle_estimate_ns,
+            pcp,
+            rq,
+            starting,
+            slice_start,
+            balance,
+            irq_calendar,
+            spin_until,
+            // Where a path's lines were in L1: a memo of lookups.
+            path_memo: _,
+        } = self;
+        mmu.canon(c);
+        mode_log.canon(*now, c);
+        c.debug(&(
+            user_mode,
+            current,
+            asid,
+            idle_estimate_ns.to_bits(),
+            pcp,
+            rq,
+            starting,
+        ));
+        c.debug(&(slice_start, balance, irq_calendar, spin_until));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::defense;
+    use crate::sim::Counter;
+
+    fn kernel(defenses: &str) -> Kernel {
+        let m = crate::machine::load("haswell-i7-4770").unwrap();
+        Kernel::boot(m, defense::parse_list(defenses).unwrap())
+    }
+
+    #[test]
+    fn a_decision_from_a_clock_keeps_an_iteration_from_standing_for_the_rest() {
+        let mut k = kernel("pti:linux");
+        let p = k.probe();
+        assert!(k.period(p).is_some(), "nothing ran: the state is as it was");
+        let p = k.probe();
+        k.should_preempt(0);
+        assert!(k.period(p).is_none(), "the timeslice was asked");
+    }
+
+    #[test]
+    fn a_changed_state_or_a_plug_in_that_cannot_say_its_state_is_never_a_period() {
+        let mut k = kernel("none");
+        let task = k.spawn("loop", None);
+        k.switch_to(0, task);
+        let p = k.probe();
+        k.caches.clear();
+        assert!(k.period(p).is_none(), "the caches were emptied");
+        let mut k = kernel("none");
+        k.defenses.push(Box::new(super::super::hooks::Running));
+        let p = k.probe();
+        assert!(k.period(p).is_none(), "a plug-in without canon");
+    }
+
+    #[test]
+    fn repeating_a_period_moves_clocks_and_counts_on() {
+        let mut k = kernel("pti:linux");
+        let getppid = crate::kernel::syscall::lookup("getppid").unwrap();
+        let task = k.spawn("loop", None);
+        k.switch_to(0, task);
+        k.enter_user(0);
+        for _ in 0..10 {
+            k.syscall(0, &getppid).unwrap();
+        }
+        let p = k.probe();
+        let before = k.cpus[0].now;
+        k.syscall(0, &getppid).unwrap();
+        let after = k.cpus[0].now;
+        let syscalls = k.cpus[0].stats.counter(Counter::Syscalls);
+        let period = k
+            .period(p)
+            .expect("a warm getppid leaves the state as it found it");
+        k.repeat(&period, 10);
+        assert_eq!(k.cpus[0].now, after + Time((after - before).0 * 10));
+        assert_eq!(k.cpus[0].stats.counter(Counter::Syscalls), syscalls + 10);
+        assert_eq!(k.cpus[1].now, Time::ZERO, "an idle CPU's clock stays");
+    }
+}

@@ -35,9 +35,6 @@ fn syscall_loop(c: &mut Criterion) {
             let mut lp = SyscallLoop::new(syscall, n).unwrap();
             lp.exact = exact;
             lp.start(&mut k).unwrap();
-            if !exact && syscall == "mprotect" {
-                continue; // its state never repeats (each call bumps the mm's flush generation)
-            }
             g.bench_with_input(BenchmarkId::new(syscall, defenses), &(), |b, _| {
                 b.iter(|| lp.measure(&mut k, n).unwrap())
             });

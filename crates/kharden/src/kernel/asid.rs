@@ -61,6 +61,39 @@ impl AsidState {
         }
     }
 
+    /// The slots for kernel/steady.rs, each generation as its lag behind its mm's
+    /// (`mm_gen` gives the generation of a live mm with that ctx_id), capped at 2: every
+    /// decision only asks whether a slot is current, one behind, or further.
+    pub fn canon(&self, mm_gen: impl Fn(MmId, u64) -> Option<u64>, c: &mut crate::sim::Canon) {
+        let AsidState {
+            slots,
+            next,
+            loaded_mm,
+            loaded_asid,
+            is_lazy,
+        } = self;
+        for s in slots {
+            let lag = s
+                .ctx
+                .and_then(|(mm, ctx)| mm_gen(mm, ctx))
+                .map(|g| g.saturating_sub(s.tlb_gen).min(2));
+            c.debug(&(s.ctx, lag));
+        }
+        c.debug(&(next, loaded_mm, loaded_asid, is_lazy));
+    }
+
+    /// Moves the generation of every slot that holds a live mm and is at most one behind it
+    /// on by `by(mm, ctx_id)` (its mm's generation moved on by as much).
+    pub fn shift_generations(&mut self, by: impl Fn(MmId, u64) -> Option<(u64, u64)>) {
+        for s in self.slots.iter_mut() {
+            if let Some((gen, shift)) = s.ctx.and_then(|(mm, ctx)| by(mm, ctx)) {
+                if gen.saturating_sub(s.tlb_gen) < 2 {
+                    s.tlb_gen += shift;
+                }
+            }
+        }
+    }
+
     pub fn local_tlb_gen(&self) -> u64 {
         self.slots[self.loaded_asid].tlb_gen
     }

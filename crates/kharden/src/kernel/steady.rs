@@ -20,6 +20,8 @@ use crate::sim::{Canon, Stats, Time};
 pub struct Period {
     per_cpu: Vec<(Time, Stats, Stats)>,
     returns_to_user: u64,
+    /// Per mm: how far its flush generation moved (compared only to the CPUs' record of it).
+    tlb_gens: Vec<u64>,
 }
 
 /// The state before a probed iteration.
@@ -28,6 +30,7 @@ pub struct Probe {
     per_cpu: Vec<(Time, Stats, Stats)>,
     returns_to_user: u64,
     clock_reads: u64,
+    tlb_gens: Vec<u64>,
 }
 
 impl Kernel {
@@ -45,6 +48,7 @@ impl Kernel {
             per_cpu: self.clock_and_stats(),
             returns_to_user: self.returns_to_user,
             clock_reads: self.clock_reads.get(),
+            tlb_gens: self.mms.iter().map(|m| m.tlb_gen).collect(),
         }
     }
 
@@ -66,9 +70,16 @@ impl Kernel {
                 (now - now0, stats, idle)
             })
             .collect();
+        let tlb_gens = self
+            .mms
+            .iter()
+            .zip(&p.tlb_gens)
+            .map(|(m, &g)| m.tlb_gen - g)
+            .collect();
         Some(Period {
             per_cpu,
             returns_to_user: self.returns_to_user - p.returns_to_user,
+            tlb_gens,
         })
     }
 
@@ -83,6 +94,17 @@ impl Kernel {
             c.idle_stats.add_times(idle, times);
         }
         self.returns_to_user += period.returns_to_user * times;
+        let mms = &self.mms;
+        let by = |mm: usize, ctx: u64| {
+            let m = mms.get(mm).filter(|m| m.ctx_id == ctx)?;
+            Some((m.tlb_gen, period.tlb_gens.get(mm)? * times))
+        };
+        for c in self.cpus.iter_mut() {
+            c.asid.shift_generations(by);
+        }
+        for (m, dgen) in self.mms.iter_mut().zip(&period.tlb_gens) {
+            m.tlb_gen += dgen * times;
+        }
     }
 
     fn clock_and_stats(&self) -> Vec<(Time, Stats, Stats)> {
@@ -134,18 +156,17 @@ impl Kernel {
         c.debug(config);
         mem.canon(&mut c);
         caches.canon(&mut c);
+        let mm_gen =
+            |mm: usize, ctx: u64| mms.get(mm).filter(|m| m.ctx_id == ctx).map(|m| m.tlb_gen);
         for cpu in cpus {
             cpu.canon(&mut c);
+            cpu.asid.canon(mm_gen, &mut c);
         }
         holders.canon(&mut c);
-        c.debug(&(
-            kernel_root,
-            kernel_node_roots,
-            mms,
-            tasks,
-            task_slots,
-            mm_slots,
-        ));
+        for mm in mms {
+            mm.canon(&mut c);
+        }
+        c.debug(&(kernel_root, kernel_node_roots, tasks, task_slots, mm_slots));
         c.debug(&violations.len());
         c.sorted_map(pages.iter().map(|(p, info)| (p.0, info)));
         c.debug(&(
@@ -165,6 +186,40 @@ impl Kernel {
     }
 }
 
+impl super::Mm {
+    /// Everything but the flush generation, which only counts up and is compared with the
+    /// CPUs' record of it (written there as a lag: AsidState::canon).
+    fn canon(&self, c: &mut Canon) {
+        let super::Mm {
+            root,
+            user_root,
+            node_roots,
+            node_user_roots,
+            node,
+            ctx_id,
+            tlb_gen: _,
+            cpumask,
+            vmas,
+            next_mmap,
+            heap,
+            heap_pages,
+            anon,
+            users,
+            objects,
+        } = self;
+        c.debug(&(
+            root,
+            user_root,
+            node_roots,
+            node_user_roots,
+            node,
+            ctx_id,
+            cpumask,
+        ));
+        c.debug(&(vmas, next_mmap, heap, heap_pages, anon, users, objects));
+    }
+}
+
 impl Cpu {
     fn canon(&self, c: &mut Canon) {
         let Cpu {
@@ -175,7 +230,8 @@ impl Cpu {
             current,
             stats: _,
             idle_stats: _,
-            asid,
+            // With the mms' generations (Kernel::canon).
+            asid: _,
             idle_estimate_ns,
             pcp,
             rq,
@@ -192,7 +248,6 @@ impl Cpu {
         c.debug(&(
             user_mode,
             current,
-            asid,
             idle_estimate_ns.to_bits(),
             pcp,
             rq,

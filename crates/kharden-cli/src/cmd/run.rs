@@ -29,7 +29,7 @@ pub struct Args {
     /// syscall-loop: loops, printed like FreeBSD's syscall_timing.
     #[arg(long, default_value_t = 1)]
     loops: u32,
-    /// syscall-loop: simulate every iteration, also once an iteration has been shown to leave
+    /// syscall-loop, kernel-op: simulate every iteration, also once an iteration has been shown to leave
     /// the machine's state as it found it (otherwise the rest are added at once, with the
     /// same result: kernel/steady.rs).
     #[arg(long)]
@@ -152,11 +152,7 @@ pub fn run(args: Args) -> Result<()> {
         iters,
         elapsed * 1e9 / iters as f64
     );
-    if repeated > 0 {
-        println!(
-            "steady state: {repeated} of them repeat a probed iteration that left the machine as it found it (kernel/steady.rs; --exact simulates each)"
-        );
-    }
+    print_repeated(repeated);
     if k.violations.is_empty() {
         println!("security oracle: no violation (sampled at returns to user mode)");
     } else {
@@ -340,14 +336,14 @@ fn run_kernel_op(
         params,
         OracleMode::default(),
     );
-    let r = kernel_ops::run(&mut k, op, caches, args.node)?;
+    let r = kernel_ops::run(&mut k, op, caches, args.node, args.exact)?;
     let elapsed = r.elapsed.secs();
     if args.json {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": "kernel-op", "op": op.name(),
             "caches": caches.name(), "node": args.node, "defense": k.defense_names(),
             "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
-            "stats": r.stats, "set": overrides.to_json(), "params": params.to_json(),
+            "repeated_iterations": r.repeated, "stats": r.stats, "set": overrides.to_json(), "params": params.to_json(),
         });
         return print_json(&v);
     }
@@ -362,6 +358,7 @@ fn run_kernel_op(
     );
     print_stats(&r.stats, elapsed, op.iterations() as f64, "op");
     println!();
+    print_repeated(r.repeated);
     Ok(())
 }
 
@@ -370,4 +367,13 @@ fn print_json(v: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(v).map_err(|e| Error::new(e.to_string()))?;
     println!("{text}");
     Ok(())
+}
+
+/// Says how many loop iterations repeated a probed steady state instead of being simulated.
+fn print_repeated(repeated: u64) {
+    if repeated > 0 {
+        println!(
+            "steady state: {repeated} iterations repeat a probed one that left the machine as it found it (kernel/steady.rs; --exact simulates each)"
+        );
+    }
 }

@@ -381,7 +381,7 @@ mod tests {
         let m = machine::load("xeon-e5-2690v3-2s").unwrap();
         let remote = |d: &str| {
             let mut k = Kernel::boot(m.clone(), defense::parse_list(d).unwrap());
-            let r = kernel_ops::run(&mut k, Op::Fork1, Caches::Cold, 1).unwrap();
+            let r = kernel_ops::run(&mut k, Op::Fork1, Caches::Cold, 1, false).unwrap();
             (
                 r.stats.counter(Counter::KernelTextFromRemoteMemory),
                 r.stats.counter(Counter::KernelTextFromMemory),

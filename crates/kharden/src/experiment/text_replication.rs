@@ -137,7 +137,7 @@ fn run_one(
         params,
         crate::oracle::OracleMode::default(),
     );
-    let r = kernel_ops::run(&mut k, op, caches, node)?;
+    let r = kernel_ops::run(&mut k, op, caches, node, false)?;
     if let Some(v) = k.violations.first() {
         return Err(Error::new(format!(
             "{} {} on {}: model fault under {defenses}: {}",

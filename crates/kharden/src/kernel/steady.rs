@@ -107,6 +107,54 @@ impl Kernel {
         }
     }
 
+    /// Runs `iteration` `n` times. Unless `exact`, it probes now and then (after 64, 128,
+    /// 256, ... iterations) whether one iteration, or two in turn (mprotect flips a page's
+    /// protection back and forth), give the state back as they found it, and adds the rest
+    /// at once when they do. Returns how many iterations were added that way.
+    pub fn run_iterations(
+        &mut self,
+        n: u64,
+        exact: bool,
+        mut iteration: impl FnMut(&mut Kernel) -> crate::error::Result<()>,
+    ) -> crate::error::Result<u64> {
+        let (mut done, mut repeated, mut next_probe, mut window) = (0, 0, 64, 1);
+        let mut read_clock = false;
+        while done < n {
+            if exact || done + 1 < next_probe || done + window >= n {
+                let reads = self.clock_reads.get();
+                iteration(self)?;
+                read_clock = self.clock_reads.get() != reads;
+                done += 1;
+                continue;
+            }
+            if read_clock {
+                // The last iteration decided something by a clock (a wake-up, an IPI): the
+                // next would too, and could not count as a period. Spare the probe.
+                next_probe *= 2;
+                continue;
+            }
+            let probe = self.probe();
+            for _ in 0..window {
+                iteration(self)?;
+            }
+            done += window;
+            match self.period(probe) {
+                Some(period) => {
+                    let times = (n - done) / window;
+                    self.repeat(&period, times);
+                    repeated = times * window;
+                    done += repeated;
+                    next_probe = u64::MAX; // any remainder runs one by one
+                }
+                None => {
+                    next_probe *= 2;
+                    window = 3 - window;
+                }
+            }
+        }
+        Ok(repeated)
+    }
+
     fn clock_and_stats(&self) -> Vec<(Time, Stats, Stats)> {
         self.cpus
             .iter()

@@ -106,6 +106,8 @@ pub struct OpResult {
     pub elapsed: Time,
     /// Counters of the CPUs the timed part ran on (the timed CPU, and the signalled child's).
     pub stats: Stats,
+    /// Loop iterations added at once as repeats of a steady state (kernel/steady.rs).
+    pub repeated: u64,
 }
 
 /// The benchmark process on a booted kernel: the timed CPU and a second core of its node.
@@ -117,8 +119,9 @@ struct Bench {
     child: Option<TaskId>,
 }
 
-/// Runs `op` on the first CPU of `node` of a booted kernel `k` and times it.
-pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult> {
+/// Runs `op` on the first CPU of `node` of a booted kernel `k` and times it; unless `exact`,
+/// a loop's iterations after a probed steady state are added at once (kernel/steady.rs).
+pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32, exact: bool) -> Result<OpResult> {
     let mut b = Bench::start(k, node)?;
     if op == Op::Kill {
         b.child = Some(b.sleeping_child(k)?);
@@ -134,15 +137,17 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult
     let cpus = [b.cpu, b.partner];
     let before: Vec<Stats> = cpus.iter().map(|&c| k.cpus[c].stats.clone()).collect();
     let t0 = k.cpus[b.cpu].now;
+    let mut repeated = 0;
     let end = if op == Op::Kill {
         b.kill(k)?
     } else {
-        for i in 0..op.iterations() {
-            if caches == Caches::ColdEach && i > 0 {
+        let mut first = true;
+        repeated = k.run_iterations(op.iterations() as u64, exact, |k| {
+            if caches == Caches::ColdEach && !std::mem::take(&mut first) {
                 empty_caches(k);
             }
-            b.once(k, op)?;
-        }
+            b.once(k, op)
+        })?;
         k.cpus[b.cpu].now
     };
     let mut stats = Stats::default();
@@ -155,6 +160,7 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32) -> Result<OpResult
     Ok(OpResult {
         elapsed: end - t0,
         stats,
+        repeated,
     })
 }
 
@@ -310,7 +316,7 @@ mod tests {
             for node in [0, 1] {
                 let time = |caches| {
                     let mut k = Kernel::boot(m.clone(), defense::parse_list("pti:linux").unwrap());
-                    let r = run(&mut k, op, caches, node).unwrap();
+                    let r = run(&mut k, op, caches, node, false).unwrap();
                     assert!(k.violations.is_empty(), "{op:?}: {:?}", k.violations);
                     r.elapsed
                 };
@@ -325,11 +331,36 @@ mod tests {
     }
 
     #[test]
+    fn a_loop_in_steady_state_adds_up_to_running_every_iteration() {
+        let m = machine::load("xeon-e5-2690v3-2s").unwrap();
+        for op in [Op::MmapMunmap, Op::MmapLock, Op::OpenClose, Op::Fork1024] {
+            for caches in [Caches::Hot, Caches::Cold, Caches::ColdEach] {
+                let [exact, steady] = [true, false].map(|exact| {
+                    let mut k = Kernel::boot(m.clone(), defense::parse_list("text-repl").unwrap());
+                    let r = run(&mut k, op, caches, 1, exact).unwrap();
+                    (r, k)
+                });
+                let what = format!("{op:?} {caches:?}");
+                assert_eq!(exact.0.repeated, 0);
+                assert_eq!(
+                    (exact.0.elapsed, &exact.0.stats),
+                    (steady.0.elapsed, &steady.0.stats),
+                    "{what}"
+                );
+                assert!(exact.1.canon().same(&steady.1.canon()), "{what}");
+                // A fork wakes its child and waits for it: decisions by the clocks, so no
+                // iteration counts as a period.
+                assert_eq!(steady.0.repeated > 0, op != Op::Fork1024, "{what}");
+            }
+        }
+    }
+
+    #[test]
     fn cold_each_empties_the_caches_before_every_iteration_of_a_loop() {
         let m = machine::load("xeon-e5-2690v3-2s").unwrap();
         let time = |op, caches| {
             let mut k = Kernel::boot(m.clone(), defense::parse_list("pti:linux").unwrap());
-            let r = run(&mut k, op, caches, 1).unwrap();
+            let r = run(&mut k, op, caches, 1, false).unwrap();
             (
                 r.elapsed,
                 r.stats.counter(crate::sim::Counter::KernelTextFromMemory),

@@ -109,39 +109,11 @@ impl SyscallLoop {
         self.measure(k, self.iterations)
     }
 
-    /// Runs `n` more iterations on an already started kernel and measures them. Unless
-    /// `exact`, it probes now and then (after 64, 128, 256, ... iterations) whether one
-    /// iteration, or two in turn (mprotect flips a page's protection back and forth), give
-    /// the state back as they found it, and adds the rest at once when they do
-    /// (kernel/steady.rs).
+    /// Runs `n` more iterations on an already started kernel and measures them; unless
+    /// `exact`, those after a probed steady state are added at once (kernel/steady.rs).
     pub fn measure(&self, k: &mut Kernel, n: u64) -> Result<LoopResult> {
         let (t0, s0) = (k.cpus[0].now, k.cpus[0].stats.clone());
-        let (mut done, mut repeated, mut next_probe, mut window) = (0, 0, 64, 1);
-        while done < n {
-            if self.exact || done + 1 < next_probe || done + window >= n {
-                self.iteration(k)?;
-                done += 1;
-                continue;
-            }
-            let probe = k.probe();
-            for _ in 0..window {
-                self.iteration(k)?;
-            }
-            done += window;
-            match k.period(probe) {
-                Some(period) => {
-                    let times = (n - done) / window;
-                    k.repeat(&period, times);
-                    repeated = times * window;
-                    done += repeated;
-                    next_probe = u64::MAX; // any remainder runs one by one
-                }
-                None => {
-                    next_probe *= 2;
-                    window = 3 - window;
-                }
-            }
-        }
+        let repeated = k.run_iterations(n, self.exact, |k| self.iteration(k))?;
         let mut stats = k.cpus[0].stats.clone();
         stats.subtract(&s0);
         Ok(LoopResult {

@@ -128,8 +128,9 @@ impl Kernel {
                 continue;
             }
             if read_clock {
-                // The last iteration decided something by a clock (a wake-up, an IPI): the
-                // next would too, and could not count as a period. Spare the probe.
+                // The last iteration decided something by a clock (a wake-up, an IPI); the
+                // next most likely does too and could not count as a period: skip the probe
+                // (a guess that only saves time; a probe is what proves a period).
                 next_probe *= 2;
                 continue;
             }

@@ -343,7 +343,8 @@ fn run_kernel_op(
             "machine": k.machine.name, "workload": "kernel-op", "op": op.name(),
             "caches": caches.name(), "node": args.node, "defense": k.defense_names(),
             "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
-            "repeated_iterations": r.repeated, "stats": r.stats, "set": overrides.to_json(), "params": params.to_json(),
+            "repeated_iterations": r.repeated, "stats": r.stats,
+            "set": overrides.to_json(), "params": params.to_json(),
         });
         return print_json(&v);
     }

@@ -52,6 +52,17 @@ impl Canon {
         }
     }
 
+    /// `ranks` of the slots `valid` names; an invalid slot's stamp decides nothing (an
+    /// insert takes an empty slot first), so it counts as 0.
+    pub fn valid_ranks(&mut self, stamps: &[u64], valid: impl Fn(usize) -> bool) {
+        let masked: Vec<u64> = stamps
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| if valid(i) { s } else { 0 })
+            .collect();
+        self.ranks(&masked);
+    }
+
     pub fn opaque(&mut self) {
         self.opaque = true;
     }

@@ -179,13 +179,7 @@ impl PagingStructureCache {
                     e.writable as u64 | (e.user as u64) << 1 | (e.no_exec as u64) << 2,
                 ]);
             }
-            let valid: Vec<u64> = l
-                .keys
-                .iter()
-                .zip(&l.stamps)
-                .map(|(&k, &s)| if k != 0 { s } else { 0 })
-                .collect();
-            c.ranks(&valid);
+            c.valid_ranks(&l.stamps, |i| l.keys[i] != 0);
         }
     }
 

@@ -360,10 +360,9 @@ impl TlbArray {
                         | (f.global as u64) << 3,
                 ]);
             }
-            let valid: Vec<u64> = range
-                .map(|s| if self.tags[s] != 0 { self.stamps[s] } else { 0 })
-                .collect();
-            c.ranks(&valid);
+            c.valid_ranks(&self.stamps[range.clone()], |i| {
+                self.tags[range.start + i] != 0
+            });
         }
     }
 

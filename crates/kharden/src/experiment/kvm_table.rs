@@ -313,6 +313,7 @@ fn breakdown_table(title: &str) -> Table {
         "roots built",
         "EPT viol.",
         "shadow #PF",
+        "gPT writes",
         "walks",
         "refs/walk",
     ]);
@@ -340,6 +341,7 @@ fn push_breakdown(b: &mut Table, t: &mut Table, label: &str, r: &SsddResult, m: 
         per(r.mmu.roots_built),
         per(r.counts.ept_violations),
         per(r.counts.shadow_pf),
+        per(r.counts.pt_write_faults),
         per(r.counts.walks),
         format!(
             "{:.1}",

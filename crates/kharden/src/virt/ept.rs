@@ -102,11 +102,27 @@ impl HostTables {
         None
     }
 
+    /// Clears entry `index` of top-level table `root`, zapping the tree under it. None if the
+    /// entry was not present; else (table pages freed, leaf entries zapped).
+    pub fn zap_entry(&mut self, root: Pfn, index: usize) -> Option<(u64, u64)> {
+        let e = self.mem.read(root, index);
+        if !e.present() {
+            return None;
+        }
+        self.mem.write(root, index, Pte::EMPTY);
+        Some(self.zap_tree(e.addr().pfn(), 3))
+    }
+
     /// Zaps the tree under `root`, root included: every table page returns to the pool.
     /// Returns (table pages freed, leaf entries zapped).
     pub fn zap(&mut self, root: Pfn) -> (u64, u64) {
+        self.zap_tree(root, 4)
+    }
+
+    /// Zaps the table `top` of paging level `level` and the tree under it.
+    fn zap_tree(&mut self, top: Pfn, level: u8) -> (u64, u64) {
         let (mut tables, mut leaves) = (0, 0);
-        let mut stack = vec![(root, 4u8)];
+        let mut stack = vec![(top, level)];
         while let Some((t, level)) = stack.pop() {
             for i in 0..512 {
                 let e = self.mem.read(t, i);

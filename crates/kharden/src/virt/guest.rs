@@ -7,6 +7,7 @@
 
 use super::guest_text::{GuestText, TextPage};
 use super::params::GuestParams;
+use super::placement::{MeasuredPlacement, Placement, ProcessPlacement};
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, PhysMem, PteFlags, VirtAddr};
 use crate::sim::rng::Pcg32;
 
@@ -90,17 +91,82 @@ pub struct Guest {
     pub cpu_pgd: Option<Pfn>,
 }
 
-impl Guest {
-    /// A guest with `pairs` tracer/tracee pairs (processes 2p and 2p+1) on one vCPU.
-    pub fn build(p: &GuestParams, pairs: u64, seed: u64) -> Guest {
-        let mut mem = PhysMem::new(1);
+/// The guest-physical pages of what a step touches outside the image and the page tables.
+struct Layout {
+    runqueue: PhysAddr,
+    percpu: [PhysAddr; 2],
+    user_text: PhysAddr,
+    libc_text: [PhysAddr; LIBC_TEXT_PAGES as usize],
+    procs: Vec<ProcLayout>,
+}
+
+struct ProcLayout {
+    /// The stack's top two pages, lower first.
+    kstack: [PhysAddr; 2],
+    task: [PhysAddr; 3],
+    signal: PhysAddr,
+    sighand: PhysAddr,
+    mm: PhysAddr,
+    cred: PhysAddr,
+    data: PhysAddr,
+    stack: PhysAddr,
+    libc_data: PhysAddr,
+}
+
+impl Layout {
+    fn new(p: &GuestParams, pairs: u64, seed: u64) -> Layout {
+        match p.placement {
+            Placement::Measured => Layout::measured(&MeasuredPlacement::builtin(), pairs),
+            Placement::Packed | Placement::Scattered => Layout::allocated(p, pairs, seed),
+        }
+    }
+
+    /// Each object at the address the trace found (run_ssdd checks that the measurement
+    /// has the run's RAM and enough pairs). A tracee's user pages are its tracer's: it
+    /// forks from the tracer and, spinning, writes none of them.
+    fn measured(m: &MeasuredPlacement, pairs: u64) -> Layout {
+        let page = MeasuredPlacement::page;
+        let procs: Vec<ProcLayout> = m.process[..2 * pairs as usize]
+            .chunks(2)
+            .flat_map(|pair| {
+                let user = |q: &ProcessPlacement| {
+                    let v = |a: Option<u64>| page(a.expect("tracers have user pages (parse)"));
+                    (v(q.data), v(q.stack), v(q.libc_data))
+                };
+                let (data, stack, libc_data) = user(&pair[0]);
+                pair.iter().map(move |q| ProcLayout {
+                    kstack: [page(q.kstack[2]), page(q.kstack[3])],
+                    task: [0, 1, 2].map(|i| page(q.task + i * 4096)),
+                    signal: page(q.signal),
+                    sighand: page(q.sighand),
+                    mm: page(q.mm),
+                    cred: page(q.cred),
+                    data,
+                    stack,
+                    libc_data,
+                })
+            })
+            .collect();
+        Layout {
+            runqueue: page(m.percpu_unit + m.percpu_runqueues),
+            percpu: [
+                page(m.percpu_unit + m.percpu_current_task),
+                page(m.percpu_unit + m.percpu_preempt_count),
+            ],
+            user_text: page(m.user_text),
+            libc_text: m.libc_text.map(page),
+            procs,
+        }
+    }
+
+    /// Pages from the page allocator above the image, in the order the guest was first
+    /// modelled with: consecutive frames (packed) or anywhere in RAM (scattered).
+    fn allocated(p: &GuestParams, pairs: u64, seed: u64) -> Layout {
         let ram_bytes = p.guest_ram_mib << 20;
         let mut rng = Pcg32::new(seed, 16);
-        // Kernel objects and user pages come from the page allocator above the image:
-        // consecutive frames (guest.packed_pages) or anywhere in RAM.
         let mut next_frame = 64u64 << 20;
-        let packed = p.packed_pages;
-        let mut scatter = || {
+        let packed = p.placement == Placement::Packed;
+        let mut frame = || {
             if packed {
                 next_frame += 4096;
                 return PhysAddr(next_frame - 4096);
@@ -108,6 +174,44 @@ impl Guest {
             let frames = (ram_bytes - (64 << 20)) >> 12;
             PhysAddr((64 << 20) + ((rng.next_u64() % frames) << 12))
         };
+        let runqueue = frame();
+        let percpu = [frame(), frame()];
+        let user_text = frame();
+        let libc_text = [(); LIBC_TEXT_PAGES as usize].map(|_| frame());
+        let kstacks: Vec<[PhysAddr; 2]> = (0..2 * pairs).map(|_| [frame(), frame()]).collect();
+        let procs = kstacks
+            .into_iter()
+            .map(|kstack| {
+                let (data, stack, libc_data) = (frame(), frame(), frame());
+                ProcLayout {
+                    kstack,
+                    task: [frame(), frame(), frame()],
+                    signal: frame(),
+                    sighand: frame(),
+                    mm: frame(),
+                    cred: frame(),
+                    data,
+                    stack,
+                    libc_data,
+                }
+            })
+            .collect();
+        Layout {
+            runqueue,
+            percpu,
+            user_text,
+            libc_text,
+            procs,
+        }
+    }
+}
+
+impl Guest {
+    /// A guest with `pairs` tracer/tracee pairs (processes 2p and 2p+1) on one vCPU.
+    pub fn build(p: &GuestParams, pairs: u64, seed: u64) -> Guest {
+        let mut mem = PhysMem::new(1);
+        let ram_bytes = p.guest_ram_mib << 20;
+        let layout = Layout::new(p, pairs, seed);
         let kernel = mem.alloc_table(0);
         let text = GuestText::from(crate::kernel::footprint::Footprints::builtin())
             .expect("the committed footprint file records the ssdd paths (guest_text tests)");
@@ -155,16 +259,14 @@ impl Guest {
             );
         }
         let direct = |pa: PhysAddr| VirtAddr(DIRECT_MAP + pa.0);
-        let runqueue = direct(scatter());
-        let percpu = [direct(scatter()), direct(scatter())];
-        let user_text = scatter();
-        let libc_text: Vec<PhysAddr> = (0..LIBC_TEXT_PAGES).map(|_| scatter()).collect();
+        let runqueue = direct(layout.runqueue);
+        let percpu = layout.percpu.map(direct);
         // Kernel stacks first, so the vmalloc PML4 slot exists when the roots share it.
         let stacks: Vec<VirtAddr> = (0..2 * pairs)
             .map(|p| {
                 let stack = VirtAddr(VMALLOC + p * (32 << 10));
                 for i in 0..2 {
-                    let pa = scatter();
+                    let pa = layout.procs[p as usize].kstack[i as usize];
                     let va = stack.offset(i * 4096);
                     let flags = PteFlags::KERNEL_DATA.with_global(true);
                     paging::map(&mut mem, kernel, va, pa, PageSize::Size4K, flags, 0);
@@ -173,18 +275,18 @@ impl Guest {
             })
             .collect();
         let mut procs = vec![];
-        for stack in stacks {
+        for (stack, at) in stacks.into_iter().zip(&layout.procs) {
             let root = mem.alloc_table(0);
             for slot in 256..512 {
                 paging::share_pml4_entry(&mut mem, root, kernel, slot);
             }
             let mut user = vec![
-                (USER_TEXT, user_text, PteFlags::USER_TEXT),
-                (USER_DATA, scatter(), PteFlags::USER_DATA),
-                (USER_STACK, scatter(), PteFlags::USER_DATA),
-                (LIBC_DATA, scatter(), PteFlags::USER_DATA),
+                (USER_TEXT, layout.user_text, PteFlags::USER_TEXT),
+                (USER_DATA, at.data, PteFlags::USER_DATA),
+                (USER_STACK, at.stack, PteFlags::USER_DATA),
+                (LIBC_DATA, at.libc_data, PteFlags::USER_DATA),
             ];
-            for (i, &pa) in libc_text.iter().enumerate() {
+            for (i, &pa) in layout.libc_text.iter().enumerate() {
                 user.push((LIBC_TEXT + i as u64 * 4096, pa, PteFlags::USER_TEXT));
             }
             for (va, pa, flags) in user {
@@ -193,11 +295,11 @@ impl Guest {
             procs.push(Process {
                 root,
                 kstack: [stack, stack.offset(4096)],
-                task: [direct(scatter()), direct(scatter()), direct(scatter())],
-                signal: direct(scatter()),
-                sighand: direct(scatter()),
-                mm: direct(scatter()),
-                cred: direct(scatter()),
+                task: at.task.map(direct),
+                signal: direct(at.signal),
+                sighand: direct(at.sighand),
+                mm: direct(at.mm),
+                cred: direct(at.cred),
                 libc_data: VirtAddr(LIBC_DATA),
             });
         }
@@ -385,9 +487,9 @@ mod tests {
     use super::*;
 
     /// The 2 MiB guest-physical regions the processes' task_structs sit in.
-    fn task_regions(packed: bool) -> std::collections::BTreeSet<u64> {
+    fn task_regions(placement: Placement) -> std::collections::BTreeSet<u64> {
         let p = GuestParams {
-            packed_pages: packed,
+            placement,
             ..GuestParams::default()
         };
         let g = Guest::build(&p, 10, 1);
@@ -401,11 +503,27 @@ mod tests {
     #[test]
     fn packed_pages_share_a_few_regions_scattered_ones_do_not() {
         // 20 processes, 3 task_struct pages each, among ~15 pages per process.
-        assert!(task_regions(true).len() <= 2, "{:?}", task_regions(true));
-        assert!(
-            task_regions(false).len() >= 40,
-            "{}",
-            task_regions(false).len()
+        let packed = task_regions(Placement::Packed);
+        assert!(packed.len() <= 2, "{packed:?}");
+        let scattered = task_regions(Placement::Scattered);
+        assert!(scattered.len() >= 40, "{}", scattered.len());
+    }
+
+    #[test]
+    fn measured_objects_sit_where_the_trace_found_them() {
+        let m = MeasuredPlacement::builtin();
+        let expected: std::collections::BTreeSet<u64> = m
+            .process
+            .iter()
+            .flat_map(|q| [q.task, q.task + 4096, q.task + 8192])
+            .map(|a| a >> 21)
+            .collect();
+        assert_eq!(task_regions(Placement::Measured), expected);
+        let g = Guest::build(&GuestParams::default(), 10, 1);
+        assert_eq!(
+            g.procs[3].kstack[1],
+            VirtAddr(VMALLOC + 3 * (32 << 10) + 4096),
+            "the stack's top page is mapped where the step touches it"
         );
     }
 }

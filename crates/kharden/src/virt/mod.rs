@@ -14,6 +14,7 @@ pub mod oracle;
 pub mod params;
 #[cfg(test)]
 mod pgd_tests;
+pub mod placement;
 pub mod ssdd;
 pub mod vmx;
 

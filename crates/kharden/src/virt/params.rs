@@ -2,6 +2,7 @@
 //! entry, INVEPT costs) are in the machine profile's `[virt]` section instead. The values live
 //! in kernels/linux.toml ([kvm], [guest]) like every software parameter.
 
+use super::placement::Placement;
 use crate::params::{Decl, Params, Unit};
 
 const CYC: (f64, f64) = (0.0, 1e8);
@@ -93,12 +94,6 @@ pub const DECLS: &[Decl] = &[
         "shadow paging: CR3 exit on the slow path (hash lookup, sync)",
     ),
     Decl::num(
-        "kvm.unprotect_cycles",
-        Unit::Cycles,
-        CYC,
-        "shadow paging: retry_instruction unprotecting a written guest page table",
-    ),
-    Decl::num(
         "kvm.emulate_cycles",
         Unit::Cycles,
         CYC,
@@ -146,13 +141,11 @@ pub const DECLS: &[Decl] = &[
         (64.0, 1e7),
         "guest RAM over which its objects spread, MiB",
     ),
-    Decl {
-        path: "guest.packed_pages",
-        unit: Unit::Bool,
-        range: (0.0, 0.0),
-        help: "the guest's kernel objects and user pages come from consecutive free frames (a freshly booted guest's buddy allocator) rather than anywhere in its RAM",
-        per_event: None,
-    },
+    Decl::choice(
+        "guest.placement",
+        Placement::NAMES,
+        "where the guest's kernel objects and user pages sit: as traced in a freshly booted Linux guest (workloads/ssdd-guest-placement.toml), in consecutive frames, or anywhere in its RAM",
+    ),
     Decl {
         path: "guest.host_thp",
         unit: Unit::Bool,
@@ -232,13 +225,9 @@ pub struct KvmCosts {
     /// Shadow paging: the slow path when it is not: mmu_lock, kvm_mmu_get_shadow_page hash
     /// lookup of the root for (gfn, role), kvm_mmu_sync_roots. ESTIMATE.
     pub cr3_slow_switch_cycles: f64,
-    /// Shadow paging: a write to a write-protected guest page table by an instruction that
-    /// does not itself walk page tables goes through retry_instruction first, which
-    /// unprotects the gfn (kvm_mmu_unprotect_page: zap every shadow page of it, the current
-    /// root included) and re-enters the guest. ESTIMATE.
-    pub unprotect_cycles: f64,
-    /// The same write when it faults again at the same address: x86_decode_insn,
-    /// x86_emulate_insn, the write through kvm_write_guest. ESTIMATE.
+    /// Shadow paging: a store to a write-protected guest page table, from FNAME(page_fault)
+    /// finding the gfn write-tracked to x86_decode_insn, x86_emulate_insn and the write
+    /// through kvm_write_guest. ESTIMATE.
     pub emulate_cycles: f64,
     /// kvm_mmu_pte_write after an emulated write: the gfn's shadow pages looked up,
     /// write-flooding and misalignment checks, the SPTE updated. ESTIMATE.
@@ -264,7 +253,6 @@ impl KvmCosts {
             shadow_pf_cycles: c("shadow_pf_cycles"),
             cr3_fast_switch_cycles: c("cr3_fast_switch_cycles"),
             cr3_slow_switch_cycles: c("cr3_slow_switch_cycles"),
-            unprotect_cycles: c("unprotect_cycles"),
             emulate_cycles: c("emulate_cycles"),
             pte_write_cycles: c("pte_write_cycles"),
         }
@@ -303,11 +291,9 @@ pub struct GuestParams {
     /// Guest RAM in MiB, over which the guest's kernel objects and user pages are spread.
     /// ESTIMATE: a small test VM of 2 GiB.
     pub guest_ram_mib: u64,
-    /// Whether the guest's kernel objects and user pages sit in consecutive frames, as a
-    /// freshly booted guest's buddy allocator hands them out (each allocation splits the
-    /// smallest free block, so successive ones are neighbours), rather than scattered over
-    /// its RAM as in a long-running guest whose free lists are shuffled.
-    pub packed_pages: bool,
+    /// Where the guest's kernel objects and user pages sit in guest-physical memory
+    /// (placement.rs): what decides how many 2 MiB regions a rebuilt TDP root faults back.
+    pub placement: Placement,
     /// Whether the host backs guest RAM with 2 MiB pages (THP), so EPT maps 2 MiB leaves.
     /// ESTIMATE: QEMU's default anonymous memory with THP enabled.
     pub host_thp: bool,
@@ -338,7 +324,8 @@ impl GuestParams {
             wp_pairs_other_per_step: n("wp_pairs_other_per_step"),
             guest_work_cycles_per_step: n("guest_work_cycles_per_step"),
             guest_ram_mib: n("guest_ram_mib") as u64,
-            packed_pages: p.flag("guest.packed_pages"),
+            placement: Placement::named(p.word("guest.placement"))
+                .expect("guest.placement is a declared choice"),
             host_thp: p.flag("guest.host_thp"),
             lines_per_touch: n("lines_per_touch") as u64,
             kernel_text_4k: p.flag("guest.kernel_text_4k"),

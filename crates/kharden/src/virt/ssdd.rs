@@ -9,6 +9,7 @@ use super::ept::{load_cycles, VcpuTlb};
 use super::guest::{Guest, GuestOp};
 use super::kvm_mmu::{KvmMmu, MmuFlavour, MmuStats, Variant};
 use super::params::{GuestParams, KvmCosts};
+use super::placement::{MeasuredPlacement, Placement};
 use super::vmx::{Cr0Controls, ExitReason, VirtFlavour, VirtHardware, CR0_PG, CR0_WP};
 use super::GuestPhysAddr;
 use crate::arch::caches::CacheHierarchy;
@@ -70,8 +71,8 @@ pub struct Breakdown {
     pub cr3: f64,
     /// #DB reinjection.
     pub debug: f64,
-    /// Shadow paging: writes to write-protected guest page tables (unprotect, emulation,
-    /// kvm_mmu_pte_write; their exits are in exit+entry, the rebuilt roots in root builds).
+    /// Shadow paging: writes to write-protected guest page tables (emulation and
+    /// kvm_mmu_pte_write; their exits are in exit+entry, their TLB flushes in INVEPT/INVVPID).
     pub emulation: f64,
 }
 
@@ -115,6 +116,8 @@ pub struct Counts {
     pub flushes: u64,
     /// Shadow paging: guest page-table writes that faulted on write protection.
     pub pt_write_faults: u64,
+    /// Of those, the writes whose zapped SPTE was present, each followed by a TLB flush.
+    pub pt_write_flushes: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -135,13 +138,13 @@ pub struct SsddResult {
 pub fn check_support(m: &MachineProfile, flavour: MmuFlavour) -> Result<VirtHardware> {
     let hw = m.virt.clone().ok_or_else(|| {
         Error::at(
-            &format!("machines/{}.toml", m.name),
+            format!("machines/{}.toml", m.name),
             "[virt]: no hardware virtualization section; KVM cannot run on this profile",
         )
     })?;
     if flavour.direct() && !hw.ept {
         return Err(Error::at(
-            &format!("machines/{}.toml", m.name),
+            format!("machines/{}.toml", m.name),
             format!(
                 "[virt] ept = false: the {} MMU needs EPT/NPT; use --mmu shadow",
                 flavour.name()
@@ -159,6 +162,17 @@ pub fn run_ssdd(m: &MachineProfile, cfg: &SsddConfig) -> Result<SsddResult> {
         ));
     }
     let pairs = cfg.guest.pairs.div_ceil(cfg.vcpus);
+    if cfg.guest.placement == Placement::Measured {
+        let measured = MeasuredPlacement::builtin();
+        if measured.ram_mib != cfg.guest.guest_ram_mib || measured.pairs() < pairs {
+            return Err(Error::new(format!(
+                "guest.placement = measured: the measurement has {} pairs in {} MiB; this run needs {pairs} pairs on a vCPU in guest.guest_ram_mib = {} (use placement packed or scattered)",
+                measured.pairs(),
+                measured.ram_mib,
+                cfg.guest.guest_ram_mib
+            )));
+        }
+    }
     let mut v = Vcpu::new(m, hw, cfg, pairs);
     let ops: Vec<Vec<GuestOp>> = (0..pairs as usize).map(|p| v.guest.step_ops(p)).collect();
     v.ensure_loaded();
@@ -415,10 +429,7 @@ impl<'a> Vcpu<'a> {
     /// pax_switch_mm's __clone_user_pgds: the CPU's PGD gets process `next`'s 256 user
     /// entries, one store each. Under EPT a store is a store (its lines through the caches);
     /// under shadow paging the PGD is a shadowed guest page table, so each store faults on
-    /// write protection: retry_instruction unprotects the gfn (zapping its shadow roots, the
-    /// loaded one included) and re-enters; the fresh root loaded at entry write-protects it
-    /// again, so the retried store faults at the same address and is emulated, with
-    /// kvm_mmu_pte_write (arch/x86/kvm/x86.c retry_instruction, mmu.c).
+    /// write protection and is emulated (`emulated_pgd_write`).
     fn clone_pgd(&mut self, next: usize) {
         let pgd = self
             .guest
@@ -427,22 +438,32 @@ impl<'a> Vcpu<'a> {
         let host = GuestPhysAddr(super::guest::root_gpa(pgd)).host().0;
         for slot in 0..super::guest::USER_PGD_SLOTS {
             if !self.cfg.flavour.direct() && self.mmu.shadows(pgd) {
-                self.emulated_pt_write(pgd);
+                self.emulated_pgd_write(pgd, slot);
             }
             self.guest.clone_pgd_slot(next, slot);
             self.caches.load(0, 0, host + slot as u64 * 8, false);
         }
     }
 
-    fn emulated_pt_write(&mut self, gfn: crate::arch::x86::Pfn) {
+    /// One store into a write-protected guest PGD under shadow paging (arch/x86/kvm, 6.2):
+    /// the #PF exits; FNAME(page_fault) finds the gfn write-tracked, clears the write-flooding
+    /// counts along the faulting address's shadow walk (the root's included, so the root is
+    /// never zapped as flooded) and asks for emulation. The store is a plain MOV, which the
+    /// emulator flags PageTable, so retry_instruction declines to unprotect the gfn and
+    /// x86_emulate_instruction emulates it at once; kvm_mmu_pte_write then zaps the root's
+    /// SPTE for the written slot, and a present one makes KVM flush the vCPU's TLB before the
+    /// next entry (KVM_REQ_TLB_FLUSH: INVVPID).
+    fn emulated_pgd_write(&mut self, gfn: crate::arch::x86::Pfn, slot: usize) {
         let c = &self.cfg.costs;
         self.counts.pt_write_faults += 1;
         self.exit(ExitReason::ExceptionNmi);
-        self.mmu.unprotect(gfn);
-        self.acct.emulation += c.unprotect_cycles;
-        self.ensure_loaded();
-        self.exit(ExitReason::ExceptionNmi);
         self.acct.emulation += c.emulate_cycles + c.pte_write_cycles;
+        if self.mmu.pte_write(gfn, slot) {
+            self.counts.pt_write_flushes += 1;
+            self.counts.flushes += 1;
+            self.tlb.invalidate_tag(self.tag);
+            self.acct.flush += self.hw.invvpid_cycles;
+        }
     }
 
     /// Kernel code: one translation, then the page's lines through the caches (cycles:

@@ -345,29 +345,23 @@ impl KvmMmu {
             .any(|r| r.valid && r.guest_cr3 == Some(gfn))
     }
 
-    /// kvm_mmu_unprotect_page on a guest PGD: every shadow root of `gfn` is zapped, the
-    /// loaded one and the cached previous ones included (they are obsolete; the next entry
-    /// loads a fresh root). Returns how many were zapped.
-    pub fn unprotect(&mut self, gfn: Pfn) -> u32 {
-        let mut zapped = 0;
-        for i in 0..self.roots.len() {
-            let r = &mut self.roots[i];
-            if !(r.valid && r.guest_cr3 == Some(gfn)) {
-                continue;
+    /// kvm_mmu_pte_write after an emulated store to entry `slot` of guest page table `gfn`:
+    /// every shadow root of `gfn` drops its SPTE for that entry (mmu_page_zap_pte; here the
+    /// subtree under it, which the next access faults back). Whether any was present, so
+    /// KVM flushes the TLB.
+    pub fn pte_write(&mut self, gfn: Pfn, slot: usize) -> bool {
+        let mut present = false;
+        for r in self
+            .roots
+            .iter()
+            .filter(|r| r.valid && r.guest_cr3 == Some(gfn))
+        {
+            if let Some((_, leaves)) = self.host.zap_entry(r.table, slot) {
+                self.stats.sptes_zapped += leaves;
+                present = true;
             }
-            r.valid = false;
-            r.refs = 0;
-            let table = r.table;
-            let (_, leaves) = self.host.zap(table);
-            self.stats.roots_zapped += 1;
-            self.stats.sptes_zapped += leaves;
-            zapped += 1;
-            if self.current == Some(i) {
-                self.current = None;
-            }
-            self.prev.retain(|&p| p != i);
         }
-        zapped
+        present
     }
 
     /// Counts a table page allocated by a fault.

@@ -8,8 +8,10 @@ placement file the model reads (workloads/ssdd-guest-placement.toml).
 Every address is guest-physical. Slab objects come from kmem_cache_alloc (ptr is a
 direct-map address: nokaslr, no_hash_pointers), kernel stacks from the kprobes on
 __vmap_pages_range_noflush (their struct pages) and copy_process's return (the new task and
-its stack), user pages from the run's own /proc/self/pagemap lines. copy_process allocates
-in the parent's context; each allocation goes to the child whose fork event follows it."""
+its stack), user pages from the run's own /proc/self/pagemap lines, page-table pages from
+mm_page_alloc's stack (pgd_alloc, __pud_alloc, __pmd_alloc, pte_alloc_one), the image's
+ranges from /proc/iomem. copy_process allocates in the parent's context; each allocation
+made under it goes to the child whose fork event follows it."""
 import re
 import sys
 from collections import defaultdict
@@ -18,6 +20,9 @@ PAGE_OFFSET = 0xFFFF888000000000  # x86-64 4-level direct map (nokaslr)
 VMEMMAP = 0xFFFFEA0000000000  # struct page array (nokaslr), 64 bytes each
 # copy_process's slab objects on this kernel, by requested size (Debian 6.1, x86_64)
 COPY_PROCESS_SIZES = {8392: "task", 2080: "sighand", 1152: "signal", 1096: "mm"}
+
+# functions on mm_page_alloc's stack that allocate a page-table page
+TABLE_ALLOCATORS = ("pgd_alloc", "__p4d_alloc", "__pud_alloc", "__pmd_alloc", "pte_alloc_one")
 
 LINE = re.compile(r"^\s*(\S+)-(\d+)\s+\[\d+\]\s+\S+\s+[\d.]+: (\w+): (.*)$")
 
@@ -28,10 +33,28 @@ def fields(text):
 
 def parse(path):
     run = {"children": defaultdict(list), "objects": defaultdict(dict), "user": defaultdict(dict),
-           "percpu": {}, "unit": None, "hold": 0, "vmap": {}}
+           "percpu": {}, "unit": None, "hold": 0, "vmap": {}, "iomem": {},
+           "tables": defaultdict(list)}
     pending = defaultdict(dict)  # parent pid -> objects of the child being forked
+    page = None  # the mm_page_alloc whose stack trace follows: (pid, address, stack)
     in_run = False
     for line in open(path, errors="replace"):
+        if line.startswith(" => "):
+            if page is not None:
+                page[2].append(line[4:].strip().split("+")[0])
+            continue
+        if page is not None and "<stack trace>" not in line:
+            pid, addr, stack = page
+            page = None
+            if any(f in TABLE_ALLOCATORS for f in stack):
+                if "copy_process" in stack:  # the child's tables, made by its parent's fork
+                    pending[pid].setdefault("page_tables", []).append(addr)
+                else:
+                    run["tables"][pid].append(addr)
+        m = re.match(r"^\s*([0-9a-f]+)-([0-9a-f]+) : Kernel (code|rodata|data|bss)$", line)
+        if m:
+            run["iomem"][m.group(3)] = (int(m.group(1), 16), int(m.group(2), 16))
+            continue
         if "placement-percpu:" in line:
             addr, _, name = line.split("placement-percpu:")[1].split()
             run["percpu"][name] = int(addr, 16)
@@ -66,7 +89,9 @@ def parse(path):
         if not in_run or comm != "ssdd_steps":
             continue
         f = fields(rest)
-        if event == "kmem_cache_alloc":
+        if event == "mm_page_alloc":
+            page = (pid, int(f["pfn"], 16) << 12, [])
+        elif event == "kmem_cache_alloc":
             site = f["call_site"].split("+")[0]
             kind = COPY_PROCESS_SIZES.get(int(f["bytes_req"])) if site == "copy_process" else (
                 "cred" if site == "prepare_creds" else None)
@@ -106,6 +131,10 @@ def task_pages(run, pid):
         sys.exit(f"pid {pid}: no vmap of its kernel stack {o['stack_va']:#x} in the trace")
     d = {k: o[k] for k in ("task", "signal", "sighand", "mm", "cred")}
     d["kstack"] = stack
+    # Made at fork, then any the process faulted in itself.
+    d["page_tables"] = o.get("page_tables", []) + run["tables"][pid]
+    if not d["page_tables"]:
+        sys.exit(f"pid {pid}: no page-table pages in the trace")
     return d
 
 
@@ -129,6 +158,8 @@ def main():
         procs.append(("tracee", task_pages(run, tracee)))
     if "--toml" in sys.argv:
         print(f"ram_mib = {int(sys.argv[sys.argv.index('--toml') + 1])}")
+        print(f"kernel_data = {run['iomem']['data'][0]:#x}")
+        print(f"kernel_bss = {run['iomem']['bss'][0]:#x}")
         print(f"percpu_unit = {run['unit']:#x}")
         for name in ("current_task", "__preempt_count", "runqueues"):
             print(f"percpu_{name.strip('_')} = {run['percpu'][name]:#x}")

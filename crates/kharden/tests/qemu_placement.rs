@@ -12,11 +12,12 @@ use std::process::Command;
 
 /// The 2 MiB regions of every address the placement gives.
 fn regions(p: &MeasuredPlacement) -> BTreeSet<u64> {
-    let mut a = vec![p.percpu_unit, p.user_text];
+    let mut a = vec![p.kernel_data, p.kernel_bss, p.percpu_unit, p.user_text];
     a.extend(p.libc_text);
     for q in &p.process {
         a.extend([q.task, q.signal, q.sighand, q.mm, q.cred]);
         a.extend(q.kstack);
+        a.extend(&q.page_tables);
         a.extend([q.data, q.stack, q.libc_data].into_iter().flatten());
     }
     a.into_iter().map(|x| x >> 21).collect()

@@ -89,10 +89,17 @@ pub struct Guest {
     switch_pairs: u64,
     /// The vCPU's own PGD when the guest runs PaX's per-CPU PGD (guest.per_cpu_pgd).
     pub cpu_pgd: Option<Pfn>,
+    /// Guest-physical addresses of page-table pages placed by the layout; the others sit at
+    /// their own frame numbers, above RAM.
+    table_gpas: std::collections::BTreeMap<Pfn, u64>,
 }
 
 /// The guest-physical pages of what a step touches outside the image and the page tables.
 struct Layout {
+    /// Where the kernel half's page tables go, consecutively (None: their own frames).
+    kernel_tables: Option<PhysAddr>,
+    /// Where PaX's per-CPU PGD is (None: a frame of its own).
+    cpu_pgd: Option<PhysAddr>,
     runqueue: PhysAddr,
     percpu: [PhysAddr; 2],
     user_text: PhysAddr,
@@ -101,6 +108,8 @@ struct Layout {
 }
 
 struct ProcLayout {
+    /// The process's page-table pages in allocation order, PGD first (empty: own frames).
+    page_tables: Vec<PhysAddr>,
     /// The stack's top two pages, lower first.
     kstack: [PhysAddr; 2],
     task: [PhysAddr; 3],
@@ -135,6 +144,7 @@ impl Layout {
                 };
                 let (data, stack, libc_data) = user(&pair[0]);
                 pair.iter().map(move |q| ProcLayout {
+                    page_tables: q.page_tables.iter().map(|&a| page(a)).collect(),
                     kstack: [page(q.kstack[2]), page(q.kstack[3])],
                     task: [0, 1, 2].map(|i| page(q.task + i * 4096)),
                     signal: page(q.signal),
@@ -148,6 +158,8 @@ impl Layout {
             })
             .collect();
         Layout {
+            kernel_tables: Some(page(m.kernel_data)),
+            cpu_pgd: Some(page(m.kernel_bss)),
             runqueue: page(m.percpu_unit + m.percpu_runqueues),
             percpu: [
                 page(m.percpu_unit + m.percpu_current_task),
@@ -184,6 +196,7 @@ impl Layout {
             .map(|kstack| {
                 let (data, stack, libc_data) = (frame(), frame(), frame());
                 ProcLayout {
+                    page_tables: vec![],
                     kstack,
                     task: [frame(), frame(), frame()],
                     signal: frame(),
@@ -197,6 +210,8 @@ impl Layout {
             })
             .collect();
         Layout {
+            kernel_tables: None,
+            cpu_pgd: None,
             runqueue,
             percpu,
             user_text,
@@ -259,6 +274,16 @@ impl Guest {
             );
         }
         let direct = |pa: PhysAddr| VirtAddr(DIRECT_MAP + pa.0);
+        let mut table_gpas = std::collections::BTreeMap::new();
+        // Pages from `from` on, one after another, for the tables made since `done` of them.
+        let mut place = |mem: &PhysMem, done: &mut usize, at: &mut dyn Iterator<Item = u64>| {
+            for t in mem.tables_allocated(0).skip(*done) {
+                if let Some(gpa) = at.next() {
+                    table_gpas.insert(t, gpa);
+                }
+                *done += 1;
+            }
+        };
         let runqueue = direct(layout.runqueue);
         let percpu = layout.percpu.map(direct);
         // Kernel stacks first, so the vmalloc PML4 slot exists when the roots share it.
@@ -274,6 +299,15 @@ impl Guest {
                 stack
             })
             .collect();
+        // The kernel half's tables so far (the image, the direct map, read-only data and the
+        // stacks' vmalloc range): Linux builds them at boot, in the image.
+        let mut done = 0;
+        let from = layout.kernel_tables;
+        place(
+            &mem,
+            &mut done,
+            &mut (0..).map_while(|i| from.map(|a| a.0 + i * 4096)),
+        );
         let mut procs = vec![];
         for (stack, at) in stacks.into_iter().zip(&layout.procs) {
             let root = mem.alloc_table(0);
@@ -292,6 +326,7 @@ impl Guest {
             for (va, pa, flags) in user {
                 paging::map(&mut mem, root, VirtAddr(va), pa, PageSize::Size4K, flags, 0);
             }
+            place(&mem, &mut done, &mut at.page_tables.iter().map(|a| a.0));
             procs.push(Process {
                 root,
                 kstack: [stack, stack.offset(4096)],
@@ -310,6 +345,11 @@ impl Guest {
             }
             pgd
         });
+        place(
+            &mem,
+            &mut done,
+            &mut layout.cpu_pgd.map(|a| a.0).into_iter(),
+        );
         let mut g = Guest {
             mem,
             procs,
@@ -321,6 +361,7 @@ impl Guest {
             text,
             switch_pairs: p.wp_pairs_per_context_switch.round() as u64,
             cpu_pgd,
+            table_gpas,
         };
         if g.cpu_pgd.is_some() {
             for slot in 0..USER_PGD_SLOTS {
@@ -477,9 +518,14 @@ impl Guest {
     }
 }
 
-/// The guest-physical frame of a guest page-table page (what CR3 holds).
-pub fn root_gpa(root: Pfn) -> u64 {
-    root.addr().0
+impl Guest {
+    /// The guest-physical address of a guest page-table page (what CR3 or an entry holds).
+    pub fn table_gpa(&self, table: Pfn) -> u64 {
+        self.table_gpas
+            .get(&table)
+            .copied()
+            .unwrap_or(table.addr().0)
+    }
 }
 
 #[cfg(test)]
@@ -525,5 +571,12 @@ mod tests {
             VirtAddr(VMALLOC + 3 * (32 << 10) + 4096),
             "the stack's top page is mapped where the step touches it"
         );
+        for (pr, q) in g.procs.iter().zip(&m.process) {
+            assert_eq!(
+                g.table_gpa(pr.root),
+                q.page_tables[0],
+                "the PGD where fork put it"
+            );
+        }
     }
 }

@@ -46,6 +46,8 @@ pub struct ProcessPlacement {
     pub cred: u64,
     /// The four pages of the vmalloc'd kernel stack, lowest first.
     pub kstack: [u64; 4],
+    /// Its page-table pages in allocation order, the PGD first.
+    pub page_tables: Vec<u64>,
     pub data: Option<u64>,
     pub stack: Option<u64>,
     pub libc_data: Option<u64>,
@@ -56,6 +58,10 @@ pub struct ProcessPlacement {
 pub struct MeasuredPlacement {
     /// The guest RAM of the measurement; a run must have the same.
     pub ram_mib: u64,
+    /// Where the kernel image's .data and .bss start (the kernel half's boot page tables,
+    /// PaX's per-CPU PGD).
+    pub kernel_data: u64,
+    pub kernel_bss: u64,
     /// CPU 0's per-CPU unit, and the offsets of the per-CPU symbols the step uses in it.
     pub percpu_unit: u64,
     pub percpu_current_task: u64,
@@ -109,6 +115,8 @@ pub fn parse(place: &str, text: &str) -> Result<MeasuredPlacement> {
             ),
         ));
     }
+    inside("kernel_data", p.kernel_data)?;
+    inside("kernel_bss", p.kernel_bss)?;
     inside("percpu_unit", p.percpu_unit)?;
     for (name, offset) in [
         ("percpu_current_task", p.percpu_current_task),
@@ -140,6 +148,15 @@ pub fn parse(place: &str, text: &str) -> Result<MeasuredPlacement> {
         }
         for a in q.kstack {
             inside(&at("kstack"), a)?;
+        }
+        if q.page_tables.is_empty() {
+            return Err(Error::at(
+                place,
+                at("page_tables: expected the PGD and the tables under it, got none"),
+            ));
+        }
+        for &a in &q.page_tables {
+            inside(&at("page_tables"), a)?;
         }
         let user = [q.data, q.stack, q.libc_data];
         if i % 2 == 0 && user.iter().any(Option::is_none) {
@@ -175,7 +192,7 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
-        let odd = format!("{BUILTIN}\n[[process]]\ntask = 0\nsignal = 0\nsighand = 0\nmm = 0\ncred = 0\nkstack = [0, 0, 0, 0]\n");
+        let odd = format!("{BUILTIN}\n[[process]]\ntask = 0\nsignal = 0\nsighand = 0\nmm = 0\ncred = 0\nkstack = [0, 0, 0, 0]\npage_tables = [0]\n");
         let e = parse("p.toml", &odd).unwrap_err().to_string();
         assert!(e.contains("tracer/tracee pairs"), "{e}");
         let e = parse("p.toml", "ram_mib = \"big\"")

@@ -435,7 +435,7 @@ impl<'a> Vcpu<'a> {
             .guest
             .cpu_pgd
             .expect("ClonePgd only in a per-CPU PGD guest");
-        let host = GuestPhysAddr(super::guest::root_gpa(pgd)).host().0;
+        let host = GuestPhysAddr(self.guest.table_gpa(pgd)).host().0;
         for slot in 0..super::guest::USER_PGD_SLOTS {
             if !self.cfg.flavour.direct() && self.mmu.shadows(pgd) {
                 self.emulated_pgd_write(pgd, slot);
@@ -507,7 +507,7 @@ impl<'a> Vcpu<'a> {
         };
         loop {
             let idx = va.index(level);
-            let gpa = table.addr().0 + idx as u64 * 8;
+            let gpa = self.guest.table_gpa(table) + idx as u64 * 8;
             let (page, size) = self.ept_translate(gpa);
             self.load(page.0 + (gpa & (size.bytes() - 1)));
             let e = self.guest.mem.read(table, idx);
@@ -629,7 +629,11 @@ impl<'a> Vcpu<'a> {
                 .expect("guest path touches mapped pages");
             // KVM's software walk of the four guest levels.
             for level in 0..4u64 {
-                self.load(GuestPhysAddr(groot.addr().0 + level * 8).host().0);
+                self.load(
+                    GuestPhysAddr(self.guest.table_gpa(groot) + level * 8)
+                        .host()
+                        .0,
+                );
             }
             let size = if self.cfg.guest.host_thp {
                 g.size.min(PageSize::Size2M)

@@ -90,6 +90,13 @@ impl PhysMem {
         Pfn(node as u64 * NODE_FRAMES + TABLE_OFFSET + tables.len() as u64 - 1)
     }
 
+    /// The page-table pages `node` has allocated so far, in allocation order (freed ones
+    /// included).
+    pub fn tables_allocated(&self, node: u32) -> impl Iterator<Item = Pfn> {
+        let base = node as u64 * NODE_FRAMES + TABLE_OFFSET;
+        (0..self.tables[node as usize].len() as u64).map(move |i| Pfn(base + i))
+    }
+
     /// A data frame on `node` (reuses freed frames first, most recently freed first).
     pub fn alloc_data(&mut self, node: u32) -> Pfn {
         let n = node as usize;

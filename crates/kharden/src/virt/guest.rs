@@ -275,7 +275,8 @@ impl Guest {
         }
         let direct = |pa: PhysAddr| VirtAddr(DIRECT_MAP + pa.0);
         let mut table_gpas = std::collections::BTreeMap::new();
-        // Pages from `from` on, one after another, for the tables made since `done` of them.
+        // The page tables allocated since the last call (`done` so far) get the addresses `at`
+        // yields, in order; when it runs out the rest keep their own frames.
         let mut place = |mem: &PhysMem, done: &mut usize, at: &mut dyn Iterator<Item = u64>| {
             for t in mem.tables_allocated(0).skip(*done) {
                 if let Some(gpa) = at.next() {
@@ -326,7 +327,15 @@ impl Guest {
             for (va, pa, flags) in user {
                 paging::map(&mut mem, root, VirtAddr(va), pa, PageSize::Size4K, flags, 0);
             }
-            place(&mem, &mut done, &mut at.page_tables.iter().map(|a| a.0));
+            // The model maps libc's data in a PMD slot of its own, so it has one PTE page
+            // more than the traced process: extras follow the process's last traced table.
+            let last = at.page_tables.last().map(|a| a.0);
+            let after = (1..).map_while(|k| last.map(|a| a + k * 4096));
+            place(
+                &mem,
+                &mut done,
+                &mut at.page_tables.iter().map(|a| a.0).chain(after),
+            );
             procs.push(Process {
                 root,
                 kstack: [stack, stack.offset(4096)],

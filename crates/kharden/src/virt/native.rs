@@ -3,6 +3,9 @@
 //! the host times the KVM_RUN round trips. What each toggle costs here depends on the host
 //! kernel: since Linux 6.4 (VMX, with EPT) the guest owns CR0.WP and the write does not
 //! exit; on SVM every toggle exits through the selective CR0 write intercept KVM always sets.
+//! The same loop with a register move in place of the CR0 write is timed too: a host that
+//! cannot run real-mode code directly (no unrestricted guest, or a software flavour of
+//! /dev/kvm) emulates every guest instruction, and then that loop is as slow as the other.
 
 use crate::error::{Error, Result};
 use std::time::Instant;
@@ -32,7 +35,11 @@ struct MemoryRegion {
 #[derive(Debug, Clone)]
 pub struct NativeResult {
     pub toggles: u64,
+    /// ns per CR0.WP write beyond the same loop without it.
     pub ns_per_toggle: f64,
+    /// ns per iteration of the loop with `mov ebx, eax` in place of `mov cr0, eax`: a few
+    /// cycles where the guest runs on the CPU, hundreds of ns where the host emulates it.
+    pub ns_per_plain_iteration: f64,
     /// ns per KVM_RUN round trip with no toggles (the OUT exit alone), subtracted above.
     pub ns_per_io_exit: f64,
 }
@@ -56,17 +63,22 @@ fn sys(what: &str, r: libc::c_int) -> Result<libc::c_int> {
     }
 }
 
-/// The guest's code at offset 0 of the 64 KiB segment, and the reset-vector jump to it.
-fn guest_code(toggles_per_exit: u32) -> Vec<u8> {
+/// The guest's code at offset 0 of the 64 KiB segment, and the reset-vector jump to it;
+/// without `write_cr0` the loop moves EAX to EBX instead (the same length and count).
+fn guest_code(toggles_per_exit: u32, write_cr0: bool) -> Vec<u8> {
     let mut code = vec![];
     // start: mov ecx, N
     code.extend([0x66, 0xB9]);
     code.extend(toggles_per_exit.to_le_bytes());
-    // loop: mov eax, cr0 / xor eax, 0x10000 (WP) / mov cr0, eax / dec ecx / jnz loop
+    // loop: mov eax, cr0 / xor eax, 0x10000 (WP) / mov cr0, eax (or mov ebx, eax) /
+    // dec ecx / jnz loop
     let lp = code.len();
-    code.extend([
-        0x0F, 0x20, 0xC0, 0x66, 0x35, 0x00, 0x00, 0x01, 0x00, 0x0F, 0x22, 0xC0,
-    ]);
+    code.extend([0x0F, 0x20, 0xC0, 0x66, 0x35, 0x00, 0x00, 0x01, 0x00]);
+    code.extend(if write_cr0 {
+        [0x0F, 0x22, 0xC0]
+    } else {
+        [0x66, 0x89, 0xC3]
+    });
     code.extend([0x66, 0x49, 0x75]);
     code.push((lp as i32 - (code.len() as i32 + 1)) as u8);
     // out 0x10, al / jmp start
@@ -75,8 +87,8 @@ fn guest_code(toggles_per_exit: u32) -> Vec<u8> {
     code
 }
 
-/// Runs the guest for `exits` KVM_RUN round trips of `toggles_per_exit` CR0.WP writes.
-fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
+/// Runs the guest for `exits` KVM_RUN round trips of `toggles_per_exit` loop iterations.
+fn time_runs(toggles_per_exit: u32, write_cr0: bool, exits: u64) -> Result<f64> {
     let kvm = std::ffi::CString::new("/dev/kvm").unwrap();
     // SAFETY: plain syscalls on descriptors this function owns; the shared kvm_run page is
     // mapped with the size KVM reports and unmapped before return, the guest memory is a
@@ -93,7 +105,7 @@ fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
         let guest_mem = crate::host_mem::Map::new(MEM_SIZE, false)
             .ok_or_else(|| Error::new("kvm bench: mmap of guest memory failed"))?;
         let mem = guest_mem.ptr;
-        let code = guest_code(toggles_per_exit);
+        let code = guest_code(toggles_per_exit, write_cr0);
         std::ptr::copy_nonoverlapping(code.as_ptr(), mem, code.len());
         // Reset vector at 0xfff0: jmp near to offset 0 (E9 rel16).
         let rel = (0i32 - 0xfff3) as i16;
@@ -154,17 +166,23 @@ fn time_runs(toggles_per_exit: u32, exits: u64) -> Result<f64> {
     }
 }
 
-/// Times CR0.WP toggles natively: round trips with `toggles_per_exit` toggles, minus the
-/// same round trips with one toggle, per extra toggle.
+/// Times CR0.WP toggles natively: round trips with `toggles_per_exit` iterations minus the
+/// same round trips with one, per extra iteration, with and without the CR0 write.
 pub fn bench(toggles_per_exit: u32, exits: u64) -> Result<NativeResult> {
     if toggles_per_exit < 2 {
         return Err(Error::new("kvm bench: --toggles must be at least 2"));
     }
-    let base = time_runs(1, exits)?;
-    let loaded = time_runs(toggles_per_exit, exits)?;
+    let per_iteration = |write_cr0| -> Result<(f64, f64)> {
+        let base = time_runs(1, write_cr0, exits)?;
+        let loaded = time_runs(toggles_per_exit, write_cr0, exits)?;
+        Ok(((loaded - base) / (toggles_per_exit - 1) as f64, base))
+    };
+    let (toggle_iteration, base) = per_iteration(true)?;
+    let (plain_iteration, _) = per_iteration(false)?;
     Ok(NativeResult {
         toggles: toggles_per_exit as u64 * exits,
-        ns_per_toggle: (loaded - base) / (toggles_per_exit - 1) as f64,
+        ns_per_toggle: toggle_iteration - plain_iteration,
+        ns_per_plain_iteration: plain_iteration,
         ns_per_io_exit: base,
     })
 }

@@ -66,6 +66,14 @@ proptest! {
     }
 
     #[test]
+    fn guest_placements(text in mutated(kharden::virt::placement::BUILTIN)) {
+        if let Err(e) = kharden::virt::placement::parse("p.toml", &text) {
+            prop_assert!(e.to_string().starts_with("p.toml: "));
+            prop_assert!(!e.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
     fn defense_lists(spec in "[a-z:,= -]{0,40}") {
         let _ = defense::parse_list(&spec);
     }

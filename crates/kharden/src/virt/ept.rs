@@ -113,6 +113,27 @@ impl HostTables {
         Some(self.zap_tree(e.addr().pfn(), 3))
     }
 
+    /// Clears entry `index` of top-level table `root` and returns the table it pointed to,
+    /// whole, for `attach_entry` to link again (None if the entry was not present).
+    pub fn detach_entry(&mut self, root: Pfn, index: usize) -> Option<Pfn> {
+        let e = self.mem.read(root, index);
+        if !e.present() {
+            return None;
+        }
+        self.mem.write(root, index, Pte::EMPTY);
+        Some(e.addr().pfn())
+    }
+
+    /// Links a detached level-3 table back as entry `index` of `root`.
+    pub fn attach_entry(&mut self, root: Pfn, index: usize, table: Pfn) {
+        self.mem.write(root, index, Pte::table(table, true));
+    }
+
+    /// Zaps a detached level-3 table and the tree under it: (tables freed, leaves zapped).
+    pub fn zap_detached(&mut self, table: Pfn) -> (u64, u64) {
+        self.zap_tree(table, 3)
+    }
+
     /// Zaps the tree under `root`, root included: every table page returns to the pool.
     /// Returns (table pages freed, leaf entries zapped).
     pub fn zap(&mut self, root: Pfn) -> (u64, u64) {

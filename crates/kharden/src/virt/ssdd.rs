@@ -458,7 +458,9 @@ impl<'a> Vcpu<'a> {
         self.counts.pt_write_faults += 1;
         self.exit(ExitReason::ExceptionNmi);
         self.acct.emulation += c.emulate_cycles + c.pte_write_cycles;
-        if self.mmu.pte_write(gfn, slot) {
+        let before = self.guest.mem.read(gfn, slot);
+        let old = before.present().then(|| before.addr().pfn());
+        if self.mmu.pte_write(gfn, slot, old) {
             self.counts.pt_write_flushes += 1;
             self.counts.flushes += 1;
             self.tlb.invalidate_tag(self.tag);
@@ -625,6 +627,17 @@ impl<'a> Vcpu<'a> {
             self.exit(ExitReason::ExceptionNmi);
             self.counts.shadow_pf += 1;
             let groot = self.guest.root_of(self.proc);
+            // A top-level SPTE a guest PGD write unlinked: its child shadow table is linked
+            // again, the lower SPTEs as they were; if they map `va`, that was the whole fault.
+            let slot = va.index(4);
+            let ge = self.guest.mem.read(groot, slot);
+            if ge.present()
+                && self.mmu.relink(root, slot, ge.addr().pfn())
+                && self.mmu.host.walk(root, va.0, &mut |_| {}).is_some()
+            {
+                self.acct.faults += self.cfg.costs.shadow_pf_cycles;
+                continue;
+            }
             let g = crate::arch::x86::paging::translate(&self.guest.mem, groot, va)
                 .expect("guest path touches mapped pages");
             // KVM's software walk of the four guest levels.

@@ -12,6 +12,7 @@ use super::ept::HostTables;
 use super::vmx::{CR0_PG, CR0_WP};
 use crate::arch::x86::{Pcid, Pfn};
 use crate::error::{Error, Result};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MmuFlavour {
@@ -159,6 +160,10 @@ pub struct KvmMmu {
     pub other_vcpus: u32,
     next_tag: u16,
     pub stats: MmuStats,
+    /// Shadow paging: child shadow tables unlinked from a root by a guest PGD write, by
+    /// (root table, the guest table the entry shadowed). KVM keeps such shadow pages in its
+    /// hash, and the next fault through that guest table links them again.
+    detached: BTreeMap<(Pfn, Pfn), Pfn>,
 }
 
 const PREV_ROOTS: usize = 3;
@@ -179,6 +184,7 @@ impl KvmMmu {
             other_vcpus,
             next_tag: 1,
             stats: MmuStats::default(),
+            detached: BTreeMap::new(),
         }
     }
 
@@ -345,23 +351,46 @@ impl KvmMmu {
             .any(|r| r.valid && r.guest_cr3 == Some(gfn))
     }
 
-    /// kvm_mmu_pte_write after an emulated store to entry `slot` of guest page table `gfn`:
-    /// every shadow root of `gfn` drops its SPTE for that entry (mmu_page_zap_pte; here the
-    /// subtree under it, which the next access faults back). Whether any was present, so
-    /// KVM flushes the TLB.
-    pub fn pte_write(&mut self, gfn: Pfn, slot: usize) -> bool {
+    /// kvm_mmu_pte_write after an emulated store to entry `slot` of guest page table `gfn`,
+    /// which pointed to guest table `old` before: every shadow root of `gfn` drops its SPTE
+    /// for that entry (mmu_page_zap_pte), the child shadow table kept for `relink`. Whether
+    /// any was present, so KVM flushes the TLB.
+    pub fn pte_write(&mut self, gfn: Pfn, slot: usize, old: Option<Pfn>) -> bool {
         let mut present = false;
         for r in self
             .roots
             .iter()
             .filter(|r| r.valid && r.guest_cr3 == Some(gfn))
         {
-            if let Some((_, leaves)) = self.host.zap_entry(r.table, slot) {
-                self.stats.sptes_zapped += leaves;
-                present = true;
+            let Some(child) = self.host.detach_entry(r.table, slot) else {
+                continue;
+            };
+            self.stats.sptes_zapped += 1;
+            present = true;
+            // Kept under the guest table it shadowed; one kept before for that table (built
+            // again instead of relinked) is superseded.
+            let stale = match old {
+                Some(g) => self.detached.insert((r.table, g), child),
+                None => Some(child),
+            };
+            if let Some(t) = stale {
+                self.host.zap_detached(t);
             }
         }
         present
+    }
+
+    /// A shadow #PF through entry `slot` of `root`, whose guest entry now points to guest
+    /// table `guest_table`: links the child shadow table kept for it, if any (KVM finds the
+    /// shadow page in its hash, kvm_mmu_get_child_sp, with its lower SPTEs intact).
+    pub fn relink(&mut self, root: Pfn, slot: usize, guest_table: Pfn) -> bool {
+        match self.detached.remove(&(root, guest_table)) {
+            Some(child) => {
+                self.host.attach_entry(root, slot, child);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Counts a table page allocated by a fault.

@@ -102,17 +102,6 @@ impl HostTables {
         None
     }
 
-    /// Clears entry `index` of top-level table `root`, zapping the tree under it. None if the
-    /// entry was not present; else (table pages freed, leaf entries zapped).
-    pub fn zap_entry(&mut self, root: Pfn, index: usize) -> Option<(u64, u64)> {
-        let e = self.mem.read(root, index);
-        if !e.present() {
-            return None;
-        }
-        self.mem.write(root, index, Pte::EMPTY);
-        Some(self.zap_tree(e.addr().pfn(), 3))
-    }
-
     /// Clears entry `index` of top-level table `root` and returns the table it pointed to,
     /// whole, for `attach_entry` to link again (None if the entry was not present).
     pub fn detach_entry(&mut self, root: Pfn, index: usize) -> Option<Pfn> {

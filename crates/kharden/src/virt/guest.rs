@@ -7,7 +7,7 @@
 
 use super::guest_text::{GuestText, TextPage};
 use super::params::GuestParams;
-use super::placement::{MeasuredPlacement, Placement, ProcessPlacement};
+use super::placement::{MeasuredPlacement, Placement};
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, PhysMem, PteFlags, VirtAddr};
 use crate::sim::rng::Pcg32;
 
@@ -125,7 +125,7 @@ struct ProcLayout {
 impl Layout {
     fn new(p: &GuestParams, pairs: u64, seed: u64) -> Layout {
         match p.placement {
-            Placement::Measured => Layout::measured(&MeasuredPlacement::builtin(), pairs),
+            Placement::Measured => Layout::measured(MeasuredPlacement::builtin(), pairs),
             Placement::Packed | Placement::Scattered => Layout::allocated(p, pairs, seed),
         }
     }
@@ -138,11 +138,13 @@ impl Layout {
         let procs: Vec<ProcLayout> = m.process[..2 * pairs as usize]
             .chunks(2)
             .flat_map(|pair| {
-                let user = |q: &ProcessPlacement| {
-                    let v = |a: Option<u64>| page(a.expect("tracers have user pages (parse)"));
-                    (v(q.data), v(q.stack), v(q.libc_data))
-                };
-                let (data, stack, libc_data) = user(&pair[0]);
+                let user = |a: Option<u64>| page(a.expect("tracers have user pages (parse)"));
+                let tracer = &pair[0];
+                let (data, stack, libc_data) = (
+                    user(tracer.data),
+                    user(tracer.stack),
+                    user(tracer.libc_data),
+                );
                 pair.iter().map(move |q| ProcLayout {
                     page_tables: q.page_tables.iter().map(|&a| page(a)).collect(),
                     kstack: [page(q.kstack[2]), page(q.kstack[3])],

@@ -74,9 +74,13 @@ pub struct MeasuredPlacement {
 }
 
 impl MeasuredPlacement {
-    /// The committed measurement (checked by the tests, so this never fails in a build).
-    pub fn builtin() -> MeasuredPlacement {
-        parse(BUILTIN_PLACE, BUILTIN).expect("the committed placement file is valid")
+    /// The committed measurement (parsed once; checked by the tests, so this never fails in
+    /// a build).
+    pub fn builtin() -> &'static MeasuredPlacement {
+        static P: std::sync::OnceLock<MeasuredPlacement> = std::sync::OnceLock::new();
+        P.get_or_init(|| {
+            parse(BUILTIN_PLACE, BUILTIN).expect("the committed placement file is valid")
+        })
     }
 
     pub fn pairs(&self) -> u64 {

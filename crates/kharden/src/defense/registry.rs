@@ -89,6 +89,17 @@ pub fn param_applies(path: &str, families: &[&str]) -> bool {
     }
 }
 
+/// The costs the defense `families` declare per counted event (`Decl::charged_per`): each
+/// parameter's path and the counter of its events.
+pub fn per_event_costs(families: &[&str]) -> Vec<(&'static str, OwnedCounter)> {
+    FAMILIES
+        .iter()
+        .filter(|f| families.contains(&f.name))
+        .flat_map(|f| f.params.iter())
+        .filter_map(|d| Some((d.path, counter(d.per_event?))))
+        .collect()
+}
+
 /// Every owned counter's name, in slot order.
 pub fn counter_names() -> Vec<&'static str> {
     FAMILIES

@@ -565,6 +565,19 @@ impl Kernel {
         c.stats.add_time(category, t);
     }
 
+    /// Accounts `cycles` to `category` on `cpu` without spending them: the CPU's clock does
+    /// not move, so nothing simulated waits for them. For a cost fitted to a published
+    /// figure per counted event, which stands for work no modelled mechanism derives and so
+    /// must not move the events that are modelled (workload::kbuild_run adds such costs
+    /// after a simulation that ran without them).
+    pub fn account(&mut self, cpu: CpuId, cycles: f64, category: TimeCategory) {
+        if self.fast_forward {
+            return;
+        }
+        let t = self.clock.cycles(cycles);
+        self.cpus[cpu].stats.add_time(category, t);
+    }
+
     /// One memory access at `va` in the CPU's current mode; the translation's cost (STLB
     /// lookup, walk) is charged as TLB refill. The access's own latency belongs to the
     /// work it is part of.

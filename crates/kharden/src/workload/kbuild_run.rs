@@ -4,11 +4,12 @@
 //! Experiments (experiment/kbuild_table) and sweeps build on it.
 
 use crate::defense;
+use crate::defense::registry;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, OracleMode};
 use crate::machine::MachineProfile;
-use crate::params::Params;
-use crate::sim::{Time, TimeCategory};
+use crate::params::{Params, Provenance};
+use crate::sim::{Clock, OwnedCounter, Stats, Time, TimeCategory};
 use crate::workload::kbuild::Make;
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::run::{Runner, Window};
@@ -21,8 +22,8 @@ pub struct Measured {
     pub window: Window,
     /// User work cycles done in the window.
     pub user_work_cycles: f64,
-    /// System seconds per cycle of user work in each sample on its own.
-    pub per_sample: Vec<f64>,
+    /// Each sample on its own: its tasks' stats and user work cycles.
+    pub per_sample: Vec<(Stats, f64)>,
 }
 
 impl Measured {
@@ -31,21 +32,40 @@ impl Measured {
         self.window.tasks.system_time().secs() / self.user_work_cycles
     }
 
+    /// System seconds per cycle of user work of each sample on its own.
+    pub fn sample_ratios(&self) -> Vec<f64> {
+        self.per_sample
+            .iter()
+            .map(|(tasks, user_work_cycles)| tasks.system_time().secs() / user_work_cycles)
+            .collect()
+    }
+
     /// Standard error of system_per_user_cycle() from the spread of the samples, as a
     /// fraction of it; `None` with a single sample.
     pub fn sampling_error(&self) -> Option<f64> {
-        let n = self.per_sample.len() as f64;
+        let ratios = self.sample_ratios();
+        let n = ratios.len() as f64;
         if n < 2.0 {
             return None;
         }
-        let mean = self.per_sample.iter().sum::<f64>() / n;
-        let var = self
-            .per_sample
-            .iter()
-            .map(|x| (x - mean).powi(2))
-            .sum::<f64>()
-            / (n - 1.0);
+        let mean = ratios.iter().sum::<f64>() / n;
+        let var = ratios.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
         Some((var / n).sqrt() / self.system_per_user_cycle())
+    }
+
+    /// Accounts `cycles` per `counter` event to the fitted time of every sample and of the
+    /// pooled window, as Kernel::account would have during the run.
+    fn account_per_event(&mut self, counter: OwnedCounter, cycles: f64) {
+        let clock = Clock::new(self.machine.cpu.frequency_ghz);
+        let charge = |stats: &mut Stats| {
+            let events = stats.owned(counter) as f64;
+            stats.add_time(TimeCategory::Fitted, clock.cycles(events * cycles));
+        };
+        for (tasks, _) in &mut self.per_sample {
+            charge(tasks);
+        }
+        charge(&mut self.window.tasks);
+        charge(&mut self.window.idle);
     }
 }
 
@@ -100,17 +120,64 @@ pub fn simulate_with(
     params: &Params,
 ) -> Result<Measured> {
     crate::workload::bounds::kbuild_jobs(m, profile, jobs)?;
+    // Costs fitted per counted event are accounted, never spent (Kernel::account), so the
+    // run's events do not depend on them: simulate without them and add them after. A fit
+    // of one is then exact in one step, and runs that differ only in them are one run.
+    let families = registry::families_in(defenses);
+    let per_event = registry::per_event_costs(&families);
+    let mut run_params = params.clone();
+    for &(path, _) in &per_event {
+        let by = Provenance::Set {
+            by: "kbuild_run (added after the run)".into(),
+        };
+        run_params.set_num("kbuild_run", path, 0.0, by)?;
+    }
     // The same inputs give the same windows: `reproduce all` runs each XPFO table's
     // baselines (and their machines' unhardened rows) once, not once per table, whatever
     // the table fitted for defenses the run does not plug in.
-    let families = crate::defense::registry::families_in(defenses);
     let key = format!(
         "{m:?}|{defenses}|{jobs}|{profile:?}|{sampling:?}|{:?}",
-        params.fingerprint(|p| crate::defense::registry::param_applies(p, &families))
+        run_params.fingerprint(|p| registry::param_applies(p, &families))
     );
-    if let Some(done) = done_simulations().lock().expect("not poisoned").get(&key) {
-        return Ok(done.clone());
+    let done = done_simulations()
+        .lock()
+        .expect("not poisoned")
+        .get(&key)
+        .cloned();
+    let mut measured = match done {
+        Some(done) => done,
+        None => {
+            let new = simulate_uncached(
+                m,
+                defenses,
+                extensions,
+                jobs,
+                profile,
+                sampling,
+                &run_params,
+            )?;
+            done_simulations()
+                .lock()
+                .expect("not poisoned")
+                .insert(key, new.clone());
+            new
+        }
+    };
+    for (path, counter) in per_event {
+        measured.account_per_event(counter, params.num(path));
     }
+    Ok(measured)
+}
+
+fn simulate_uncached(
+    m: &MachineProfile,
+    defenses: &str,
+    extensions: &[defense::Extension],
+    jobs: u32,
+    profile: &JobProfile,
+    sampling: Sampling,
+    params: &Params,
+) -> Result<Measured> {
     // One window of the build: its stats and the user work cycles done in it.
     let one_sample = |seed: u64| -> Result<(Window, f64)> {
         let mut k = Kernel::boot_with(
@@ -159,14 +226,10 @@ pub fn simulate_with(
         let (window, user_work_cycles) = sample?;
         pooled
             .per_sample
-            .push(window.tasks.system_time().secs() / user_work_cycles);
+            .push((window.tasks.clone(), user_work_cycles));
         pooled.window.merge(&window);
         pooled.user_work_cycles += user_work_cycles;
     }
-    done_simulations()
-        .lock()
-        .expect("not poisoned")
-        .insert(key, pooled.clone());
     Ok(pooled)
 }
 

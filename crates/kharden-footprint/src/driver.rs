@@ -328,10 +328,10 @@ fn map(pages: usize, prot: i32, fd: Option<i32>) -> io::Result<*mut u8> {
         )
     };
     if p == libc::MAP_FAILED {
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            format!("mmap: {}", io::Error::last_os_error()),
-        ));
+        return Err(io::Error::other(format!(
+            "mmap: {}",
+            io::Error::last_os_error()
+        )));
     }
     Ok(p as *mut u8)
 }
@@ -742,10 +742,7 @@ fn execve(d: &mut Driver) -> io::Result<()> {
             )
         })?;
     if !status.success() {
-        return Err(io::Error::new(
-            io::ErrorKind::Other,
-            "cc could not build exec_chain.c",
-        ));
+        return Err(io::Error::other("cc could not build exec_chain.c"));
     }
     let n = d.n(3000);
     d.window(None, Some("execve"), || {
@@ -753,7 +750,7 @@ fn execve(d: &mut Driver) -> io::Result<()> {
             .arg(format!("{n:08}"))
             .status()?;
         if !status.success() {
-            return Err(io::Error::new(io::ErrorKind::Other, "exec_chain failed"));
+            return Err(io::Error::other("exec_chain failed"));
         }
         Ok(n)
     })
@@ -820,10 +817,7 @@ fn ptrace_singlestep(d: &mut Driver) -> io::Result<()> {
         if libc::WIFSTOPPED(status) {
             Ok(())
         } else {
-            Err(io::Error::new(
-                io::ErrorKind::Other,
-                "traced child did not stop",
-            ))
+            Err(io::Error::other("traced child did not stop"))
         }
     };
     let mut result = wait_stop();
@@ -906,7 +900,7 @@ fn ipis(d: &mut Driver) -> io::Result<()> {
     stop.store(true, Ordering::Relaxed);
     let pinned = spinner
         .join()
-        .map_err(|_| io::Error::new(io::ErrorKind::Other, "spinner panicked"))?;
+        .map_err(|_| io::Error::other("spinner panicked"))?;
     unpin()?;
     result.and(pinned)
 }

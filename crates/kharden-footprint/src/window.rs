@@ -104,7 +104,7 @@ mod tests {
             ops: 3,
         };
         let dir = std::env::temp_dir().join(format!("kh-win-{}", std::process::id()));
-        write_all(&dir, &[w.clone()]).unwrap();
+        write_all(&dir, std::slice::from_ref(&w)).unwrap();
         let text = std::fs::read_to_string(&dir).unwrap();
         std::fs::remove_file(&dir).unwrap();
         assert_eq!(read_all("w", &text).unwrap(), vec![w]);

@@ -50,5 +50,5 @@ fn qemu_a_fresh_guest_places_the_ssdd_objects_in_the_committed_regions() {
         .unwrap_or_else(|e| panic!("{e}"));
     let committed = MeasuredPlacement::builtin();
     assert_eq!(fresh.pairs(), committed.pairs());
-    assert_eq!(regions(&fresh), regions(&committed));
+    assert_eq!(regions(&fresh), regions(committed));
 }

@@ -125,10 +125,7 @@ fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
             // The state follows the command name's closing parenthesis.
             let after = buf[..n].iter().rposition(|&b| b == b')').map(|i| i + 2);
             match after.and_then(|i| buf.get(i)) {
-                Some(b'Z' | b'X') => Err(io::Error::new(
-                    io::ErrorKind::Other,
-                    "the signalled child exited",
-                )),
+                Some(b'Z' | b'X') => Err(io::Error::other("the signalled child exited")),
                 state => Ok(state == Some(&b'S')),
             }
         };
@@ -144,8 +141,7 @@ fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
             while acks.load(Ordering::Acquire) <= sent {
                 std::hint::spin_loop();
                 if now_ns() - sent_ns > 5_000_000_000 {
-                    return Err(io::Error::new(
-                        io::ErrorKind::Other,
+                    return Err(io::Error::other(
                         "the child did not handle SIGUSR1 within 5 s",
                     ));
                 }
@@ -283,10 +279,10 @@ pub(super) fn mmap_locked(d: &mut Driver) -> io::Result<()> {
                 )
             };
             if p == libc::MAP_FAILED {
-                return Err(io::Error::new(
-                    io::ErrorKind::Other,
-                    format!("mmap MAP_LOCKED: {}", io::Error::last_os_error()),
-                ));
+                return Err(io::Error::other(format!(
+                    "mmap MAP_LOCKED: {}",
+                    io::Error::last_os_error()
+                )));
             }
             page = p as *mut u8;
             Ok(())

@@ -46,7 +46,7 @@ pub fn drive(
         let w = runner.run(at, SLICE)?;
         window.tasks.merge(&w.tasks);
         window.idle.merge(&w.idle);
-        at = at + SLICE;
+        at += SLICE;
         runner.k.reap();
         let live = runner.k.tasks_in_use();
         peak_live = peak_live.max(live);

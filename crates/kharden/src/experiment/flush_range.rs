@@ -45,7 +45,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
             ),
         ));
     }
-    if e.threads.iter().any(|&t| t == 0) {
+    if e.threads.contains(&0) {
         return Err(Error::at(place, "threads: expected at least 1"));
     }
     defense::parse_list(&e.defenses).map_err(|err| Error::at(place, format!("defenses: {err}")))?;
@@ -126,7 +126,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let ceiling = params.num("kernel.tlb_single_page_flush_ceiling");
     let mut predictions = vec![];
     let mut table = Table::new(
-        &format!(
+        format!(
             "\nflush_tlb_mm_range() of N of {} warm pages under {} (full-flush ceiling {ceiling}): the initiator's time, and the working set's refill after it",
             e.working_set_pages, e.defenses
         ),

@@ -294,7 +294,7 @@ fn cold_each_table(
     h.push("cold-each".into());
     let headers: Vec<&str> = h.iter().map(|s| s.as_str()).collect();
     let mut t = Table::new(
-        &format!(
+        format!(
             "\nloops with caches emptied before every iteration (cold-each) instead of once before the loop (cold, the rows' definition), {}; % gain:",
             m.name
         ),
@@ -329,7 +329,7 @@ fn ratio_sweep(
     h.extend(s.rows.iter().cloned());
     let headers: Vec<&str> = h.iter().map(|s| s.as_str()).collect();
     let mut table = Table::new(
-        &format!(
+        format!(
             "\ngain (%) against the remote/local DRAM latency ratio, {} (local {} ns; predictions):",
             m.name, m.memory.dram_local_ns
         ),

@@ -33,7 +33,7 @@ pub fn check(place: &str, text: &str) -> Result<()> {
     for (i, row) in tables("row").iter().enumerate() {
         let label = row.get("label").and_then(|v| v.as_str()).unwrap_or("?");
         if let Some(p) = row.get("published").and_then(number) {
-            if !(p > 0.0) {
+            if p.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                 return bad(
                     format!("row[{i}] \"{label}\" published"),
                     format!("expected a positive figure, got {p}"),

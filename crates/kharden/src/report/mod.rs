@@ -107,8 +107,10 @@ impl Row {
         let points =
             matches!((self.difference_pp, self.tolerance_pp), (Some(d), Some(t)) if d.abs() > t);
         // Zero has no sign: a gain of nothing is not the published gain's sign.
-        let sign =
-            self.sign_required && self.published.is_some_and(|p| !(p * self.simulated > 0.0));
+        let sign = self.sign_required
+            && self.published.is_some_and(|p| {
+                (p * self.simulated).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+            });
         relative || points || sign
     }
 }

@@ -168,8 +168,11 @@ pub fn write(path: &Path, records: &[Record], metadata: &[(String, String)]) -> 
     Ok(())
 }
 
+/// A Parquet file's key-value metadata, in file order.
+pub type Metadata = Vec<(String, String)>;
+
 /// A sweep's Parquet file as written: its rows (by the `key` column) and its metadata.
-pub fn read(path: &Path) -> Result<(Vec<Record>, Vec<(String, String)>)> {
+pub fn read(path: &Path) -> Result<(Vec<Record>, Metadata)> {
     let file = std::fs::File::open(path).map_err(|e| pq(path, e))?;
     let reader = SerializedFileReader::new(file)
         .map_err(|e| pq(path, format!("not a Parquet file: {e}")))?;

@@ -50,9 +50,9 @@ if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
 else
   echo "no usable /dev/kvm: kvm_ tests stay skipped"
 fi
-# The guest placement measurement boots Debian's 6.1 kernel under qemu: named qemu_, run
-# where qemu-system-x86_64, that kernel and busybox are installed (the tests do not install
-# them: the kernel image alone is 100 MB).
+# The guest placement and kernel image mapping measurements boot Debian's 6.1 kernel under
+# qemu: named qemu_, run where qemu-system-x86_64, that kernel and busybox are installed (the
+# tests do not install them: the kernel image alone is 100 MB).
 if command -v qemu-system-x86_64 >/dev/null && ls /boot/vmlinuz-6.1.0-*-amd64 >/dev/null 2>&1 && [ -x /bin/busybox ]; then
   echo "qemu-system-x86_64, a 6.1 kernel and busybox are here: running the qemu_ tests"
   cargo test --release --workspace --locked -- --ignored qemu_ 2>&1 | tee -a "$extra"

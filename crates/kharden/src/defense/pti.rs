@@ -11,9 +11,9 @@
 
 use super::registry;
 use super::Defense;
-use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, PteFlags, VirtAddr};
-use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_TEXT, KERNEL_TEXT_BYTES};
-use crate::kernel::{layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
+use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, VirtAddr};
+use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_DATA, KERNEL_TEXT};
+use crate::kernel::{entry_text_page, layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::{pti as invariant, Violation};
 use crate::params::{Decl, Params, Unit};
@@ -28,8 +28,8 @@ pub const FAMILY: registry::Family = registry::Family {
     boot_option: false,
     variants: &[
         registry::Variant::new("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", false, || Box::new(Pti::new(Variant::FreeBsd))),
-        registry::Variant::new("pti:linux", &["pti"], "PTI as Linux does it (pti=auto): global kernel text only without PCID, deferred user-PCID flushes or INVPCID", false, || Box::new(Pti::new(Variant::Linux))),
-        registry::Variant::new("pti:linux-forced", &["pti=on"], "Linux PTI booted with pti=on: the kernel image is never global and never cloned into user tables (pti_kernel_image_global_ok() is false unless PTI was chosen automatically)", false, || Box::new(Pti::new(Variant::LinuxForced))),
+        registry::Variant::new("pti:linux", &["pti"], "PTI as Linux does it (pti=auto): without PCID, kernel text and rodata cloned into the user tables and global; deferred user-PCID flushes or INVPCID", false, || Box::new(Pti::new(Variant::Linux))),
+        registry::Variant::new("pti:linux-forced", &["pti=on"], "Linux PTI booted with pti=on: only the entry text is cloned into user tables and global (pti_kernel_image_global_ok() is false unless PTI was chosen automatically)", false, || Box::new(Pti::new(Variant::LinuxForced))),
         registry::Variant::new("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true, || Box::new(Pti::new(Variant::BrokenGlobalText))),
         registry::Variant::new("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", true, || Box::new(Pti::new(Variant::BrokenUserMapsKernel))),
         registry::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, || Box::new(Pti::new(Variant::BrokenNoUserFlush))),
@@ -77,24 +77,23 @@ impl Pti {
         }
     }
 
-    /// The 2 MiB page of kernel text that holds the entry code (cloned into user tables).
-    pub(crate) fn entry_text_page() -> VirtAddr {
-        let entry = crate::kernel::path::KernelPaths::builtin().entry_text_offset;
-        VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
-    }
-
     /// Kernel memory the user-mode page tables may map by this variant's design.
     pub fn allowed_in_user_mode(&self, k: &Kernel) -> Vec<(u64, u64)> {
         let slot = VirtAddr(CPU_ENTRY_AREA).align_down(PageSize::Size1G).0 & !((1u64 << 39) - 1);
         let mut allowed = vec![(slot, slot + (1 << 39))];
-        let entry = Self::entry_text_page().0;
+        let entry = entry_text_page().0;
         allowed.push((entry, entry + PageSize::Size2M.bytes()));
-        if k.config.global_kernel == KernelGlobal::TextOnly && self.variant.is_linux() {
-            // Linux without PCID maps all kernel text into user tables (pti_clone_kernel_text):
-            // text is judged not secret, and global text spares the refills.
-            allowed.push((KERNEL_TEXT, KERNEL_TEXT + KERNEL_TEXT_BYTES));
+        if self.clones_image(k) {
+            // Linux without PCID maps kernel text and rodata into user tables
+            // (pti_clone_kernel_text): judged not secret, and global, they spare the refills.
+            allowed.push((KERNEL_TEXT, KERNEL_DATA));
         }
         allowed
+    }
+
+    /// Whether the user tables map the kernel's text and rodata, not only its entry text.
+    fn clones_image(&self, k: &Kernel) -> bool {
+        self.variant.is_linux() && k.config.global_kernel == KernelGlobal::ClonedImage
     }
 
     fn user_pcid(k: &Kernel, cpu: CpuId) -> Pcid {
@@ -151,11 +150,12 @@ impl Defense for Pti {
             Variant::FreeBsd | Variant::BrokenUserMapsKernel | Variant::BrokenNoUserFlush => {
                 KernelGlobal::None
             }
-            // Linux: pti_kernel_image_global_ok() is false with PCID.
-            Variant::Linux if pcid => KernelGlobal::None,
-            Variant::LinuxForced => KernelGlobal::None,
-            Variant::Linux => KernelGlobal::TextOnly,
-            Variant::BrokenGlobalText => KernelGlobal::TextOnly,
+            // Linux: pti_kernel_image_global_ok() is false with PCID and with pti=on; the
+            // entry text stays global (measured on 6.1: kernel/mod.rs KernelGlobal).
+            Variant::Linux if pcid => KernelGlobal::EntryText,
+            Variant::LinuxForced => KernelGlobal::EntryText,
+            Variant::Linux => KernelGlobal::ClonedImage,
+            Variant::BrokenGlobalText => KernelGlobal::ClonedImage,
         };
         self.deferred_user_flush = vec![false; machine.threads() as usize];
     }
@@ -176,26 +176,25 @@ impl Defense for Pti {
                 kernel_root,
                 VirtAddr(CPU_ENTRY_AREA).index(4),
             );
-            let global = k.config.global_kernel != KernelGlobal::None;
-            let clone_all_text =
-                self.variant.is_linux() && k.config.global_kernel == KernelGlobal::TextOnly;
-            let pages: Vec<VirtAddr> = if clone_all_text {
-                (0..KERNEL_TEXT_BYTES / PageSize::Size2M.bytes())
-                    .map(|i| VirtAddr(KERNEL_TEXT + i * PageSize::Size2M.bytes()))
+            // The cloned PMDs are the kernel's own, flags included.
+            let pages: Vec<VirtAddr> = if self.clones_image(k) {
+                (KERNEL_TEXT..KERNEL_DATA)
+                    .step_by(PageSize::Size2M.bytes() as usize)
+                    .map(VirtAddr)
                     .collect()
             } else {
-                vec![Self::entry_text_page()]
+                vec![entry_text_page()]
             };
             for va in pages {
                 let leaf =
-                    paging::translate(&k.mem, kernel_root, va).expect("kernel text is mapped");
+                    paging::translate(&k.mem, kernel_root, va).expect("kernel image is mapped");
                 paging::map(
                     &mut k.mem,
                     user_root,
                     va,
                     leaf.page,
                     PageSize::Size2M,
-                    PteFlags::KERNEL_TEXT.with_global(global),
+                    leaf.flags,
                     0,
                 );
             }
@@ -285,6 +284,62 @@ impl Pti {
         } else {
             self.deferred_user_flush[cpu] = true;
             k.cpus[cpu].stats.count_owned(self.deferred_user_flushes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::arch::x86::{paging, PageSize, VirtAddr};
+    use crate::kernel::layout::{cpu_entry_area, KERNEL_DATA, KERNEL_RODATA, KERNEL_TEXT};
+    use crate::kernel::{entry_text_page, Kernel};
+    use crate::{defense, machine};
+
+    /// The kernel image's global bits and what the user tables map, per variant, as Linux
+    /// 6.1 was measured to do it (tests/qemu_text_mapping.rs) and FreeBSD's pmap does it.
+    #[test]
+    fn each_variant_makes_global_and_clones_what_its_kernel_does() {
+        // (defenses, text, rodata, entry text, cpu_entry_area global; user tables map rodata)
+        for (d, text, rodata, entry, cea, user_rodata) in [
+            ("none", true, true, true, true, false),
+            ("pti:linux,nopcid", true, true, true, true, true),
+            ("pti:linux", false, false, true, true, false),
+            ("pti:linux-forced,nopcid", false, false, true, true, false),
+            ("pti:freebsd", false, false, false, false, false),
+        ] {
+            let m = machine::load("haswell-i7-4770").unwrap();
+            let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
+            let t = k.spawn("t", None);
+            let mm = k.tasks[t].mm;
+            let global = |k: &Kernel, va: u64| {
+                paging::translate(&k.mem, k.kernel_root, VirtAddr(va))
+                    .unwrap()
+                    .flags
+                    .global
+            };
+            // A text page that is not the entry text's.
+            let other_text = (KERNEL_TEXT..KERNEL_RODATA)
+                .step_by(PageSize::Size2M.bytes() as usize)
+                .find(|&va| VirtAddr(va) != entry_text_page())
+                .unwrap();
+            assert_eq!(global(&k, other_text), text, "{d}: text");
+            assert_eq!(global(&k, KERNEL_RODATA), rodata, "{d}: rodata");
+            assert_eq!(global(&k, entry_text_page().0), entry, "{d}: entry text");
+            assert_eq!(global(&k, cpu_entry_area(0).0), cea, "{d}: cpu_entry_area");
+            assert_eq!(global(&k, KERNEL_DATA), d == "none", "{d}: data");
+            if let Some(user_root) = k.mms[mm].user_root {
+                let maps = |va: u64| paging::translate(&k.mem, user_root, VirtAddr(va)).is_some();
+                assert_eq!(
+                    maps(KERNEL_RODATA),
+                    user_rodata,
+                    "{d}: user tables map rodata"
+                );
+                assert!(
+                    maps(entry_text_page().0),
+                    "{d}: user tables map the entry text"
+                );
+                assert!(!maps(KERNEL_DATA), "{d}: user tables map kernel data");
+            }
         }
     }
 }

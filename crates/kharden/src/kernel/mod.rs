@@ -44,12 +44,39 @@ pub type MmId = usize;
 pub type TaskId = usize;
 
 /// Which kernel mappings carry the global bit. Linux sets G on all kernel mappings when the
-/// CPU has PGE; PTI clears it (keeping it on kernel text only where that is judged safe).
+/// CPU has PGE; PTI clears it on the image and puts it back on what it clones into the user
+/// page tables. As measured on Debian's 6.1 kernel (QEMU's `info tlb`,
+/// scripts/kernel_text_mapping/): `All` without PTI, `ClonedImage` with PTI chosen
+/// automatically on a CPU without PCID, `EntryText` with pti=on or PCID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KernelGlobal {
     All,
-    TextOnly,
+    /// Text and rodata (pti_clone_kernel_text() clones both, up to __end_rodata_aligned, and
+    /// sets G on the 2 MiB PMDs it clones and on the text).
+    ClonedImage,
+    /// Only the 2 MiB page of entry text (pti_clone_entry_text() sets G on the PMD it clones).
+    EntryText,
     None,
+}
+
+impl KernelGlobal {
+    /// Whether the 2 MiB kernel image page at `va` (text from KERNEL_TEXT, then rodata,
+    /// then data) is mapped global.
+    pub fn image_page_is_global(self, va: VirtAddr) -> bool {
+        match self {
+            KernelGlobal::All => true,
+            KernelGlobal::ClonedImage => va.0 < KERNEL_DATA,
+            KernelGlobal::EntryText => va == entry_text_page(),
+            KernelGlobal::None => false,
+        }
+    }
+}
+
+/// The 2 MiB page of kernel text that holds the entry code (the only kernel text that user
+/// page tables map under PTI unless the whole image is cloned).
+pub fn entry_text_page() -> VirtAddr {
+    let entry = path::KernelPaths::builtin().entry_text_offset;
+    VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
 }
 
 /// Boot-time choices the defenses make in `Defense::configure`, fixed from then on.
@@ -348,20 +375,19 @@ impl Kernel {
     /// cpu_entry_area into init_mm's PGD.
     fn map_kernel_half(&mut self) {
         let g = self.config.global_kernel;
-        let text_global = g != KernelGlobal::None;
-        let other_global = g == KernelGlobal::All;
         let image_bytes = KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES + KERNEL_DATA_BYTES;
         let image = self.mem.alloc_data_contiguous(0, image_bytes >> 12, 512);
         let m2 = PageSize::Size2M.bytes();
         for off in (0..image_bytes).step_by(m2 as usize) {
             let va = VirtAddr(KERNEL_TEXT + off);
             let flags = if off < KERNEL_TEXT_BYTES {
-                PteFlags::KERNEL_TEXT.with_global(text_global)
+                PteFlags::KERNEL_TEXT
             } else if off < KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES {
-                PteFlags::KERNEL_RODATA.with_global(other_global)
+                PteFlags::KERNEL_RODATA
             } else {
-                PteFlags::KERNEL_DATA.with_global(other_global)
-            };
+                PteFlags::KERNEL_DATA
+            }
+            .with_global(g.image_page_is_global(va));
             paging::map(
                 &mut self.mem,
                 self.kernel_root,
@@ -387,11 +413,14 @@ impl Kernel {
             VirtAddr(VMALLOC).index(4),
             crate::arch::x86::Pte::table(pud, false),
         );
-        // cpu_entry_area: entry text shared by all CPUs, entry stack and TSS per CPU.
+        // cpu_entry_area: entry text shared by all CPUs, entry stack and TSS per CPU. Shared
+        // by the user and kernel tables, so Linux makes it global whenever the CPU has PGE
+        // (cea_set_pte(); measured on 6.1 with pti=on too); FreeBSD's PTI has no global pages.
+        let cea_global = g != KernelGlobal::None;
         let entry_text = self.mem.alloc_data(0);
         for cpu in 0..self.machine.threads() as usize {
             let base = cpu_entry_area(cpu);
-            let flags = PteFlags::KERNEL_TEXT.with_global(other_global);
+            let flags = PteFlags::KERNEL_TEXT.with_global(cea_global);
             paging::map(
                 &mut self.mem,
                 self.kernel_root,
@@ -403,7 +432,7 @@ impl Kernel {
             );
             for page in 1..3 {
                 let frame = self.mem.alloc_data(0);
-                let flags = PteFlags::KERNEL_DATA.with_global(other_global);
+                let flags = PteFlags::KERNEL_DATA.with_global(cea_global);
                 paging::map(
                     &mut self.mem,
                     self.kernel_root,

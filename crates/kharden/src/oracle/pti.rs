@@ -1,5 +1,6 @@
 //! PTI's property: in user mode no usable translation reaches kernel memory other than what
-//! the variant deliberately maps (the entry trampoline; Linux without PCID: kernel text).
+//! the variant deliberately maps (the entry trampoline; Linux without PCID: kernel text and
+//! rodata).
 //! "Usable" covers everything a (speculative) user access could use: the current PGD's kernel
 //! half, TLB entries tagged with the current PCID or global, and paging-structure-cache
 //! entries of the current PCID that point at tables the current PGD does not reach.

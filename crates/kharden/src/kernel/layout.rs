@@ -13,7 +13,8 @@ pub const CPU_ENTRY_AREA: u64 = 0xffff_fe00_0000_0000;
 /// Bytes of cpu_entry_area per CPU (entry text page, entry stack page, TSS page, spare).
 pub const CPU_ENTRY_AREA_PER_CPU: u64 = 4 * 4096;
 /// Kernel image: text from __START_KERNEL_map + 16 MiB, room for the recorded kernel's
-/// 18.9 MB of text (kernels/linux-*.toml), in 2 MiB pages.
+/// 18.9 MB of text (kernels/linux-*.toml), in 2 MiB pages (Debian's 6.1 kernel maps 99.95%
+/// of its text so, its rodata 90% and its data 100%: scripts/kernel_text_mapping/).
 pub const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;
 pub const KERNEL_TEXT_BYTES: u64 = 20 << 20;
 pub const KERNEL_RODATA: u64 = KERNEL_TEXT + KERNEL_TEXT_BYTES;

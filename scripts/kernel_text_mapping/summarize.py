@@ -14,6 +14,8 @@ for line in open(f"{out}/console.txt", errors="replace"):
         symbols[m.group(2)] = int(m.group(1), 16)
     elif line.startswith("text-mapping-"):
         print(line.strip())
+if "page tables isolation: enabled" not in open(f"{out}/console.txt", errors="replace").read():
+    print("PTI is off in this boot")
 
 # info tlb: "VA: PA FLAGS", flags X(NX) G P(PSE) D A C T U W.
 leaves = []
@@ -55,3 +57,8 @@ for name, lo_sym, hi_sym in sections:
     print(
         f"{name:8} {lo:#18x} {hi - lo:10}  {by_size[1 << 21]:15}  {by_size[1 << 12]:15}  {flags_text}"
     )
+
+# The cpu_entry_area (its own PGD slot): shared by the user and kernel tables under PTI.
+cea = [flags for va, flags in leaves if 0xFFFF_FE00_0000_0000 <= va < 0xFFFF_FE80_0000_0000]
+global_cea = sum("G" in f[:2] for f in cea)
+print(f"cpu_entry_area: {len(cea)} pages, {global_cea} global")

@@ -34,7 +34,7 @@ def fields(text):
 def parse(path):
     run = {"children": defaultdict(list), "objects": defaultdict(dict), "user": defaultdict(dict),
            "percpu": {}, "unit": None, "hold": 0, "vmap": {}, "iomem": {},
-           "tables": defaultdict(list)}
+           "tables": defaultdict(list), "kernel_tables": {}}
     pending = defaultdict(dict)  # parent pid -> objects of the child being forked
     page = None  # the mm_page_alloc whose stack trace follows: (pid, address, stack)
     in_run = False
@@ -54,6 +54,13 @@ def parse(path):
         m = re.match(r"^\s*([0-9a-f]+)-([0-9a-f]+) : Kernel (code|rodata|data|bss)$", line)
         if m:
             run["iomem"][m.group(3)] = (int(m.group(1), 16), int(m.group(2), 16))
+            continue
+        if line.startswith("placement-kernel-table:"):
+            kind, _va, *tables = line.split()[1:]
+            for level, t in enumerate(tables):
+                found = run["kernel_tables"].setdefault(kind, [[], [], []])[level]
+                if int(t, 16) not in found:
+                    found.append(int(t, 16))
             continue
         if "placement-percpu:" in line:
             addr, _, name = line.split("placement-percpu:")[1].split()
@@ -165,6 +172,11 @@ def main():
             print(f"percpu_{name.strip('_')} = {run['percpu'][name]:#x}")
         print(f"user_text = {run['user'][pairs[0][0]]['text']:#x}")
         print(f"libc_text = {toml_value(libc_text)}")
+        if set(run["kernel_tables"]) != {"image", "direct_map", "vmalloc"}:
+            sys.exit(f"expected the monitor's walks of the image, direct map and vmalloc tables, found {sorted(run['kernel_tables'])}")
+        print("\n[kernel_tables] # on the step's walks, below the PGD: PUDs, PMDs, PTE tables")
+        for kind, levels in run["kernel_tables"].items():
+            print(f"{kind} = {toml_value(levels)}")
         for role, d in procs:
             print(f"\n[[process]] # {role}")
             for k, v in d.items():

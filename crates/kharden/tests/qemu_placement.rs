@@ -14,6 +14,11 @@ use std::process::Command;
 fn regions(p: &MeasuredPlacement) -> BTreeSet<u64> {
     let mut a = vec![p.kernel_data, p.kernel_bss, p.percpu_unit, p.user_text];
     a.extend(p.libc_text);
+    // The kernel tables the model places (the direct map's PTE tables it does not use).
+    let t = &p.kernel_tables;
+    for levels in [&t.image[..], &t.direct_map[..2], &t.vmalloc[..]] {
+        a.extend(levels.iter().flatten());
+    }
     for q in &p.process {
         a.extend([q.task, q.signal, q.sighand, q.mm, q.cred]);
         a.extend(q.kstack);

@@ -98,6 +98,9 @@ pub struct Guest {
 struct Layout {
     /// Where the kernel half's page tables go, consecutively (None: their own frames).
     kernel_tables: Option<PhysAddr>,
+    /// The kernel tables on the step's walks, where the measured guest had them (those
+    /// take these addresses, the rest go to `kernel_tables`).
+    kernel_table_gpas: Option<crate::virt::placement::KernelTables>,
     /// Where PaX's per-CPU PGD is (None: a frame of its own).
     cpu_pgd: Option<PhysAddr>,
     runqueue: PhysAddr,
@@ -161,6 +164,7 @@ impl Layout {
             .collect();
         Layout {
             kernel_tables: Some(page(m.kernel_data)),
+            kernel_table_gpas: Some(m.kernel_tables.clone()),
             cpu_pgd: Some(page(m.kernel_bss)),
             runqueue: page(m.percpu_unit + m.percpu_runqueues),
             percpu: [
@@ -213,6 +217,7 @@ impl Layout {
             .collect();
         Layout {
             kernel_tables: None,
+            kernel_table_gpas: None,
             cpu_pgd: None,
             runqueue,
             percpu,
@@ -287,6 +292,21 @@ impl Guest {
                 *done += 1;
             }
         };
+        // The model's kernel tables that a walk of `vas` reads, by level below the PGD.
+        let on_walks = |mem: &PhysMem, vas: &[VirtAddr]| {
+            let mut levels: [Vec<Pfn>; 3] = Default::default();
+            for &va in vas {
+                for (level, t) in paging::tables_on_walk(mem, kernel, va)
+                    .into_iter()
+                    .enumerate()
+                {
+                    if !levels[level].contains(&t) {
+                        levels[level].push(t);
+                    }
+                }
+            }
+            levels
+        };
         let runqueue = direct(layout.runqueue);
         let percpu = layout.percpu.map(direct);
         // Kernel stacks first, so the vmalloc PML4 slot exists when the roots share it.
@@ -303,14 +323,38 @@ impl Guest {
             })
             .collect();
         // The kernel half's tables so far (the image, the direct map, read-only data and the
-        // stacks' vmalloc range): Linux builds them at boot, in the image.
+        // stacks' vmalloc range): those on the step's walks where the measured guest had
+        // them, level by level in the order its walks met them; the rest in the image,
+        // consecutively, as Linux builds its boot tables there.
+        let mut measured = std::collections::BTreeMap::new();
+        if let Some(t) = &layout.kernel_table_gpas {
+            let direct_map: Vec<VirtAddr> = (0..ram_bytes)
+                .step_by(1 << 30)
+                .map(|o| VirtAddr(DIRECT_MAP + o))
+                .collect();
+            for (vas, gpas) in [
+                (&[VirtAddr(KERNEL_TEXT)][..], &t.image),
+                (&direct_map[..], &t.direct_map),
+                (&stacks[..], &t.vmalloc),
+            ] {
+                for (model, found) in on_walks(&mem, vas).iter().zip(gpas) {
+                    measured.extend(model.iter().copied().zip(found.iter().copied()));
+                }
+            }
+        }
+        let mut next = layout.kernel_tables.map(|a| a.0);
+        let kernel_tables: Vec<u64> = mem
+            .tables_allocated(0)
+            .map_while(|t| {
+                measured.get(&t).copied().or_else(|| {
+                    let gpa = next?;
+                    next = Some(gpa + 4096);
+                    Some(gpa)
+                })
+            })
+            .collect();
         let mut done = 0;
-        let from = layout.kernel_tables;
-        place(
-            &mem,
-            &mut done,
-            &mut (0..).map_while(|i| from.map(|a| a.0 + i * 4096)),
-        );
+        place(&mem, &mut done, &mut kernel_tables.into_iter());
         let mut procs = vec![];
         for (stack, at) in stacks.into_iter().zip(&layout.procs) {
             let root = mem.alloc_table(0);

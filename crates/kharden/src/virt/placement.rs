@@ -53,6 +53,29 @@ pub struct ProcessPlacement {
     pub libc_data: Option<u64>,
 }
 
+/// The kernel half's page tables on the walks a step makes, below the PGD: per range, its
+/// PUD, PMD and PTE tables (each level in the order the walks met them).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelTables {
+    /// The kernel image (level3_kernel_pgt, level2_kernel_pgt).
+    pub image: [Vec<u64>; 3],
+    /// The direct map: its PUD, then a PMD per GiB walked (the objects' GiB first).
+    pub direct_map: [Vec<u64>; 3],
+    /// The vmalloc'd kernel stacks.
+    pub vmalloc: [Vec<u64>; 3],
+}
+
+impl KernelTables {
+    fn all(&self) -> impl Iterator<Item = u64> + '_ {
+        [&self.image, &self.direct_map, &self.vmalloc]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .copied()
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MeasuredPlacement {
@@ -70,6 +93,7 @@ pub struct MeasuredPlacement {
     pub user_text: u64,
     /// The pages of libc's waitpid, ptrace, sigaction (and restorer) and kill wrappers.
     pub libc_text: [u64; 4],
+    pub kernel_tables: KernelTables,
     pub process: Vec<ProcessPlacement>,
 }
 
@@ -139,6 +163,19 @@ pub fn parse(place: &str, text: &str) -> Result<MeasuredPlacement> {
     for a in p.libc_text {
         inside("libc_text", a)?;
     }
+    for a in p.kernel_tables.all() {
+        inside("kernel_tables", a)?;
+    }
+    let t = &p.kernel_tables;
+    if [&t.image, &t.direct_map, &t.vmalloc]
+        .iter()
+        .any(|levels| levels[0].is_empty() || levels[1].is_empty())
+    {
+        return Err(Error::at(
+            place,
+            "kernel_tables: expected a PUD and a PMD for each of image, direct_map and vmalloc",
+        ));
+    }
     for (i, q) in p.process.iter().enumerate() {
         let at = |field: &str| format!("process {i}: {field}");
         for (field, a) in [
@@ -203,6 +240,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("p.toml"), "{e}");
+        let no_vmalloc_pmd = BUILTIN.replace("[[0x4800000], [0x49b0000]", "[[0x4800000], []");
+        let e = parse("p.toml", &no_vmalloc_pmd).unwrap_err().to_string();
+        assert!(
+            e.starts_with("p.toml: kernel_tables: expected a PUD and a PMD"),
+            "{e}"
+        );
     }
 
     #[test]

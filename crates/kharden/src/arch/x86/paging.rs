@@ -85,6 +85,22 @@ pub fn translate(mem: &PhysMem, root: Pfn, va: VirtAddr) -> Option<Leaf> {
     find_leaf(mem, root, va).map(|(_, _, leaf)| leaf)
 }
 
+/// The tables below `root` that a walk of `va` reads, top down, to its leaf or to the first
+/// entry that is not present.
+pub fn tables_on_walk(mem: &PhysMem, root: Pfn, va: VirtAddr) -> Vec<Pfn> {
+    let mut tables = vec![];
+    let mut table = root;
+    for level in (2..=4u8).rev() {
+        let e = mem.read(table, va.index(level));
+        if !e.present() || e.leaf_size(level).is_some() {
+            break;
+        }
+        table = e.addr().pfn();
+        tables.push(table);
+    }
+    tables
+}
+
 fn find_leaf(mem: &PhysMem, root: Pfn, va: VirtAddr) -> Option<(Pfn, usize, Leaf)> {
     let mut table = root;
     let (mut writable, mut user, mut no_exec) = (true, true, false);

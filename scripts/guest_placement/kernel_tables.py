@@ -9,49 +9,21 @@ Prints lines `placement-kernel-table: KIND VA TABLE...` (the PUD, PMD and PTE ta
 to the leaf) for regions.py."""
 import os
 import re
-import socket
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from qemu_monitor import Monitor, wait_for  # noqa: E402
 
 sock_path, log_path = sys.argv[1:3]
 PAGE_OFFSET = 0xFFFF888000000000
 ADDRESS = 0x000F_FFFF_FFFF_F000
-deadline = time.time() + 900
-
-
-def log():
-    return open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
-
-
-while "=== end" not in log():
-    if time.time() > deadline:
-        sys.exit("kernel_tables.py: no '=== end' from the guest in 900 s")
-    time.sleep(1)
-text = log()
-s = socket.socket(socket.AF_UNIX)
-s.connect(sock_path)
-s.settimeout(60)
-
-
-def command(c):
-    s.sendall(c.encode() + b"\n")
-    data = b""
-    # The reply ends with the next prompt, after the echo of the command.
-    while not (data.endswith(b"(qemu) ") and len(data) > len(c) + 12):
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
-    return data.decode(errors="replace")
-
-
-time.sleep(1)
-s.recv(1 << 20)  # the banner and first prompt
-cr3 = int(re.search(r"CR3=([0-9a-f]+)", command("info registers")).group(1), 16) & ADDRESS
+text = wait_for(log_path, "=== end")
+monitor = Monitor(sock_path)
+cr3 = int(re.search(r"CR3=([0-9a-f]+)", monitor.command("info registers")).group(1), 16) & ADDRESS
 
 
 def read(pa):
-    return int(re.search(r":\s*0x([0-9a-f]+)", command(f"xp /1gx {pa:#x}")).group(1), 16)
+    return int(re.search(r":\s*0x([0-9a-f]+)", monitor.command(f"xp /1gx {pa:#x}")).group(1), 16)
 
 
 def walk(va):
@@ -77,9 +49,4 @@ stacks = sorted(set(re.findall(r"kstack: .*? addr=(0x[0-9a-f]+)", text)))
 vas += [("vmalloc", int(a, 16)) for a in stacks]
 for kind, va in vas:
     print(f"placement-kernel-table: {kind} {va:#x} " + " ".join(f"{t:#x}" for t in walk(va)))
-s.sendall(b"quit\n")
-try:
-    while s.recv(4096):
-        pass
-except OSError:
-    pass
+monitor.quit()

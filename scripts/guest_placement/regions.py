@@ -138,7 +138,6 @@ def task_pages(run, pid):
         sys.exit(f"pid {pid}: no vmap of its kernel stack {o['stack_va']:#x} in the trace")
     d = {k: o[k] for k in ("task", "signal", "sighand", "mm", "cred")}
     d["kstack"] = stack
-    d["kstack_va"] = o["stack_va"]
     # Made at fork, then any the process faulted in itself.
     d["page_tables"] = o.get("page_tables", []) + run["tables"][pid]
     if not d["page_tables"]:
@@ -186,17 +185,12 @@ def main():
     regions = defaultdict(set)
     for role, d in procs:
         for k, v in d.items():
-            if k == "kstack_va":  # a virtual address
-                continue
             for pa in v if isinstance(v, list) else [v]:
                 regions[pa >> 21].add(k)
     regions[run["unit"] >> 21].add("percpu")
     regions[run["user"][pairs[0][0]]["text"] >> 21].add("text")
     for pa in libc_text:
         regions[pa >> 21].add("libc_text")
-    for kind, levels in run["kernel_tables"].items():
-        for pa in (t for level in levels for t in level):
-            regions[pa >> 21].add(f"{kind} tables")
     print(f"{len(pairs)} pairs: the step's objects lie in {len(regions)} 2 MiB regions")
     for r in sorted(regions):
         print(f"  {r * 2:>5} MiB: {', '.join(sorted(regions[r]))}")

@@ -115,8 +115,6 @@ struct ProcLayout {
     page_tables: Vec<PhysAddr>,
     /// The stack's top two pages, lower first.
     kstack: [PhysAddr; 2],
-    /// Where the stack is mapped (None: the model's own vmalloc slot for the process).
-    kstack_va: Option<u64>,
     task: [PhysAddr; 3],
     signal: PhysAddr,
     sighand: PhysAddr,
@@ -153,7 +151,6 @@ impl Layout {
                 pair.iter().map(move |q| ProcLayout {
                     page_tables: q.page_tables.iter().map(|&a| page(a)).collect(),
                     kstack: [page(q.kstack[2]), page(q.kstack[3])],
-                    kstack_va: Some(q.kstack_va),
                     task: [0, 1, 2].map(|i| page(q.task + i * 4096)),
                     signal: page(q.signal),
                     sighand: page(q.sighand),
@@ -207,7 +204,6 @@ impl Layout {
                 ProcLayout {
                     page_tables: vec![],
                     kstack,
-                    kstack_va: None,
                     task: [frame(), frame(), frame()],
                     signal: frame(),
                     sighand: frame(),
@@ -316,13 +312,7 @@ impl Guest {
         // Kernel stacks first, so the vmalloc PML4 slot exists when the roots share it.
         let stacks: Vec<VirtAddr> = (0..2 * pairs)
             .map(|p| {
-                // The top two of the stack's four pages, where the trace found the stack
-                // or in a vmalloc slot of the process's own.
-                let stack = layout.procs[p as usize]
-                    .kstack_va
-                    .map_or(VirtAddr(VMALLOC + p * (32 << 10)), |va| {
-                        VirtAddr(va + 2 * 4096)
-                    });
+                let stack = VirtAddr(VMALLOC + p * (32 << 10));
                 for i in 0..2 {
                     let pa = layout.procs[p as usize].kstack[i as usize];
                     let va = stack.offset(i * 4096);
@@ -633,8 +623,8 @@ mod tests {
         let g = Guest::build(&GuestParams::default(), 10, 1);
         assert_eq!(
             g.procs[3].kstack[1],
-            VirtAddr(m.process[3].kstack_va + 3 * 4096),
-            "the stack's top page is where the trace found the stack"
+            VirtAddr(VMALLOC + 3 * (32 << 10) + 4096),
+            "the stack's top page is mapped where the step touches it"
         );
         for (pr, q) in g.procs.iter().zip(&m.process) {
             assert_eq!(

@@ -46,8 +46,6 @@ pub struct ProcessPlacement {
     pub cred: u64,
     /// The four pages of the vmalloc'd kernel stack, lowest first.
     pub kstack: [u64; 4],
-    /// The stack's virtual address (task_struct.stack), in the vmalloc range.
-    pub kstack_va: u64,
     /// Its page-table pages in allocation order, the PGD first.
     pub page_tables: Vec<u64>,
     pub data: Option<u64>,
@@ -192,16 +190,6 @@ pub fn parse(place: &str, text: &str) -> Result<MeasuredPlacement> {
         for a in q.kstack {
             inside(&at("kstack"), a)?;
         }
-        let vmalloc = crate::kernel::layout::VMALLOC..crate::kernel::layout::VMALLOC + (32 << 40);
-        if !vmalloc.contains(&q.kstack_va) || q.kstack_va % (16 << 10) != 0 {
-            return Err(Error::at(
-                place,
-                at(&format!(
-                    "kstack_va: expected a 16 KiB aligned address in the vmalloc range, got {:#x}",
-                    q.kstack_va
-                )),
-            ));
-        }
         if q.page_tables.is_empty() {
             return Err(Error::at(
                 place,
@@ -245,7 +233,7 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains('\n'), "{e}");
-        let odd = format!("{BUILTIN}\n[[process]]\ntask = 0\nsignal = 0\nsighand = 0\nmm = 0\ncred = 0\nkstack = [0, 0, 0, 0]\nkstack_va = 0xffffc90000000000\npage_tables = [0]\n");
+        let odd = format!("{BUILTIN}\n[[process]]\ntask = 0\nsignal = 0\nsighand = 0\nmm = 0\ncred = 0\nkstack = [0, 0, 0, 0]\npage_tables = [0]\n");
         let e = parse("p.toml", &odd).unwrap_err().to_string();
         assert!(e.contains("tracer/tracee pairs"), "{e}");
         let e = parse("p.toml", "ram_mib = \"big\"")

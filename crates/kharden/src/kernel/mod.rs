@@ -585,26 +585,23 @@ impl Kernel {
 
     /// Spends `cycles` of work on `cpu`, accounted to `category`.
     pub fn compute(&mut self, cpu: CpuId, cycles: f64, category: TimeCategory) {
-        if self.fast_forward {
-            return;
-        }
-        let t = self.clock.cycles(cycles);
-        let c = &mut self.cpus[cpu];
-        c.now += t;
-        c.stats.add_time(category, t);
+        let t = self.account(cpu, cycles, category);
+        self.cpus[cpu].now += t;
     }
 
     /// Accounts `cycles` to `category` on `cpu` without spending them: the CPU's clock does
     /// not move, so nothing simulated waits for them. For a cost fitted to a published
     /// figure per counted event, which stands for work no modelled mechanism derives and so
     /// must not move the events that are modelled (workload::kbuild_run adds such costs
-    /// after a simulation that ran without them).
-    pub fn account(&mut self, cpu: CpuId, cycles: f64, category: TimeCategory) {
+    /// after a simulation that ran without them). Returns the time accounted (none while
+    /// fast-forwarding).
+    pub fn account(&mut self, cpu: CpuId, cycles: f64, category: TimeCategory) -> Time {
         if self.fast_forward {
-            return;
+            return Time::ZERO;
         }
         let t = self.clock.cycles(cycles);
         self.cpus[cpu].stats.add_time(category, t);
+        t
     }
 
     /// One memory access at `va` in the CPU's current mode; the translation's cost (STLB

@@ -40,3 +40,46 @@ fn seed_002_paths_carry_their_latency_and_work() {
         assert!(!p.data.is_empty(), "{name} touches no object");
     }
 }
+
+/// The committed trace of Debian's 6.1 kernel (kernels/linux-6.1.0-47-amd64-ftrace.toml) ran
+/// every path the driver names, and shows the sampling's blind spot: the scheduler's core
+/// runs with interrupts off, where a cpu-clock sample cannot land, so the recording's
+/// context switch lacks the CFS functions every switch calls (docs/design/footprints.md
+/// section 3).
+#[test]
+fn the_trace_covers_every_driver_path_and_finds_the_interrupts_off_scheduler() {
+    use kharden::kernel::traced::{completeness, TracedFootprints};
+    let t = TracedFootprints::builtin();
+    for s in SCENARIOS {
+        for &name in s.paths {
+            let p = t
+                .path(name)
+                .unwrap_or_else(|| panic!("scenario {}: path {name} is not traced", s.name));
+            assert!(
+                p.ops > 0 && p.per_op().count() > 0,
+                "{name}: nothing per op"
+            );
+        }
+    }
+    let switch = t.path("context-switch").unwrap();
+    let c = completeness(
+        switch,
+        Footprints::builtin().path("context-switch").unwrap(),
+        &t.absent(),
+        &t.recording_functions(),
+    );
+    let unsampled: Vec<&str> = c
+        .missing
+        .iter()
+        .map(|(f, _)| f.as_str())
+        .filter(|f| !t.absent().contains(*f))
+        .collect();
+    for f in [
+        "pick_next_task_fair",
+        "put_prev_entity",
+        "set_next_entity",
+        "update_curr",
+    ] {
+        assert!(unsampled.contains(&f), "{f} is not among {unsampled:?}");
+    }
+}

@@ -52,6 +52,19 @@ pub fn machine_profile(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Bytes as a kernel footprint file: the sampled recording's format, else the traced one
+/// (whichever its `[kernel]` table's keys name).
+pub fn kernel_footprint(data: &[u8]) -> Result<(), String> {
+    use kharden::kernel::{footprint::Footprints, traced::TracedFootprints};
+    let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
+    let r = if text.contains("host_ghz") {
+        Footprints::parse("fuzz.toml", text).map(|_| ())
+    } else {
+        TracedFootprints::parse("fuzz.toml", text).map(|_| ())
+    };
+    r.map_err(|e| one_line(e.to_string()))
+}
+
 /// Bytes as an experiment file: the entry checks and the parse of either kind (not the run).
 pub fn experiment_file(data: &[u8]) -> Result<(), String> {
     use kharden::experiment::{

@@ -28,6 +28,7 @@ fn every_defect_of_the_corpus_is_a_one_line_error() {
             "machine" => fuzz::machine_profile(&data),
             "experiment" => fuzz::experiment_file(&data),
             "sweep" => fuzz::sweep_file(&data),
+            "footprint" => fuzz::kernel_footprint(&data),
             "trace" => {
                 // Every trace path must refuse it: reader, stats and replay alike.
                 let r = fuzz::trace_reader(&data).map(|_| ());

@@ -1,7 +1,9 @@
-//! `kharden kernel record-footprint | footprint [show PATH] | evict-fault | drive SCENARIO`.
+//! `kharden kernel record-footprint | footprint [show PATH | compare [PATH]] | evict-fault |
+//! drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::kernel::footprint::{pages_of, Footprints};
 use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL, RECORDING_HOST};
+use kharden::kernel::traced::{base_name, completeness, TracedFootprints};
 use kharden::report::table::Table;
 
 #[derive(ClapArgs)]
@@ -62,6 +64,15 @@ enum Show {
         /// Also list every estimated line index.
         #[arg(long)]
         lines: bool,
+    },
+    /// How complete the sampled recording is: each path's functions as ftrace saw them on
+    /// a traced kernel (scripts/kernel_ftrace/) against the recording's.
+    Compare {
+        /// A trace file (default: the committed kernels/linux-6.1.0-47-amd64-ftrace.toml).
+        #[arg(long, value_name = "FILE")]
+        traced: Option<String>,
+        /// List one path's per-operation functions the recording lacks, and the reverse.
+        path: Option<String>,
     },
 }
 
@@ -262,5 +273,112 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             }
             Ok(())
         }
+        Some(Show::Compare { traced, path }) => compare(&f, traced.as_deref(), path.as_deref()),
     }
+}
+
+/// `kharden kernel footprint compare`: the sampled recording `f` against a traced kernel.
+fn compare(f: &Footprints, traced: Option<&str>, path: Option<&str>) -> kharden::Result<()> {
+    let t = TracedFootprints::load(traced)?;
+    println!(
+        "sampled: kernel {} (perf cpu-clock on the recording host); traced: kernel {} (ftrace function tracer under qemu)",
+        f.kernel.release, t.kernel.release
+    );
+    if let Some(name) = path {
+        let (s, tp) = f.path(name).zip(t.path(name)).ok_or_else(|| {
+            kharden::Error::new(format!(
+                "compare: path '{name}' is not in both files: expected one of {}",
+                f.names()
+                    .into_iter()
+                    .filter(|n| t.path(n).is_some())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let (absent, here) = (t.absent(), t.recording_functions());
+        let c = completeness(tp, s, &absent, &here);
+        println!(
+            "{name}: {} of the {} functions traced on every operation are in the recording",
+            c.per_op_in_sampled, c.per_op
+        );
+        for (fun, per_op) in &c.missing {
+            let why = if absent.contains(base_name(fun)) {
+                "not in the recording's kernel"
+            } else {
+                "in the recording's kernel, not sampled"
+            };
+            println!("  {why}: {fun} ({per_op:.2} calls per operation)");
+        }
+        for fun in &c.sampled_not_traced {
+            let b = base_name(fun);
+            let why = if here.absent.contains(b) {
+                "not in the traced kernel"
+            } else if here.untraceable.contains(b) {
+                "untraceable there"
+            } else {
+                "traceable there, not run"
+            };
+            println!("  sampled, never traced ({why}): {fun}");
+        }
+        return Ok(());
+    }
+    let mut table = Table::new(
+        "",
+        &[
+            "path",
+            "traced ops",
+            "fns per op",
+            "in recording",
+            "missing: not in its kernel",
+            "lines per op",
+            "missing lines in its kernel",
+            "pages per op",
+            "recording lines est",
+            "recording pages est",
+            "sampled not traced",
+            "of them traceable, not run",
+        ],
+    );
+    let (absent, here) = (t.absent(), t.recording_functions());
+    let (mut all, mut found, mut renamed) = (0, 0, 0);
+    let (mut lines, mut missed_lines) = (0, 0);
+    for s in &f.path {
+        let Some(tp) = t.path(&s.name).filter(|p| p.ops > 0) else {
+            continue;
+        };
+        let c = completeness(tp, s, &absent, &here);
+        all += c.per_op;
+        found += c.per_op_in_sampled;
+        renamed += c.missing_absent;
+        lines += c.traced_lines;
+        missed_lines += c.missing_present_lines;
+        table.push(vec![
+            s.name.clone(),
+            tp.ops.to_string(),
+            c.per_op.to_string(),
+            c.per_op_in_sampled.to_string(),
+            c.missing_absent.to_string(),
+            c.traced_lines.to_string(),
+            c.missing_present_lines.to_string(),
+            c.traced_pages.to_string(),
+            c.sampled_lines.to_string(),
+            c.sampled_pages.to_string(),
+            c.sampled_not_traced.len().to_string(),
+            c.sampled_not_run.to_string(),
+        ]);
+    }
+    print!("{table}");
+    let comparable = all - renamed;
+    println!(
+        "{found} of {all} functions traced on every operation ({:.0}%) are in the recording, by name (clone suffixes dropped); {renamed} of the others have no symbol in the recording's kernel{}; of the {comparable} that do, the recording has {:.0}%",
+        100.0 * found as f64 / all.max(1) as f64,
+        t.recording_kernel.as_ref().map_or(String::new(), |r| format!(" ({}, symbols of {})", r.release, r.symbols_from)),
+        100.0 * found as f64 / comparable.max(1) as f64
+    );
+    println!(
+        "lines: the per-operation functions the recording's kernel has but the recording lacks span {missed_lines} of the {lines} traced lines ({:.0}%), an upper bound on the text its sampling missed (6.18's path may skip them: faults take per-VMA locks there, cond_resched is patched out)",
+        100.0 * missed_lines as f64 / lines.max(1) as f64
+    );
+    println!("traced lines are whole functions, the recording's estimated lines run to each function's furthest sample; notrace and noinstr code (entry, the scheduler's core) is never traced, the recording lists it from the source");
+    Ok(())
 }

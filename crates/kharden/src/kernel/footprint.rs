@@ -163,18 +163,13 @@ impl Footprints {
     pub fn load(path: Option<&str>) -> Result<Footprints> {
         match path {
             None => Ok(Footprints::builtin().clone()),
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| Error::at(p, format!("cannot read footprint file: {e}")))?;
-                Footprints::parse(p, &text)
-            }
+            Some(p) => Footprints::parse(p, &read_file(p, "footprint file")?),
         }
     }
 
     /// Parses and validates; `place` names the file in errors.
     pub fn parse(place: &str, text: &str) -> Result<Footprints> {
-        let f: Footprints =
-            toml::from_str(text).map_err(|e| Error::at(place, toml_message(&e, text)))?;
+        let f: Footprints = from_toml(place, text)?;
         f.validate().map_err(|e| Error::at(place, e))?;
         Ok(f)
     }
@@ -282,6 +277,16 @@ impl Footprints {
 
 /// toml's message with its line and the key written on that line (toml names the line, not
 /// always the key).
+/// The text of the file at `path`; `what` names its kind in the error.
+pub(crate) fn read_file(path: &str, what: &str) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| Error::at(path, format!("cannot read {what}: {e}")))
+}
+
+/// `text` parsed as TOML; `place` names the file in the one-line error.
+pub(crate) fn from_toml<T: serde::de::DeserializeOwned>(place: &str, text: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| Error::at(place, toml_message(&e, text)))
+}
+
 fn toml_message(e: &toml::de::Error, text: &str) -> String {
     let msg = e.message().trim().replace('\n', " ");
     let Some(span) = e.span() else {

@@ -27,6 +27,7 @@ pub mod steady;
 pub mod struct_page;
 pub mod syscall;
 pub mod tlbflush;
+pub mod traced;
 
 use crate::arch::caches::CacheHierarchy;
 use crate::arch::x86::mmu::Translated;

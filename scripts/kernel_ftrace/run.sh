@@ -1,0 +1,49 @@
+#!/bin/sh
+# Record which kernel functions each footprint path runs on Debian's 6.1 kernel, booted under
+# qemu (TCG), with ftrace's function tracer: a complete list of the traceable code, where the
+# host's perf recording (kharden kernel record-footprint) samples. The guest runs the same
+# driver scenarios (`kharden kernel drive`) at a small scale, traces the driver and its
+# children (set_ftrace_pid, function-fork) on the CLOCK_MONOTONIC clock the driver's windows
+# use, and reduces the trace in the guest to (path, context, function, calls).
+#   bash scripts/kernel_ftrace/run.sh OUT_DIR [SCALE]
+# (SCENARIOS="syscalls faults" traces only those; about 11 minutes for all on 2 cores.)
+# Writes OUT_DIR/console.txt (the reduced records, prefixed `ftrace-fn:`, and the image's text
+# symbols from /proc/kallsyms, prefixed `ftrace-sym:`), then
+#   python3 scripts/kernel_ftrace/summarize.py OUT_DIR kernels/linux-6.1.0-ftrace.toml
+# Needs qemu-system-x86, linux-image-6.1.0-*-amd64, busybox-static and a release build of
+# kharden (cargo build --release -p kharden-cli).
+set -eu
+out=$1
+scale=${2:-0.002}
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+kernel=$(ls /boot/vmlinuz-6.1.0-*-amd64 | head -n1)
+kharden=$repo/target/release/kharden
+[ -x "$kharden" ] || { echo "run.sh: build kharden first: cargo build --release -p kharden-cli" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out" "$work/root/bin" "$work/root/proc" "$work/root/sys" "$work/root/dev" "$work/root/tmp"
+cp /bin/busybox "$work/root/bin/busybox"
+strip -o "$work/root/bin/kharden" "$kharden"
+# The driver's shared libraries, at the paths its loader looks for them.
+for lib in $(ldd "$kharden" | grep -o '/[^ ]*'); do
+    mkdir -p "$work/root$(dirname "$lib")"
+    cp -L "$lib" "$work/root$lib"
+done
+# The execve scenario builds its static exec_chain with `cc`, which the guest lacks: build it
+# here with the driver's flags, and give the guest a `cc` that hands over this build.
+cc -O2 -static -nostdlib -no-pie -ffreestanding -fno-tree-loop-distribute-patterns \
+    -fno-stack-protector -o "$work/root/exec_chain" "$repo/crates/kharden-footprint/src/exec_chain.c"
+printf '#!/bin/sh\n# The prebuilt exec_chain (run.sh), copied to the -o path the driver names.\nwhile [ "$1" != -o ]; do shift; done\ncp /exec_chain "$2"\n' > "$work/root/bin/cc"
+chmod +x "$work/root/bin/cc"
+cp "$here/init.sh" "$work/root/init"
+cp "$here/reduce.awk" "$work/root/reduce.awk"
+echo "$scale" > "$work/root/scale"
+echo "${SCENARIOS:-syscalls mmap files small faults process execve switch ptrace ipi tick signals mount mmap-locked}" > "$work/root/scenarios"
+chmod +x "$work/root/init"
+(cd "$work/root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
+# Two CPUs: the IPI and ptrace scenarios pin a thread to the second.
+timeout 3600 qemu-system-x86_64 -accel tcg -cpu max,la57=off -m 3072 -smp 2 -kernel "$kernel" \
+    -initrd "$work/initrd.gz" -append "console=ttyS0 nokaslr quiet panic=-1 clocksource=tsc tsc=reliable" \
+    -display none -serial "file:$out/console.txt" -no-reboot
+grep -c '^ftrace-fn:' "$out/console.txt" | sed "s|^|$kernel: records in $out/console.txt: |"

@@ -141,3 +141,36 @@ fn compare_sorts_what_the_recording_lacks_by_cause() {
         String::from_utf8_lossy(&o.stderr).contains("/nonexistent.toml: cannot read trace file")
     );
 }
+
+/// The scheduler's core runs with interrupts off, where no cpu-clock sample lands: the
+/// recorder lists it from the source (irqs_off.rs), as the ftrace trace of 6.1 showed it
+/// missing, so a context switch's recording holds the pick of the next task.
+#[test]
+#[ignore = "needs perf sampling kernel IPs as root: scripts/test.sh runs it where perf records"]
+fn perf_the_switch_recording_lists_the_interrupts_off_scheduler() {
+    let d = scratch("switch");
+    let out = d.join("k.toml");
+    let o = kharden(&[
+        "kernel",
+        "record-footprint",
+        "--scenario",
+        "switch",
+        "--scale",
+        "0.05",
+        "--latency-repeats",
+        "2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let f = Footprints::parse("k.toml", &std::fs::read_to_string(&out).unwrap()).unwrap();
+    let switch = f.path("context-switch").unwrap();
+    for name in ["pick_next_task_fair", "update_curr", "__switch_to"] {
+        assert!(
+            switch.functions.iter().any(|u| u.name() == name)
+                || switch.missing_source.iter().any(|m| m == name),
+            "{name} neither listed nor reported missing"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -34,7 +34,9 @@ const PAGE_FAULT: &[&str] = &["asm_exc_page_fault", "exc_page_fault"];
 
 /// kernel/sched/core.c __schedule -> context_switch with the runqueue lock held and
 /// interrupts off: switch_mm_irqs_off (arch/x86/mm/tlb.c), __switch_to_asm
-/// (entry_64.S), __switch_to (arch/x86/kernel/process_64.c), finish_task_switch.
+/// (entry_64.S), __switch_to (arch/x86/kernel/process_64.c), finish_task_switch; and the
+/// switched-in task's FPU registers, restored on its return to user mode with interrupts
+/// off (switch_fpu_return -> restore_fpregs_from_fpstate, arch/x86/kernel/fpu/core.c).
 const SWITCH: &[&str] = &[
     "__schedule",
     "switch_mm_irqs_off",
@@ -43,18 +45,63 @@ const SWITCH: &[&str] = &[
     "__switch_to_asm",
     "__switch_to",
     "finish_task_switch.isra.0",
+    "restore_fpregs_from_fpstate",
 ];
+
+/// __schedule before context_switch (kernel/sched/core.c), with interrupts off from its
+/// local_irq_disable: rcu_note_context_switch, the runqueue lock, update_rq_clock, the pick
+/// (pick_next_task_fair -> pick_eevdf; put_prev_entity and set_next_entity through
+/// put_prev_set_next_task; update_curr and the load averages, kernel/sched/fair.c), psi's
+/// task switch and the sched_switch tracepoint. Debian's 6.1 under ftrace
+/// (kernels/linux-6.1.0-47-amd64-ftrace.toml) runs these on every switch, and the sampled
+/// recording of 6.18 had none of them (docs/design/footprints.md section 3).
+const PICK_NEXT: &[&str] = &[
+    "rcu_note_context_switch",
+    "raw_spin_rq_lock_nested",
+    "raw_spin_rq_unlock",
+    "_raw_spin_lock",
+    "_raw_spin_unlock",
+    "update_rq_clock",
+    "sched_clock_cpu",
+    "pick_next_task_fair",
+    "pick_task_fair",
+    "pick_eevdf",
+    "put_prev_task_fair",
+    "put_prev_entity",
+    "set_next_task_fair",
+    "set_next_entity",
+    "update_curr",
+    "cpuacct_charge",
+    "check_cfs_rq_runtime",
+    "update_load_avg",
+    "__update_load_avg_se",
+    "__update_load_avg_cfs_rq",
+    "psi_task_switch",
+    "psi_flags_change",
+    "psi_group_change",
+    "__traceiter_sched_switch",
+];
+
+/// sched_yield (kernel/sched/syscalls.c do_sched_yield, under this_rq_lock_irq).
+const YIELD: &[&str] = &["do_sched_yield", "yield_task_fair"];
 
 /// A new task's first return: ret_from_fork_asm (entry_64.S), ret_from_fork
 /// (arch/x86/kernel/process.c), schedule_tail.
 const FORK_CHILD: &[&str] = &["ret_from_fork_asm", "ret_from_fork", "schedule_tail"];
 
-/// The call-function IPI: sysvec_call_function (arch/x86/kernel/smp.c) ->
-/// __flush_smp_call_function_queue (kernel/smp.c) -> the callback, irq_enter/exit.
+/// The call-function IPI: sysvec_call_function, or sysvec_call_function_single for one
+/// target (arch/x86/kernel/smp.c) -> generic_smp_call_function_single_interrupt ->
+/// __flush_smp_call_function_queue (kernel/smp.c) -> the callback, irq_enter/exit. The
+/// single-target vector and generic_smp_call_function_single_interrupt are what Debian's
+/// 6.1 ran for every TLB-flush and membarrier IPI under ftrace.
 const CALL_FUNCTION: &[&str] = &[
     "asm_sysvec_call_function",
     "sysvec_call_function",
     "__sysvec_call_function",
+    "asm_sysvec_call_function_single",
+    "sysvec_call_function_single",
+    "__sysvec_call_function_single",
+    "generic_smp_call_function_single_interrupt",
     "__flush_smp_call_function_queue",
     "irq_enter_rcu",
     "irq_exit_rcu",
@@ -198,10 +245,12 @@ const PERCPU_ALLOC: &[&str] = &[
 pub fn functions(path: &str) -> Vec<&'static str> {
     let groups: &[&[&str]] = match path {
         "fault-anon" | "fault-file" | "fault-cow" => &[PAGE_FAULT, EXCEPTION],
-        "context-switch" => &[SYSCALL, SWITCH],
-        "fork" | "wait4" | "ptrace-singlestep" => &[SYSCALL, SWITCH],
-        "ptrace-stop" => &[DEBUG, EXCEPTION, SWITCH],
-        "exit" => &[SYSCALL, SWITCH, FORK_CHILD, PAGE_FAULT, EXCEPTION],
+        "context-switch" => &[SYSCALL, SWITCH, PICK_NEXT, YIELD],
+        "fork" | "wait4" | "ptrace-singlestep" => &[SYSCALL, SWITCH, PICK_NEXT],
+        "ptrace-stop" => &[DEBUG, EXCEPTION, SWITCH, PICK_NEXT],
+        "exit" => &[
+            SYSCALL, SWITCH, PICK_NEXT, FORK_CHILD, PAGE_FAULT, EXCEPTION,
+        ],
         "execve" => &[SYSCALL, PAGE_FAULT, EXCEPTION],
         "mprotect-shootdown" | "munmap" | "mprotect" => &[SYSCALL, TLB_FLUSH],
         "ipi-tlb-flush" => &[CALL_FUNCTION, EXCEPTION, TLB_FLUSH],
@@ -212,7 +261,7 @@ pub fn functions(path: &str) -> Vec<&'static str> {
         "rt_sigreturn" => &[SYSCALL, SET_BLOCKED],
         "mount-proc" => &[SYSCALL, PERCPU_ALLOC],
         // It sleeps once in synchronize_rcu_expedited (namespace_unlock).
-        "umount" => &[SYSCALL, SWITCH],
+        "umount" => &[SYSCALL, SWITCH, PICK_NEXT],
         _ => &[SYSCALL],
     };
     let mut names: Vec<&str> = groups.iter().flat_map(|g| g.iter().copied()).collect();

@@ -372,7 +372,7 @@ fn compare(f: &Footprints, traced: Option<&str>, path: Option<&str>) -> kharden:
     println!(
         "{found} of {all} functions traced on every operation ({:.0}%) are in the recording, by name (clone suffixes dropped); {renamed} of the others have no symbol in the recording's kernel{}; of the {comparable} that do, the recording has {:.0}%",
         100.0 * found as f64 / all.max(1) as f64,
-        t.recording_kernel.as_ref().map_or(String::new(), |r| format!(" ({}, symbols of {})", r.release, r.symbols_from)),
+        t.recording_kernel.as_ref().map_or(String::new(), |r| format!(" (symbols of {})", r.symbols_from)),
         100.0 * found as f64 / comparable.max(1) as f64
     );
     println!(

@@ -94,13 +94,17 @@ pub struct Guest {
     table_gpas: std::collections::BTreeMap<Pfn, u64>,
 }
 
+/// Where the measured guest had the kernel half's page tables: those on the step's walks at
+/// their measured addresses, the rest consecutively from `rest`.
+struct KernelTablePlaces {
+    on_walks: crate::virt::placement::KernelTables,
+    rest: PhysAddr,
+}
+
 /// The guest-physical pages of what a step touches outside the image and the page tables.
 struct Layout {
-    /// Where the kernel half's page tables go, consecutively (None: their own frames).
-    kernel_tables: Option<PhysAddr>,
-    /// The kernel tables on the step's walks, where the measured guest had them (those
-    /// take these addresses, the rest go to `kernel_tables`).
-    kernel_table_gpas: Option<crate::virt::placement::KernelTables>,
+    /// Where the kernel half's page tables go (None: their own frames).
+    kernel_tables: Option<KernelTablePlaces>,
     /// Where PaX's per-CPU PGD is (None: a frame of its own).
     cpu_pgd: Option<PhysAddr>,
     runqueue: PhysAddr,
@@ -163,8 +167,10 @@ impl Layout {
             })
             .collect();
         Layout {
-            kernel_tables: Some(page(m.kernel_data)),
-            kernel_table_gpas: Some(m.kernel_tables.clone()),
+            kernel_tables: Some(KernelTablePlaces {
+                on_walks: m.kernel_tables.clone(),
+                rest: page(m.kernel_data),
+            }),
             cpu_pgd: Some(page(m.kernel_bss)),
             runqueue: page(m.percpu_unit + m.percpu_runqueues),
             percpu: [
@@ -217,7 +223,6 @@ impl Layout {
             .collect();
         Layout {
             kernel_tables: None,
-            kernel_table_gpas: None,
             cpu_pgd: None,
             runqueue,
             percpu,
@@ -327,7 +332,7 @@ impl Guest {
         // them, level by level in the order its walks met them; the rest in the image,
         // consecutively, as Linux builds its boot tables there.
         let mut measured = std::collections::BTreeMap::new();
-        if let Some(t) = &layout.kernel_table_gpas {
+        if let Some(KernelTablePlaces { on_walks: t, .. }) = &layout.kernel_tables {
             let direct_map: Vec<VirtAddr> = (0..ram_bytes)
                 .step_by(1 << 30)
                 .map(|o| VirtAddr(DIRECT_MAP + o))
@@ -342,7 +347,7 @@ impl Guest {
                 }
             }
         }
-        let mut next = layout.kernel_tables.map(|a| a.0);
+        let mut next = layout.kernel_tables.as_ref().map(|k| k.rest.0);
         let kernel_tables: Vec<u64> = mem
             .tables_allocated(0)
             .map_while(|t| {

@@ -11,6 +11,7 @@ T=/sys/kernel/tracing
 scale=$(cat /scale)
 echo "ftrace-release: $(uname -r)"
 echo "ftrace-version: $(cat /proc/version)"
+echo "ftrace-scale: $scale"
 echo mono > $T/trace_clock
 echo 98304 > $T/buffer_size_kb
 echo 1 > $T/options/function-fork

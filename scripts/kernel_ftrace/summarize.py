@@ -1,11 +1,12 @@
 """Turns the ftrace guest's console (scripts/kernel_ftrace/run.sh) into a footprint file of
-the functions each path runs on the traced kernel, and compares it with the host's sampled
-recording.
+the functions each path runs on the traced kernel.
     python3 summarize.py OUT_DIR TRACED_TOML [SAMPLED_TOML]
 OUT_DIR/console.txt holds `ftrace-fn: SCENARIO PATH CONTEXT FUNCTION CALLS`,
-`ftrace-ops: SCENARIO PATH OPS` and `ftrace-sym: ADDRESS TYPE NAME` records. Writes
-TRACED_TOML; with SAMPLED_TOML (kernels/linux-6.18.*.toml), prints per path how many of the
-traced functions the sampled recording has."""
+`ftrace-ops: SCENARIO OWN OTHERS OPS`, `ftrace-sym: ADDRESS TYPE NAME` and
+`ftrace-traceable: NAME` records. Writes
+TRACED_TOML; with SAMPLED_TOML (kernels/linux-6.18.*.toml), also which of its functions the
+traced kernel lacks or cannot trace, and which traced functions its kernel lacks (from this
+host's /proc/kallsyms), for `kharden kernel footprint compare`."""
 import json
 import os
 import sys
@@ -23,10 +24,6 @@ CONTEXTS = {
 HANDLER = {"timer-tick": "hrtimer_interrupt"}
 # Functions the tracer itself calls for every event it records (the trace clock's read).
 TRACER_OWN = {"read_tsc", "read_hpet", "native_sched_clock"}
-# A function run at least this often per operation belongs to the path's every run.
-PER_OP = 0.5
-LINE = 64
-PAGE = 4096
 
 
 def base_name(name):
@@ -55,7 +52,7 @@ def read_console(path):
             _, addr, kind, name = line.split()[:4]
             syms.append((int(addr, 16), name))
         elif line.startswith(("ftrace-release: ", "ftrace-version: ", "ftrace-scenario: ",
-                              "ftrace-error: ")):
+                              "ftrace-error: ", "ftrace-scale: ")):
             k, v = line.split(": ", 1)
             info.setdefault(k, []).append(v)
     # A path that only ran beside others (a child's exit, an IPI handler) did one operation
@@ -84,13 +81,6 @@ def symbol_table(syms):
     return table, etext - text
 
 
-def lines_of(functions):
-    out = set()
-    for off, size in functions:
-        out.update(range(off // LINE, (off + size - 1) // LINE + 1))
-    return out
-
-
 def main():
     out_dir, traced_toml = sys.argv[1:3]
     sampled, recording_kernel = None, None
@@ -105,6 +95,9 @@ def main():
     if errors:
         sys.exit(f"summarize.py: the guest reported: {errors}")
     release = info["ftrace-release"][0]
+    if "ftrace-scale" not in info:
+        sys.exit("summarize.py: the console has no ftrace-scale line (run.sh's guest prints it)")
+    scale = info["ftrace-scale"][0]
     w = open(traced_toml, "w")
     w.write(
         "# Kernel functions each footprint path runs on Debian's 6.1 kernel: ftrace's function\n"
@@ -120,8 +113,8 @@ def main():
         'config_source = "/boot/config-6.1.0-47-amd64 (Debian\'s linux-image-6.1.0-47-amd64)"\n'
         "commands = [\n"
         '  "cargo build --release -p kharden-cli",\n'
-        '  "bash scripts/kernel_ftrace/run.sh OUT 0.002",\n'
-        f'  "python3 scripts/kernel_ftrace/summarize.py OUT {traced_toml}",\n'
+        f'  "bash scripts/kernel_ftrace/run.sh OUT {scale}",\n'
+        f'  "python3 scripts/kernel_ftrace/summarize.py OUT {" ".join(sys.argv[2:])}",\n'
         "]\n"
         f"scenarios = {json.dumps(info.get('ftrace-scenario', []))}\n"
     )
@@ -152,38 +145,20 @@ def main():
             f"[recording_functions]\nabsent = {json.dumps(sorted(names - here))}\n"
             f"untraceable = {json.dumps(sorted((names & here) - traceable))}\n"
         )
-    rows = []
     for p in sorted(calls):
-        n_ops = ops.get(p)
         fns = sorted(
             (table[fn][0], table[fn][1], fn, c) for fn, c in calls[p].items() if fn in table
         )
         w.write(f'\n[[path]]\nname = "{p}"\n')
-        w.write(f"ops = {n_ops or 0}\n")
+        w.write(f"ops = {ops.get(p, 0)}\n")
         w.write(f"contexts = {json.dumps(list(CONTEXTS.get(p, ('task',))))}\n")
         w.write("# [name, offset from _text, size, calls]\nfunctions = [\n")
         for off, size, fn, c in fns:
             w.write(f'  ["{fn}", {off}, {size}, {c}],\n')
         w.write("]\n")
-        if not n_ops:
-            continue
-        every = [(o, s, fn) for o, s, fn, c in fns if c / n_ops >= PER_OP]
-        lines_all = lines_of((o, s) for o, s, _, _ in fns)
-        lines_every = lines_of((o, s) for o, s, _ in every)
-        row = [p, n_ops, len(fns), len(every), len(lines_every), len(lines_all),
-               len({l * LINE // PAGE for l in lines_every})]
-        if sampled and p in sampled:
-            have = {base_name(f[0]) for f in sampled[p]["functions"]}
-            found = sum(1 for _, _, fn in every if base_name(fn) in have)
-            traced = {base_name(fn) for _, _, fn, _ in fns}
-            extra = sum(1 for f in sampled[p]["functions"] if f[3] > 0 and base_name(f[0]) not in traced)
-            row += [found, len(sampled[p]["functions"]), extra]
-        rows.append(row)
     w.close()
-    print("path  ops  traced  per-op  per-op-lines  all-lines  per-op-pages"
-          + ("  per-op-in-sampled  sampled-fns  sampled-not-traced" if sampled else ""))
-    for r in rows:
-        print("  ".join(str(x) for x in r))
+    print(f"{traced_toml}: {len(calls)} paths of {release}; compare them with the recording: "
+          f"kharden kernel footprint compare --traced {traced_toml}")
 
 
 main()

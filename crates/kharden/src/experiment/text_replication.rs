@@ -157,38 +157,54 @@ fn with_replication(defenses: &str) -> String {
     }
 }
 
-/// Runs every (op, caches) of `rows` on every node of `nodes`, both variants, in parallel.
-fn measure(
-    m: &MachineProfile,
-    params: &Params,
-    defenses: &str,
-    nodes: &[u32],
-    rows: &[(Op, Caches)],
-) -> Result<Vec<Measured>> {
-    let jobs: Vec<(usize, u32, bool)> = (0..rows.len())
-        .flat_map(|i| {
-            nodes
-                .iter()
-                .flat_map(move |&n| [(i, n, false), (i, n, true)])
+/// What one table of rows runs: every (op, caches) of `rows` on every node of `nodes`, both
+/// variants.
+struct Request<'a> {
+    m: MachineProfile,
+    defenses: &'a str,
+    nodes: Vec<u32>,
+    rows: Vec<(Op, Caches)>,
+}
+
+/// Runs every request's operations as one batch on every core (one batch keeps both cores
+/// busy to the end, where a batch per table leaves one idle at each table's tail); the
+/// results per request, per row.
+fn measure(params: &Params, requests: &[Request]) -> Result<Vec<Vec<Measured>>> {
+    let jobs: Vec<(usize, (Op, Caches), u32, bool)> = requests
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            r.rows.iter().flat_map(move |&row| {
+                r.nodes
+                    .iter()
+                    .flat_map(move |&n| [(i, row, n, false), (i, row, n, true)])
+            })
         })
         .collect();
-    let repl = with_replication(defenses);
+    let repl: Vec<String> = requests
+        .iter()
+        .map(|r| with_replication(r.defenses))
+        .collect();
     let results = crate::sim::parallel::map_indices(jobs.len(), |j| {
-        let (i, node, replicated) = jobs[j];
-        let d = if replicated { repl.as_str() } else { defenses };
-        let (op, caches) = rows[i];
-        run_one(m, params, d, op, caches, node)
+        let (i, (op, caches), node, replicated) = jobs[j];
+        let r = &requests[i];
+        let d = if replicated { repl[i].as_str() } else { r.defenses };
+        run_one(&r.m, params, d, op, caches, node)
     });
     let mut it = results.into_iter();
     let mut out = vec![];
-    for _ in rows {
-        let mut pairs = vec![];
-        for &n in nodes {
-            let base = it.next().expect("job")?;
-            let repl = it.next().expect("job")?;
-            pairs.push((n, Pair { base, repl }));
+    for r in requests {
+        let mut measured = vec![];
+        for _ in &r.rows {
+            let mut pairs = vec![];
+            for &n in &r.nodes {
+                let base = it.next().expect("job")?;
+                let repl = it.next().expect("job")?;
+                pairs.push((n, Pair { base, repl }));
+            }
+            measured.push(Measured { pairs });
         }
-        out.push(Measured { pairs });
+        out.push(measured);
     }
     Ok(out)
 }
@@ -202,7 +218,36 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         .iter()
         .map(|r| Ok((Op::parse(&r.op)?, Caches::parse(&r.caches)?)))
         .collect::<Result<_>>()?;
-    let measured = measure(&m, &params, &e.defenses, &e.nodes, &specs)?;
+    // Every table's runs first, as one batch: the rows, the predictions, the cold loops
+    // emptied before every iteration, the latency-ratio sweep.
+    let on = |m: &MachineProfile, defenses, nodes: &[u32], rows: Vec<(Op, Caches)>| Request {
+        m: m.clone(),
+        defenses,
+        nodes: nodes.to_vec(),
+        rows,
+    };
+    let mut requests = vec![on(&m, &e.defenses, &e.nodes, specs.clone())];
+    for p in &e.prediction {
+        let pm = overrides.apply_machine(&machine::load(&p.machine)?)?;
+        let nodes: Vec<u32> = (0..pm.numa_nodes().min(2)).collect();
+        requests.push(on(&pm, &p.defenses, &nodes, specs.clone()));
+    }
+    let loops = cold_loops(&specs);
+    let each = loops.iter().map(|&i| (specs[i].0, Caches::ColdEach));
+    requests.push(on(&m, &e.defenses, &e.nodes, each.collect()));
+    let sweep_rows: Vec<(Op, Caches)> = match &e.ratio_sweep {
+        Some(s) => s.rows.iter().map(|r| parse_row_name(r)).collect::<Result<_>>()?,
+        None => vec![],
+    };
+    for &ratio in e.ratio_sweep.iter().flat_map(|s| &s.ratios) {
+        let mut pm = m.clone();
+        pm.memory.dram_remote_ns = pm.memory.dram_local_ns * ratio;
+        requests.push(on(&pm, &e.defenses, &e.nodes, sweep_rows.clone()));
+    }
+    let mut results = measure(&params, &requests)?.into_iter();
+    let mut next = || results.next().expect("a result per request");
+
+    let measured = next();
     let mut rows = vec![];
     let mut breakdown = breakdown_table(&format!(
         "\nper node, {} under {} (base) and {} (replicated); counts per timed operation:",
@@ -228,12 +273,10 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         push_breakdown(&mut breakdown, &label, op, res);
     }
     let mut predictions = vec![];
-    for p in &e.prediction {
-        let pm = overrides.apply_machine(&machine::load(&p.machine)?)?;
-        let nodes: Vec<u32> = (0..pm.numa_nodes().min(2)).collect();
-        let res = measure(&pm, &params, &p.defenses, &nodes, &specs)?;
+    for request in &requests[1..=e.prediction.len()] {
+        let res = next();
         for (&(op, caches), r) in specs.iter().zip(&res) {
-            let label = format!("{} {} {}", pm.name, op.name(), caches.name());
+            let label = format!("{} {} {}", request.m.name, op.name(), caches.name());
             predictions.push(Row::predicted(&label, "% gain", r.gain_pct()));
             push_breakdown(&mut breakdown, &label, op, r);
         }
@@ -241,10 +284,11 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let mut figures = vec![];
     let mut breakdowns = vec![
         breakdown,
-        cold_each_table(e, &m, &params, &specs, &measured)?,
+        cold_each_table(e, &m, &specs, &measured, &loops, &next()),
     ];
     if let Some(sweep) = &e.ratio_sweep {
-        let (table, figure) = ratio_sweep(e, sweep, &m, &params)?;
+        let at_ratios: Vec<Vec<Measured>> = sweep.ratios.iter().map(|_| next()).collect();
+        let (table, figure) = ratio_sweep(e, sweep, &m, &at_ratios);
         breakdowns.push(table);
         figures.push(figure);
     }
@@ -272,23 +316,24 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     })
 }
 
-/// The cold loop rows again with caches emptied before every iteration, beside the rows'
-/// definition (emptied once, before the loop): the seed does not say which it measured.
+/// The cold rows of loops (more than one iteration).
+fn cold_loops(specs: &[(Op, Caches)]) -> Vec<usize> {
+    (0..specs.len())
+        .filter(|&i| specs[i].1 == Caches::Cold && specs[i].0.iterations() > 1)
+        .collect()
+}
+
+/// The cold loop rows again with caches emptied before every iteration (`each`, one per
+/// row of `loops`), beside the rows' definition (emptied once, before the loop): the seed
+/// does not say which it measured.
 fn cold_each_table(
     e: &Experiment,
     m: &MachineProfile,
-    params: &Params,
     specs: &[(Op, Caches)],
     measured: &[Measured],
-) -> Result<Table> {
-    let loops: Vec<usize> = (0..specs.len())
-        .filter(|&i| specs[i].1 == Caches::Cold && specs[i].0.iterations() > 1)
-        .collect();
-    let each: Vec<(Op, Caches)> = loops
-        .iter()
-        .map(|&i| (specs[i].0, Caches::ColdEach))
-        .collect();
-    let res = measure(m, params, &e.defenses, &e.nodes, &each)?;
+    loops: &[usize],
+    each: &[Measured],
+) -> Table {
     let mut h = vec!["row".to_string(), "published".into(), "cold".into()];
     h.extend(e.nodes.iter().map(|n| format!("cold-each node {n}")));
     h.push("cold-each".into());
@@ -300,7 +345,7 @@ fn cold_each_table(
         ),
         &headers,
     );
-    for (&i, r) in loops.iter().zip(&res) {
+    for (&i, r) in loops.iter().zip(each) {
         let mut row = vec![
             format!("{} cold", specs[i].0.name()),
             format!("{:.1}", e.row[i].published),
@@ -310,21 +355,17 @@ fn cold_each_table(
         row.push(format!("{:.1}", r.gain_pct()));
         t.push(row);
     }
-    Ok(t)
+    t
 }
 
-/// The sweep's rows at each latency ratio: dram_remote_ns = ratio x dram_local_ns.
+/// The sweep's rows at each latency ratio (`at_ratios`, one per ratio: dram_remote_ns =
+/// ratio x dram_local_ns).
 fn ratio_sweep(
     e: &Experiment,
     s: &RatioSweep,
     m: &MachineProfile,
-    params: &Params,
-) -> Result<(Table, Figure)> {
-    let specs: Vec<(Op, Caches)> = s
-        .rows
-        .iter()
-        .map(|r| parse_row_name(r))
-        .collect::<Result<_>>()?;
+    at_ratios: &[Vec<Measured>],
+) -> (Table, Figure) {
     let mut h = vec!["remote/local".to_string()];
     h.extend(s.rows.iter().cloned());
     let headers: Vec<&str> = h.iter().map(|s| s.as_str()).collect();
@@ -344,10 +385,7 @@ fn ratio_sweep(
             dashed: r.ends_with("hot"),
         })
         .collect();
-    for &ratio in &s.ratios {
-        let mut pm = m.clone();
-        pm.memory.dram_remote_ns = pm.memory.dram_local_ns * ratio;
-        let res = measure(&pm, params, &e.defenses, &e.nodes, &specs)?;
+    for (&ratio, res) in s.ratios.iter().zip(at_ratios) {
         let mut row = vec![format!("{ratio:.2}")];
         for (i, r) in res.iter().enumerate() {
             row.push(format!("{:.1}", r.gain_pct()));
@@ -364,13 +402,13 @@ fn ratio_sweep(
         "gain, % of the base time",
         &series,
     );
-    Ok((
+    (
         table,
         Figure {
             name: format!("{}-ratio", e.name),
             svg,
         },
-    ))
+    )
 }
 
 fn breakdown_table(title: &str) -> Table {

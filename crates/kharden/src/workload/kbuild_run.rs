@@ -207,14 +207,10 @@ fn simulate_uncached(
         Ok((window, user_work_cycles))
     };
     let one_sample = &one_sample;
-    let samples: Vec<Result<(Window, f64)>> = std::thread::scope(|s| {
-        let runs: Vec<_> = (0..sampling.samples.max(1) as u64)
-            .map(|i| s.spawn(move || one_sample(sampling.seed + i)))
-            .collect();
-        runs.into_iter()
-            .map(|run| run.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
+    let samples: Vec<Result<(Window, f64)>> =
+        crate::sim::parallel::map_indices(sampling.samples.max(1) as usize, |i| {
+            one_sample(sampling.seed + i as u64)
+        });
     let mut pooled = Measured {
         label: String::new(),
         machine: m.clone(),

@@ -314,6 +314,7 @@ fn breakdown_table(title: &str) -> Table {
         "EPT viol.",
         "shadow #PF",
         "gPT writes",
+        "KVM sw walks",
         "walks",
         "refs/walk",
     ]);
@@ -342,6 +343,7 @@ fn push_breakdown(b: &mut Table, t: &mut Table, label: &str, r: &SsddResult, m: 
         per(r.counts.ept_violations),
         per(r.counts.shadow_pf),
         per(r.counts.pt_write_faults),
+        per(r.counts.sw_walks),
         per(r.counts.walks),
         format!(
             "{:.1}",

@@ -410,6 +410,24 @@ impl Guest {
             &mut done,
             &mut layout.cpu_pgd.map(|a| a.0).into_iter(),
         );
+        // The direct map covers RAM. A layout that leaves the per-CPU PGD's frame above RAM
+        // (packed, scattered: a model artifact, Linux's tables are in RAM) maps that frame's
+        // 2 MiB too, so KVM's software walks of the PGD's address find it.
+        if let Some(pgd) = cpu_pgd {
+            let gpa = table_gpas.get(&pgd).copied().unwrap_or(pgd.addr().0);
+            if gpa >= ram_bytes {
+                let region = gpa & !((1 << 21) - 1);
+                paging::map(
+                    &mut mem,
+                    kernel,
+                    VirtAddr(DIRECT_MAP + region),
+                    PhysAddr(region),
+                    PageSize::Size2M,
+                    PteFlags::KERNEL_DATA.with_global(true),
+                    0,
+                );
+            }
+        }
         let mut g = Guest {
             mem,
             procs,
@@ -434,6 +452,23 @@ impl Guest {
     /// The page-table root the guest runs process `p` on: its own PGD, or the CPU's.
     pub fn root_of(&self, p: usize) -> Pfn {
         self.cpu_pgd.unwrap_or(self.procs[p].root)
+    }
+
+    /// The address the guest kernel stores the per-CPU PGD's entries through: the direct
+    /// map's (ESTIMATE: PaX's cpu_pgd is a .bss array reached through the image's mapping;
+    /// Linux maps the image and the direct map with 2 MiB pages alike, so a walk of either
+    /// reads three levels).
+    pub fn cpu_pgd_va(&self) -> Option<VirtAddr> {
+        self.cpu_pgd
+            .map(|t| VirtAddr(DIRECT_MAP + self.table_gpa(t)))
+    }
+
+    /// The store instruction of __clone_user_pgds (pax_switch_mm): ESTIMATE, a line of the
+    /// context switch's measured text (every text page is under the same 2 MiB mapping, so
+    /// only the line it fetches depends on the choice).
+    pub fn clone_code_va(&self) -> VirtAddr {
+        let page = self.text.switch.first().map_or(0, |p| p.offset);
+        VirtAddr(KERNEL_TEXT + page)
     }
 
     /// One entry of __clone_user_pgds: the CPU's PGD slot `slot` := process `p`'s.

@@ -2,8 +2,11 @@
 //! exits and entries (`vmx.rs`), EPT with two-dimensional walks and VPID/EPTP-tagged TLBs
 //! (`ept.rs`), KVM's MMU with its roles, root lifetimes and the CR0.WP patch variants
 //! (`kvm_mmu/`), a guest running rt-tests' `ssdd` with KERNEXEC-style CR0.WP toggles
-//! (`guest.rs`, `ssdd.rs`), and the oracle for CR0.WP semantics (`oracle.rs`).
+//! (`guest.rs`, `ssdd.rs`), KVM's emulation of the guest's page-table writes under shadow
+//! paging with its software walks (`emulate.rs`), and the oracle for CR0.WP semantics
+//! (`oracle.rs`).
 
+mod emulate;
 pub mod ept;
 pub mod guest;
 pub mod guest_text;

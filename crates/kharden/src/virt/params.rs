@@ -100,6 +100,18 @@ pub const DECLS: &[Decl] = &[
         "shadow paging: one write to a write-protected guest page table emulated",
     ),
     Decl::num(
+        "kvm.guest_walk_cycles",
+        Unit::Cycles,
+        CYC,
+        "a walk of the guest's page tables in software (FNAME(walk_addr_generic)), fixed part",
+    ),
+    Decl::num(
+        "kvm.guest_walk_level_cycles",
+        Unit::Cycles,
+        CYC,
+        "per guest page-table level a software walk reads (memslot, hva, __get_user, checks)",
+    ),
+    Decl::num(
         "kvm.pte_write_cycles",
         Unit::Cycles,
         CYC,
@@ -216,8 +228,8 @@ pub struct KvmCosts {
     /// #DB intercepted and reinjected (handle_exception_nmi → kvm_queue_exception, event
     /// injection on entry). ESTIMATE.
     pub db_reinject_cycles: f64,
-    /// Shadow paging: a guest #PF handled by FNAME(page_fault): guest walk in software,
-    /// shadow page lookup, SPTE install. ESTIMATE.
+    /// Shadow paging: a guest #PF handled by FNAME(page_fault): shadow page lookup, SPTE
+    /// install, its software walk of the guest tables excluded. ESTIMATE.
     pub shadow_pf_cycles: f64,
     /// Shadow paging: MOV to CR3 exit handled by kvm_mmu_new_pgd when the new root is in
     /// the previous-roots cache (fast_pgd_switch). ESTIMATE.
@@ -227,8 +239,14 @@ pub struct KvmCosts {
     pub cr3_slow_switch_cycles: f64,
     /// Shadow paging: a store to a write-protected guest page table, from FNAME(page_fault)
     /// finding the gfn write-tracked to x86_decode_insn, x86_emulate_insn and the write
-    /// through kvm_write_guest. ESTIMATE.
+    /// through kvm_write_guest, its three software walks excluded. ESTIMATE.
     pub emulate_cycles: f64,
+    /// A walk of the guest's page tables in software (FNAME(walk_addr_generic)): the fixed
+    /// part (the walker's set-up, permission_fault, the A/D check, the GPA). ESTIMATE.
+    pub guest_walk_cycles: f64,
+    /// Per guest level such a walk reads: the memslot (last used slot), the hva, the entry
+    /// through __get_user, the present, reserved-bit and access checks. ESTIMATE.
+    pub guest_walk_level_cycles: f64,
     /// kvm_mmu_pte_write after an emulated write: the gfn's shadow pages looked up,
     /// write-flooding and misalignment checks, the SPTE updated. ESTIMATE.
     pub pte_write_cycles: f64,
@@ -254,6 +272,8 @@ impl KvmCosts {
             cr3_fast_switch_cycles: c("cr3_fast_switch_cycles"),
             cr3_slow_switch_cycles: c("cr3_slow_switch_cycles"),
             emulate_cycles: c("emulate_cycles"),
+            guest_walk_cycles: c("guest_walk_cycles"),
+            guest_walk_level_cycles: c("guest_walk_level_cycles"),
             pte_write_cycles: c("pte_write_cycles"),
         }
     }

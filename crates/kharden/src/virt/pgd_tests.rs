@@ -37,6 +37,13 @@ fn shadow_paging_faults_on_every_cloned_entry_and_ept_on_none() {
         flushes >= 2 * n && flushes <= 8 * n,
         "{flushes} flushes in {n} steps"
     );
+    // KVM walks the guest's tables in software three times per emulated write (the fault's
+    // walk_addr, the instruction fetch, the write's gva_to_gpa: no GPA from the exit under
+    // shadow paging), three levels each down to the 2 MiB leaves over the PGD and the
+    // text, and once per shadow #PF, four levels down to a user page's 4 KiB leaf.
+    let writes = shadow.counts.pt_write_faults;
+    assert_eq!(shadow.counts.sw_walks, 3 * writes + n_pf);
+    assert_eq!(shadow.counts.sw_walk_levels, 9 * writes + 4 * n_pf);
     let plain = run(MmuFlavour::Shadow, false);
     assert_eq!(plain.counts.pt_write_faults, 0);
     assert!(shadow.seconds > 5.0 * plain.seconds);

@@ -118,6 +118,10 @@ pub struct Counts {
     pub pt_write_faults: u64,
     /// Of those, the writes whose zapped SPTE was present, each followed by a TLB flush.
     pub pt_write_flushes: u64,
+    /// Walks of the guest's page tables KVM makes in software (emulate.rs), and the guest
+    /// entries they read.
+    pub sw_walks: u64,
+    pub sw_walk_levels: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -232,19 +236,19 @@ fn diff(a: &MmuStats, b: &MmuStats) -> MmuStats {
 const SHADOW_TAG: Pcid = Pcid(0);
 
 pub(crate) struct Vcpu<'a> {
-    hw: VirtHardware,
-    cfg: &'a SsddConfig,
+    pub(super) hw: VirtHardware,
+    pub(super) cfg: &'a SsddConfig,
     pub guest: Guest,
     pub mmu: KvmMmu,
-    tlb: VcpuTlb,
-    caches: CacheHierarchy,
+    pub(super) tlb: VcpuTlb,
+    pub(super) caches: CacheHierarchy,
     pub cr0: u64,
     ctl: Cr0Controls,
-    proc: usize,
-    tag: Pcid,
+    pub(super) proc: usize,
+    pub(super) tag: Pcid,
     carry: f64,
-    acct: Breakdown,
-    counts: Counts,
+    pub(super) acct: Breakdown,
+    pub(super) counts: Counts,
     pub violations: Vec<String>,
 }
 
@@ -336,7 +340,7 @@ impl<'a> Vcpu<'a> {
         self.cr0 & CR0_WP != 0
     }
 
-    fn exit(&mut self, reason: ExitReason) {
+    pub(super) fn exit(&mut self, reason: ExitReason) {
         self.counts.exits[reason as usize] += 1;
         self.acct.exit_entry +=
             self.hw.vmexit_cycles + self.hw.vmentry_cycles + self.cfg.costs.exit_software_cycles;
@@ -442,29 +446,6 @@ impl<'a> Vcpu<'a> {
             }
             self.guest.clone_pgd_slot(next, slot);
             self.caches.load(0, 0, host + slot as u64 * 8, false);
-        }
-    }
-
-    /// One store into a write-protected guest PGD under shadow paging (arch/x86/kvm, 6.2):
-    /// the #PF exits; FNAME(page_fault) finds the gfn write-tracked, clears the write-flooding
-    /// counts along the faulting address's shadow walk (the root's included, so the root is
-    /// never zapped as flooded) and asks for emulation. The store is a plain MOV, which the
-    /// emulator flags PageTable, so retry_instruction declines to unprotect the gfn and
-    /// x86_emulate_instruction emulates it at once; kvm_mmu_pte_write then zaps the root's
-    /// SPTE for the written slot, and a present one makes KVM flush the vCPU's TLB before the
-    /// next entry (KVM_REQ_TLB_FLUSH: INVVPID).
-    fn emulated_pgd_write(&mut self, gfn: crate::arch::x86::Pfn, slot: usize) {
-        let c = &self.cfg.costs;
-        self.counts.pt_write_faults += 1;
-        self.exit(ExitReason::ExceptionNmi);
-        self.acct.emulation += c.emulate_cycles + c.pte_write_cycles;
-        let before = self.guest.mem.read(gfn, slot);
-        let old = before.present().then(|| before.addr().pfn());
-        if self.mmu.pte_write(gfn, slot, old) {
-            self.counts.pt_write_flushes += 1;
-            self.counts.flushes += 1;
-            self.tlb.invalidate_tag(self.tag);
-            self.acct.flush += self.hw.invvpid_cycles;
         }
     }
 
@@ -627,6 +608,8 @@ impl<'a> Vcpu<'a> {
             self.exit(ExitReason::ExceptionNmi);
             self.counts.shadow_pf += 1;
             let groot = self.guest.root_of(self.proc);
+            // FNAME(page_fault) starts with FNAME(walk_addr) of the faulting address.
+            self.acct.faults += self.software_walk(va).0;
             // A top-level SPTE a guest PGD write unlinked: its child shadow table is linked
             // again, the lower SPTEs as they were; if they map `va`, that was the whole fault.
             let slot = va.index(4);
@@ -640,14 +623,6 @@ impl<'a> Vcpu<'a> {
             }
             let g = crate::arch::x86::paging::translate(&self.guest.mem, groot, va)
                 .expect("guest path touches mapped pages");
-            // KVM's software walk of the four guest levels.
-            for level in 0..4u64 {
-                self.load(
-                    GuestPhysAddr(self.guest.table_gpa(groot) + level * 8)
-                        .host()
-                        .0,
-                );
-            }
             let size = if self.cfg.guest.host_thp {
                 g.size.min(PageSize::Size2M)
             } else {

@@ -9,7 +9,7 @@
 //! CPU last touched it, given the other CPUs' access rate, times the transfer latency from
 //! where they sit. A read is lost to another CPU's write; a write also to its reads.
 
-use super::{cpuset::CpuSet, ipi::Distance, CpuId, Kernel};
+use super::{ipi::Distance, CpuId, Kernel};
 use crate::sim::{Counter, Time, TimeCategory};
 use std::collections::VecDeque;
 
@@ -27,22 +27,76 @@ pub enum LineAccess {
 pub struct SharedLine {
     /// Accesses within the horizon, in processing order: (time, cpu, is a write).
     recent: VecDeque<(Time, CpuId, bool)>,
-    /// Per CPU: accesses and writes within the horizon, and when it last touched the line.
-    /// `active` holds the CPUs with accesses, so a touch visits those, not every CPU.
-    active: CpuSet,
-    accesses: Vec<u32>,
-    writes: Vec<u32>,
+    /// Accesses and writes within the horizon, per CPU, per core, per socket and in all,
+    /// so a touch reads its conflicts by distance without visiting the other CPUs.
+    cpu: Counts,
+    core: Counts,
+    socket: Counts,
+    all: (u32, u32),
+    /// CPUs per core and per socket (CPU numbering is socket, then core, then thread).
+    threads_per_core: usize,
+    cpus_per_socket: usize,
+    /// Per CPU: when it last touched the line.
     last_touch: Vec<Option<Time>>,
     /// Expected transfers not yet counted (the counter is whole).
     uncounted: f64,
 }
 
+/// Accesses and writes within the horizon, per index.
+#[derive(Debug, Clone, Default)]
+struct Counts {
+    accesses: Vec<u32>,
+    writes: Vec<u32>,
+}
+
+impl Counts {
+    fn new(n: usize) -> Counts {
+        Counts {
+            accesses: vec![0; n],
+            writes: vec![0; n],
+        }
+    }
+
+    fn add(&mut self, i: usize, write: bool, sign: i32) {
+        self.accesses[i] = self.accesses[i].wrapping_add_signed(sign);
+        self.writes[i] = self.writes[i].wrapping_add_signed(sign * write as i32);
+    }
+
+    /// Accesses that conflict with an access of the given kind: every access for a write,
+    /// the writes for a read.
+    fn conflicting(&self, i: usize, write: bool) -> u32 {
+        if write {
+            self.accesses[i]
+        } else {
+            self.writes[i]
+        }
+    }
+}
+
 impl SharedLine {
+    fn new(cpus: usize, threads_per_core: usize, cpus_per_socket: usize) -> SharedLine {
+        SharedLine {
+            cpu: Counts::new(cpus),
+            core: Counts::new(cpus.div_ceil(threads_per_core)),
+            socket: Counts::new(cpus.div_ceil(cpus_per_socket)),
+            threads_per_core,
+            cpus_per_socket,
+            last_touch: vec![None; cpus],
+            ..SharedLine::default()
+        }
+    }
+
+    fn count(&mut self, cpu: CpuId, write: bool, sign: i32) {
+        self.cpu.add(cpu, write, sign);
+        self.core.add(cpu / self.threads_per_core, write, sign);
+        self.socket.add(cpu / self.cpus_per_socket, write, sign);
+        self.all.0 = self.all.0.wrapping_add_signed(sign);
+        self.all.1 = self.all.1.wrapping_add_signed(sign * write as i32);
+    }
+
     fn record(&mut self, at: Time, cpu: CpuId, write: bool) {
         self.recent.push_back((at, cpu, write));
-        self.active.insert(cpu);
-        self.accesses[cpu] += 1;
-        self.writes[cpu] += write as u32;
+        self.count(cpu, write, 1);
         self.last_touch[cpu] = Some(at);
         let oldest = Time(at.0.saturating_sub(HORIZON.0));
         while let Some(&(t, c, w)) = self.recent.front() {
@@ -50,12 +104,19 @@ impl SharedLine {
                 break;
             }
             self.recent.pop_front();
-            self.accesses[c] -= 1;
-            self.writes[c] -= w as u32;
-            if self.accesses[c] == 0 {
-                self.active.remove(c);
-            }
+            self.count(c, w, -1);
         }
+    }
+
+    /// The other CPUs' accesses in the horizon that conflict with `cpu`'s access, by
+    /// distance: on its core (SMT siblings), on its socket, on other sockets.
+    fn conflicts(&self, cpu: CpuId, write: bool) -> [u32; 3] {
+        let (core, socket) = (cpu / self.threads_per_core, cpu / self.cpus_per_socket);
+        let mine = self.cpu.conflicting(cpu, write);
+        let on_core = self.core.conflicting(core, write);
+        let on_socket = self.socket.conflicting(socket, write);
+        let all = if write { self.all.0 } else { self.all.1 };
+        [on_core - mine, on_socket - on_core, all - on_socket]
     }
 }
 
@@ -65,36 +126,26 @@ impl Kernel {
     pub fn touch_shared_line(&mut self, line: &mut SharedLine, cpu: CpuId, access: LineAccess) {
         self.note_clock_read();
         let n = self.cpus.len();
-        if line.accesses.len() != n {
-            *line = SharedLine {
-                active: CpuSet::new(n),
-                accesses: vec![0; n],
-                writes: vec![0; n],
-                last_touch: vec![None; n],
-                ..SharedLine::default()
-            };
+        if line.last_touch.len() != n {
+            let t = &self.machine.topology;
+            let tpc = t.threads_per_core as usize;
+            *line = SharedLine::new(n, tpc, t.cores_per_socket as usize * tpc);
         }
         let now = self.cpus[cpu].now;
         // Other CPUs' conflicting accesses in the horizon, and their mean transfer latency.
-        let (mut conflicts, mut latency_ns) = (0u32, 0.0);
         let transfer_ns = [
             Distance::SameCore,
             Distance::SameSocket,
             Distance::OtherSocket,
         ]
         .map(|d| self.transfer_over(d).secs() * 1e9);
-        // In CPU order, as a loop over every CPU would add them.
-        for other in line.active.iter().filter(|&c| c != cpu) {
-            let k = if access == LineAccess::Write {
-                line.accesses[other]
-            } else {
-                line.writes[other]
-            };
-            if k > 0 {
-                conflicts += k;
-                latency_ns += k as f64 * transfer_ns[self.distance(other, cpu) as usize];
-            }
-        }
+        let by_distance = line.conflicts(cpu, access == LineAccess::Write);
+        let conflicts: u32 = by_distance.iter().sum();
+        let latency_ns: f64 = by_distance
+            .iter()
+            .zip(transfer_ns)
+            .map(|(&k, ns)| k as f64 * ns)
+            .sum();
         if conflicts > 0 {
             let miss = match line.last_touch[cpu] {
                 Some(t) if t <= now => {

@@ -96,6 +96,13 @@ fn class(size: PageSize, vpn: u64) -> usize {
     size as usize * 2 + ((vpn << size.shift()) >> 47 & 1) as usize
 }
 
+/// The `live` counter of a valid slot's tag, from the tag alone (its page number keeps bit
+/// 47 of the address at every size), so replacing or clearing a slot reads no entry.
+fn class_of_tag(tag: u64) -> usize {
+    let size = PageSize::ALL[((tag >> 61) & 3) as usize];
+    class(size, tag & TAG_VPN)
+}
+
 impl PageFilter {
     fn new(capacity: usize) -> PageFilter {
         assert!(capacity < NO_HINT as usize, "a hint names any slot");
@@ -277,8 +284,8 @@ impl TlbArray {
         if let Some(f) = &mut self.pages {
             f.retag(victim, self.tags[victim], tag);
         }
-        if let Some(old) = self.slots[victim] {
-            self.live[class(old.size, old.vpn)] -= 1;
+        if self.tags[victim] != 0 {
+            self.live[class_of_tag(self.tags[victim])] -= 1;
         }
         self.live[class(e.size, e.vpn)] += 1;
         self.tags[victim] = tag;
@@ -308,8 +315,8 @@ impl TlbArray {
         if let Some(f) = &mut self.pages {
             f.retag(slot, self.tags[slot], 0);
         }
-        if let Some(old) = self.slots[slot] {
-            self.live[class(old.size, old.vpn)] -= 1;
+        if self.tags[slot] != 0 {
+            self.live[class_of_tag(self.tags[slot])] -= 1;
         }
         self.tags[slot] = 0;
         self.slots[slot] = None;
@@ -378,6 +385,23 @@ impl TlbArray {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_tells_its_live_class() {
+        for va in [0x7fff_f7dc_0000u64, 0x40_0000, 0xffff_8880_0000_0000, 0xffff_ffff_8100_0000] {
+            for size in PageSize::ALL {
+                let e = TlbEntry {
+                    vpn: VirtAddr(va).page_number(size),
+                    size,
+                    pcid: Pcid(5),
+                    global: false,
+                    page: PhysAddr(0),
+                    flags: PteFlags::KERNEL_DATA,
+                };
+                assert_eq!(class_of_tag(tag_of(&e)), class(size, e.vpn), "{va:#x} {size:?}");
+            }
+        }
+    }
 
     fn entry(va: u64, pcid: u16, global: bool) -> TlbEntry {
         TlbEntry {

@@ -250,8 +250,40 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         10u64.div_ceil(e.vcpus)
     ));
     let mut time = time_table();
+    // Every row and prediction is one independent simulation: all of them on every core,
+    // then the tables in order.
+    let machines: Vec<MachineProfile> = e
+        .prediction
+        .iter()
+        .map(|p| match &p.machine {
+            Some(name) => overrides.apply_machine(&machine::load(name)?),
+            None => Ok(m.clone()),
+        })
+        .collect::<Result<_>>()?;
+    let prediction_params: Vec<Params> = e
+        .prediction
+        .iter()
+        .map(|p| prediction_params(&e.name, p, r.params))
+        .collect::<Result<_>>()?;
+    let runs = crate::sim::parallel::map_indices(e.row.len() + e.prediction.len(), |i| {
+        match i.checked_sub(e.row.len()) {
+            None => {
+                let spec = &e.row[i];
+                r.run(&m, &spec.mmu, &spec.variant, e.vcpus)
+            }
+            Some(j) => {
+                let p = &e.prediction[j];
+                let pr = Runner {
+                    params: &prediction_params[j],
+                    ..r
+                };
+                pr.run(&machines[j], &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))
+            }
+        }
+    });
+    let mut runs = runs.into_iter();
     for spec in &e.row {
-        let res = r.run(&m, &spec.mmu, &spec.variant, e.vcpus)?;
+        let res = runs.next().expect("a run per row")?;
         let mut row = Row::compared(
             &spec.label,
             "s",
@@ -266,19 +298,10 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         check_oracle(&spec.label, &res)?;
     }
     let mut predictions = vec![];
-    for p in &e.prediction {
-        let pm = match &p.machine {
-            Some(name) => overrides.apply_machine(&machine::load(name)?)?,
-            None => m.clone(),
-        };
-        let params = prediction_params(&e.name, p, r.params)?;
-        let pr = Runner {
-            params: &params,
-            ..r
-        };
-        let res = pr.run(&pm, &p.mmu, &p.variant, p.vcpus.unwrap_or(e.vcpus))?;
+    for (p, pm) in e.prediction.iter().zip(&machines) {
+        let res = runs.next().expect("a run per prediction")?;
         predictions.push(Row::predicted(&p.label, "s", res.seconds));
-        push_breakdown(&mut breakdown, &mut time, &p.label, &res, &pm);
+        push_breakdown(&mut breakdown, &mut time, &p.label, &res, pm);
     }
     Ok(Reproduction {
         experiment: e.name.clone(),

@@ -84,7 +84,10 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
         (r.counts.ept_violations, "EPT violations"),
         (r.counts.shadow_pf, "shadow #PF exits"),
         (r.counts.pt_write_faults, "guest page-table writes emulated"),
-        (r.counts.sw_walks, "guest page-table walks by KVM in software"),
+        (
+            r.counts.sw_walks,
+            "guest page-table walks by KVM in software",
+        ),
         (r.counts.walks, "TLB-miss walks"),
         (r.counts.flushes, "INVEPT/INVVPID"),
     ] {

@@ -188,7 +188,11 @@ fn measure(params: &Params, requests: &[Request]) -> Result<Vec<Vec<Measured>>> 
     let results = crate::sim::parallel::map_indices(jobs.len(), |j| {
         let (i, (op, caches), node, replicated) = jobs[j];
         let r = &requests[i];
-        let d = if replicated { repl[i].as_str() } else { r.defenses };
+        let d = if replicated {
+            repl[i].as_str()
+        } else {
+            r.defenses
+        };
         run_one(&r.m, params, d, op, caches, node)
     });
     let mut it = results.into_iter();
@@ -236,7 +240,11 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let each = loops.iter().map(|&i| (specs[i].0, Caches::ColdEach));
     requests.push(on(&m, &e.defenses, &e.nodes, each.collect()));
     let sweep_rows: Vec<(Op, Caches)> = match &e.ratio_sweep {
-        Some(s) => s.rows.iter().map(|r| parse_row_name(r)).collect::<Result<_>>()?,
+        Some(s) => s
+            .rows
+            .iter()
+            .map(|r| parse_row_name(r))
+            .collect::<Result<_>>()?,
         None => vec![],
     };
     for &ratio in e.ratio_sweep.iter().flat_map(|s| &s.ratios) {

@@ -65,12 +65,8 @@ impl Vcpu<'_> {
         let fetch = self.host_read_stall(insn);
         let (write_walk, _) = self.software_walk(target);
         let c = &self.cfg.costs;
-        self.acct.emulation += fault_walk
-            + fetch_walk
-            + fetch
-            + write_walk
-            + c.emulate_cycles
-            + c.pte_write_cycles;
+        self.acct.emulation +=
+            fault_walk + fetch_walk + fetch + write_walk + c.emulate_cycles + c.pte_write_cycles;
         let before = self.guest.mem.read(pgd, slot);
         let old = before.present().then(|| before.addr().pfn());
         if self.mmu.pte_write(pgd, slot, old) {

@@ -388,7 +388,12 @@ mod tests {
 
     #[test]
     fn a_tag_tells_its_live_class() {
-        for va in [0x7fff_f7dc_0000u64, 0x40_0000, 0xffff_8880_0000_0000, 0xffff_ffff_8100_0000] {
+        for va in [
+            0x7fff_f7dc_0000u64,
+            0x40_0000,
+            0xffff_8880_0000_0000,
+            0xffff_ffff_8100_0000,
+        ] {
             for size in PageSize::ALL {
                 let e = TlbEntry {
                     vpn: VirtAddr(va).page_number(size),
@@ -398,7 +403,11 @@ mod tests {
                     page: PhysAddr(0),
                     flags: PteFlags::KERNEL_DATA,
                 };
-                assert_eq!(class_of_tag(tag_of(&e)), class(size, e.vpn), "{va:#x} {size:?}");
+                assert_eq!(
+                    class_of_tag(tag_of(&e)),
+                    class(size, e.vpn),
+                    "{va:#x} {size:?}"
+                );
             }
         }
     }

@@ -410,24 +410,6 @@ impl Guest {
             &mut done,
             &mut layout.cpu_pgd.map(|a| a.0).into_iter(),
         );
-        // The direct map covers RAM. A layout that leaves the per-CPU PGD's frame above RAM
-        // (packed, scattered: a model artifact, Linux's tables are in RAM) maps that frame's
-        // 2 MiB too, so KVM's software walks of the PGD's address find it.
-        if let Some(pgd) = cpu_pgd {
-            let gpa = table_gpas.get(&pgd).copied().unwrap_or(pgd.addr().0);
-            if gpa >= ram_bytes {
-                let region = gpa & !((1 << 21) - 1);
-                paging::map(
-                    &mut mem,
-                    kernel,
-                    VirtAddr(DIRECT_MAP + region),
-                    PhysAddr(region),
-                    PageSize::Size2M,
-                    PteFlags::KERNEL_DATA.with_global(true),
-                    0,
-                );
-            }
-        }
         let mut g = Guest {
             mem,
             procs,
@@ -441,9 +423,25 @@ impl Guest {
             cpu_pgd,
             table_gpas,
         };
-        if g.cpu_pgd.is_some() {
+        if let Some(pgd) = g.cpu_pgd {
             for slot in 0..USER_PGD_SLOTS {
                 g.clone_pgd_slot(0, slot);
+            }
+            // The direct map covers RAM. A layout that leaves the per-CPU PGD's frame above
+            // RAM (packed, scattered: a model artifact, Linux's tables are in RAM) maps that
+            // frame's 2 MiB too, so KVM's software walks of the PGD's address find it.
+            let gpa = g.table_gpa(pgd);
+            if gpa >= ram_bytes {
+                let region = gpa & !((1 << 21) - 1);
+                paging::map(
+                    &mut g.mem,
+                    kernel,
+                    VirtAddr(DIRECT_MAP + region),
+                    PhysAddr(region),
+                    PageSize::Size2M,
+                    PteFlags::KERNEL_DATA.with_global(true),
+                    0,
+                );
             }
         }
         g

@@ -12,8 +12,8 @@ impl Vcpu<'_> {
     /// FNAME(walk_addr_generic) of `va` through the current guest tables: per level, the
     /// guest entry read through its host address (kvm_vcpu_gfn_to_memslot,
     /// gfn_to_hva_memslot_prot, __get_user) and the checks on it. Returns the cycles and
-    /// the guest-physical address `va` maps to.
-    pub(super) fn software_walk(&mut self, va: VirtAddr) -> (f64, u64) {
+    /// the guest leaf it found.
+    pub(super) fn software_walk(&mut self, va: VirtAddr) -> (f64, paging::Leaf) {
         let c = &self.cfg.costs;
         let (walk, per_level) = (c.guest_walk_cycles, c.guest_walk_level_cycles);
         let root = self.guest.root_of(self.proc);
@@ -29,7 +29,7 @@ impl Vcpu<'_> {
         self.counts.sw_walk_levels += tables.len() as u64;
         let leaf = paging::translate(&self.guest.mem, root, va)
             .unwrap_or_else(|| panic!("KVM walks only addresses the guest maps: {va:?}"));
-        (cycles, leaf.translate(va).0)
+        (cycles, leaf)
     }
 
     /// KVM reading guest memory at `gpa` through its host mapping: the line through the
@@ -62,7 +62,7 @@ impl Vcpu<'_> {
         let code = self.guest.clone_code_va();
         let (fault_walk, _) = self.software_walk(target);
         let (fetch_walk, insn) = self.software_walk(code);
-        let fetch = self.host_read_stall(insn);
+        let fetch = self.host_read_stall(insn.translate(code).0);
         let (write_walk, _) = self.software_walk(target);
         let c = &self.cfg.costs;
         self.acct.emulation +=

@@ -609,7 +609,8 @@ impl<'a> Vcpu<'a> {
             self.counts.shadow_pf += 1;
             let groot = self.guest.root_of(self.proc);
             // FNAME(page_fault) starts with FNAME(walk_addr) of the faulting address.
-            self.acct.faults += self.software_walk(va).0;
+            let (walk, g) = self.software_walk(va);
+            self.acct.faults += walk;
             // A top-level SPTE a guest PGD write unlinked: its child shadow table is linked
             // again, the lower SPTEs as they were; if they map `va`, that was the whole fault.
             let slot = va.index(4);
@@ -621,8 +622,6 @@ impl<'a> Vcpu<'a> {
                 self.acct.faults += self.cfg.costs.shadow_pf_cycles;
                 continue;
             }
-            let g = crate::arch::x86::paging::translate(&self.guest.mem, groot, va)
-                .expect("guest path touches mapped pages");
             let size = if self.cfg.guest.host_thp {
                 g.size.min(PageSize::Size2M)
             } else {

@@ -60,10 +60,14 @@ pub struct Args {
     /// kernel-op: the NUMA node whose first CPU runs it.
     #[arg(long, default_value_t = 0)]
     node: u32,
-    /// ssdd: the hypervisor the guest runs under (kvm).
+    /// ssdd, syscall-loop: the hypervisor the guest runs under (kvm).
     #[arg(long)]
     pub(crate) virt: Option<String>,
-    /// ssdd: KVM's MMU: legacy, tdp or shadow.
+    /// syscall-loop under --virt kvm: the host page size backing guest RAM, the EPT's leaf
+    /// size (4k, 2m: transparent huge pages, 1g: hugetlbfs).
+    #[arg(long, default_value = "2m")]
+    ept_page: String,
+    /// ssdd: KVM's MMU: legacy, tdp or shadow (syscall-loop: tdp or legacy).
     #[arg(long, default_value = "tdp")]
     pub(crate) mmu: String,
     /// ssdd: KVM's CR0 handling: base, keep-roots, guest-owned-wp, broken-keep-roots.
@@ -83,6 +87,12 @@ pub fn run(args: Args) -> Result<()> {
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
     workload::check_name(&args.workload)?;
+    if args.virt.is_some() && args.workload != "syscall-loop" {
+        return Err(Error::new(format!(
+            "--virt: the {} workload does not run in a guest (ssdd and syscall-loop do): the guest's exits on IPIs and timer writes are not modelled",
+            args.workload
+        )));
+    }
     if args.workload == "kbuild" {
         return run_kbuild(&args, &m, &params, &overrides);
     }
@@ -91,12 +101,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     kharden::workload::bounds::syscall_loop(args.loops, args.iterations)?;
     let _ = args.seed; // the syscall loop makes no random choices
+    let vm = guest_vm(&args, &m, &params)?;
     let mut k = Kernel::boot_with(
         m.clone(),
         super::defenses::parse(&args.defense, &m)?,
         &params,
         OracleMode::default(),
     );
+    if let Some(vm) = vm {
+        k.run_in_vm(vm);
+    }
     let mut lp = SyscallLoop::new(&args.syscall, args.iterations)?;
     lp.exact = args.exact;
     lp.start(&mut k)?;
@@ -141,8 +155,16 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         k.defense_names().join(",")
     };
+    let guest = match &k.vm {
+        Some(_) => format!(
+            " in a KVM guest ({} MMU, {} EPT pages)",
+            args.mmu,
+            args.ept_page
+        ),
+        None => String::new(),
+    };
     println!(
-        "\n Simulation stats for '{} on {} with {}':\n",
+        "\n Simulation stats for '{} on {} with {}{guest}':\n",
         args.workload, k.machine.name, defenses
     );
     print_stats(&total, elapsed, iters as f64, "iter");
@@ -163,6 +185,23 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The VM a syscall loop runs in under `--virt kvm`.
+fn guest_vm(
+    args: &Args,
+    m: &machine::MachineProfile,
+    params: &Params,
+) -> Result<Option<kharden::virt::KernelVm>> {
+    match args.virt.as_deref() {
+        None => Ok(None),
+        Some("kvm") => {
+            let flavour = kharden::virt::MmuFlavour::parse(&args.mmu)?;
+            let backing = kharden::virt::kernel_guest::parse_backing(&args.ept_page)?;
+            kharden::virt::KernelVm::new(m, flavour, params, backing).map(Some)
+        }
+        Some(other) => Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
+    }
 }
 
 /// perf-stat-like lines: time by category, then counters (the kernel's, then those the

@@ -269,6 +269,8 @@ pub struct Kernel {
     /// While a steady-state probe runs: whether the oracle, asked at every return to user
     /// mode, found anything (kernel/steady.rs).
     oracle_probe: Option<bool>,
+    /// The VM the kernel runs in, if it is a guest (`run_in_vm`).
+    pub vm: Option<crate::virt::KernelVm>,
 }
 
 impl Kernel {
@@ -328,6 +330,7 @@ impl Kernel {
             defenses: vec![],
             clock_reads: Default::default(),
             oracle_probe: None,
+            vm: None,
             mem,
             config,
             params: params::KernelParams::from(params),
@@ -615,8 +618,17 @@ impl Kernel {
             caches: &mut self.caches,
             stats: &mut c.stats,
             holders: Some((&mut self.holders, cpu)),
+            ept: self.vm.as_mut().map(|vm| &mut vm.ept),
         };
-        let t = c.mmu.translate(&mut env, va, access, c.user_mode)?;
+        let translated = c.mmu.translate(&mut env, va, access, c.user_mode);
+        if let Some(vm) = self.vm.as_mut() {
+            let exits = vm.take_exit_cycles();
+            if exits > 0.0 {
+                self.compute(cpu, exits, TimeCategory::VmExit);
+            }
+        }
+        let t = translated?;
+        let c = &mut self.cpus[cpu];
         if t.cycles > 0.0 && !self.fast_forward {
             let dt = self.clock.cycles(t.cycles);
             c.now += dt;
@@ -630,6 +642,15 @@ impl Kernel {
             );
         }
         Ok(t)
+    }
+
+    /// From now on the kernel runs as a guest in `vm`: every CPU enters VMX non-root mode
+    /// (its TLBs start empty) and walks in two dimensions. Call before the workload starts.
+    pub fn run_in_vm(&mut self, vm: crate::virt::KernelVm) {
+        for c in &mut self.cpus {
+            c.mmu.enter_guest();
+        }
+        self.vm = Some(vm);
     }
 
     /// MOV to CR3 on `cpu`, charged at the profile's cost for a flushing or no-flush write.

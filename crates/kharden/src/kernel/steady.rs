@@ -201,6 +201,7 @@ impl Kernel {
             defenses,
             clock_reads: _,
             oracle_probe: _,
+            vm,
         } = self;
         c.debug(config);
         mem.canon(&mut c);
@@ -230,6 +231,9 @@ impl Kernel {
         c.sorted_map(text_patches.iter());
         for d in defenses {
             d.canon(&mut c);
+        }
+        if let Some(vm) = vm {
+            vm.ept.canon(&mut c);
         }
         c
     }

@@ -61,6 +61,8 @@ named_enum! {
         /// Hard-IRQ time that interrupted user mode, under tick-sampled accounting: the tick
         /// that follows the interrupt finds user mode, so time(1) counts it as user time.
         IrqInUser = "irq-in-user",
+        /// VM exits and entries with the hypervisor's handling (a guest's EPT violations).
+        VmExit = "vm-exit",
         /// Hard-IRQ time charged to no task (CONFIG_IRQ_TIME_ACCOUNTING: the CPU's irq column
         /// in /proc/stat), neither user nor system time of the interrupted task.
         Irq = "irq",
@@ -118,6 +120,11 @@ named_enum! {
         StructPagesFromMemory = "struct_page.memory",
         /// Page-walk loads served by another node's DRAM.
         WalkLoadsRemoteDram = "page_walker_loads.remote_memory",
+        /// In a guest: walks of the EPT (guest-physical mapping cache misses), their loads,
+        /// and EPT violations (exits to the hypervisor, which maps the page).
+        EptWalks = "ept_walks",
+        EptWalkLoads = "ept_walk_loads",
+        EptViolations = "ept_violations",
         /// Kernel text lines written by text_poke() (one per copy of the text).
         TextLineWrites = "text_line_writes",
         Invlpg = "invlpg",

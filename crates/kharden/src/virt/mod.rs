@@ -3,13 +3,14 @@
 //! (`ept.rs`), KVM's MMU with its roles, root lifetimes and the CR0.WP patch variants
 //! (`kvm_mmu/`), a guest running rt-tests' `ssdd` with KERNEXEC-style CR0.WP toggles
 //! (`guest.rs`, `ssdd.rs`), KVM's emulation of the guest's page-table writes under shadow
-//! paging with its software walks (`emulate.rs`), and the oracle for CR0.WP semantics
-//! (`oracle.rs`).
+//! paging with its software walks (`emulate.rs`), the oracle for CR0.WP semantics
+//! (`oracle.rs`), and the kernel model run as a guest with EPT (`kernel_guest.rs`).
 
 mod emulate;
 pub mod ept;
 pub mod guest;
 pub mod guest_text;
+pub mod kernel_guest;
 pub mod kvm_mmu;
 #[cfg(target_os = "linux")]
 pub mod native;
@@ -21,6 +22,7 @@ pub mod placement;
 pub mod ssdd;
 pub mod vmx;
 
+pub use kernel_guest::KernelVm;
 pub use kvm_mmu::{MmuFlavour, Variant};
 pub use ssdd::{run_ssdd, SsddConfig, SsddResult};
 pub use vmx::VirtHardware;

@@ -539,25 +539,14 @@ impl<'a> Vcpu<'a> {
     /// A guest-physical address through the guest-physical mapping cache or an EPT walk;
     /// an absent mapping is an EPT violation that KVM fixes before the walk retries.
     fn ept_translate(&mut self, gpa: u64) -> (PhysAddr, PageSize) {
-        if let Some(e) = self.tlb.gpa_lookup(gpa, self.tag) {
-            return (e.page, e.size);
-        }
         let (root, tag, _) = self.mmu.current_root().expect("a root is loaded at entry");
         loop {
-            let mut refs = vec![];
-            let leaf = self.mmu.host.walk(root, gpa, &mut |pa| refs.push(pa));
-            for pa in refs {
-                self.load(pa);
-            }
+            let (counts, acct, caches) = (&mut self.counts, &mut self.acct, &mut self.caches);
+            let leaf = self.tlb.gpa.translate(&self.mmu.host, root, tag, gpa, &mut |pa| {
+                counts.walk_refs += 1;
+                acct.walks += load_cycles(caches, pa);
+            });
             if let Some(l) = leaf {
-                self.tlb.gpa_insert(TlbEntry {
-                    vpn: VirtAddr(gpa).page_number(l.size),
-                    size: l.size,
-                    pcid: tag,
-                    global: false,
-                    page: l.page,
-                    flags: l.flags,
-                });
                 return (l.page, l.size);
             }
             self.ept_violation(root, gpa);

@@ -2,6 +2,7 @@
 //! the hardware walker. Invalidation instructions follow Intel SDM vol. 3A 4.10.4.1 and the
 //! INVPCID reference (vol. 2A) exactly: what they must invalidate, and no more.
 
+use super::ept::{Ept, GpaCache, GUEST_EPTP};
 use super::psc::{PagingStructureCache, PscEntry};
 use super::tlb::{TlbArray, TlbEntry};
 use super::TlbHolders;
@@ -57,6 +58,8 @@ pub struct WalkEnv<'a> {
     /// The index of which CPU walked which kernel page, and this MMU's CPU in it (None for
     /// an MMU on its own).
     pub holders: Option<(&'a mut TlbHolders, usize)>,
+    /// The VM's EPT when this MMU runs a guest (`Mmu::enter_guest`).
+    pub ept: Option<&'a mut Ept>,
 }
 
 pub struct Mmu {
@@ -76,6 +79,10 @@ pub struct Mmu {
     /// arrays of each side (data, instruction) they were found under.
     recent: [RecentHit; RECENT_HITS],
     l1_changes: [u64; 2],
+    /// In VMX non-root mode with EPT: the guest-physical mapping cache. Every guest-physical
+    /// address a walk uses (each paging entry's, the leaf's page) then goes through it or an
+    /// EPT walk, and the TLBs hold combined mappings no larger than the EPT page.
+    gpa_cache: Option<GpaCache>,
 }
 
 /// Where an L1 TLB lookup of a 4 KiB page found its entry: the side (instruction or data),
@@ -141,6 +148,7 @@ impl Mmu {
                 slot: 0,
             }; RECENT_HITS],
             l1_changes: [0; 2],
+            gpa_cache: None,
         }
     }
 
@@ -192,6 +200,15 @@ impl Mmu {
     /// MOV to CR3. Without PCIDE every write flushes all non-global entries (PCID 0); with
     /// PCIDE, a write with bit 63 clear flushes the non-global entries of the new PCID, and
     /// with bit 63 set flushes nothing. Returns whether anything was flushed.
+    /// VMX non-root operation with EPT from now on (a VM entry with a fresh VPID): every
+    /// cached translation dropped, guest-physical addresses translated through the EPT the
+    /// walks are given (`WalkEnv::ept`).
+    pub fn enter_guest(&mut self) {
+        self.invalidate_tlbs(|_| true);
+        self.psc.invalidate_where(|_| true);
+        self.gpa_cache = Some(GpaCache::default());
+    }
+
     pub fn write_cr3(&mut self, root: Pfn, pcid: Pcid, noflush: bool) -> bool {
         assert!(
             self.pcide || (pcid == Pcid(0) && !noflush),
@@ -313,12 +330,16 @@ impl Mmu {
             node: _,
             recent: _,
             l1_changes: _,
+            gpa_cache,
         } = self;
         c.words([root.0, pcid.0 as u64, *pcide as u64, *pge as u64]);
         for a in l1i.iter().chain(l1d).chain(l2.iter().map(|(_, a, _)| a)) {
             a.canon(c);
         }
         psc.canon(c);
+        if let Some(g) = gpa_cache {
+            g.canon(c);
+        }
     }
 
     /// Translates `va` for an access in user or supervisor mode: L1 TLB, then STLB, then a walk.
@@ -458,7 +479,10 @@ impl Mmu {
         let mut cycles = 0.0;
         loop {
             let idx = va.index(level);
-            let entry_pa = table.addr().0 + idx as u64 * 8;
+            let mut entry_pa = table.addr().0 + idx as u64 * 8;
+            if self.gpa_cache.is_some() {
+                entry_pa = self.second_stage(env, entry_pa, &mut cycles).0;
+            }
             let remote = env.mem.node_of(table) != self.node;
             let hit = env.caches.load(self.core, self.socket, entry_pa, remote);
             env.stats.count(match hit {
@@ -486,6 +510,13 @@ impl Mmu {
                     no_exec: nx,
                     global: e.global(),
                 };
+                if self.gpa_cache.is_some() {
+                    // The combined mapping: no larger than the EPT page behind it.
+                    let gpa = e.addr().0 + (va.0 & (size.bytes() - 1));
+                    let (hpa, host_size) = self.second_stage(env, gpa, &mut cycles);
+                    let size = size.min(host_size);
+                    return Ok((PhysAddr(hpa & !(size.bytes() - 1)), size, flags, cycles));
+                }
                 return Ok((e.addr(), size, flags, cycles));
             }
             let next = e.addr().pfn();
@@ -503,6 +534,41 @@ impl Mmu {
             );
             table = next;
             level -= 1;
+        }
+    }
+}
+
+impl Mmu {
+    /// A guest-physical address to host-physical, through the guest-physical mapping cache
+    /// or an EPT walk (its loads through the data caches, their cycles added to `cycles`);
+    /// with the EPT page's size. An absent mapping is an EPT violation: the hypervisor maps
+    /// the page (Ept::fault_in, charged by the kernel model) and the walk retries.
+    fn second_stage(&mut self, env: &mut WalkEnv, gpa: u64, cycles: &mut f64) -> (u64, PageSize) {
+        let cache = self.gpa_cache.as_mut().expect("second_stage in a guest");
+        let ept = env
+            .ept
+            .as_deref_mut()
+            .expect("a guest's MMU walks with its VM's EPT");
+        let (core, socket) = (self.core, self.socket);
+        loop {
+            let (caches, stats) = (&mut *env.caches, &mut *env.stats);
+            let mut walked = false;
+            // EPT tables come from the memory of the node KVM's faulting thread ran on:
+            // taken as local.
+            let leaf = cache.translate(&ept.tables, ept.root, GUEST_EPTP, gpa, &mut |pa| {
+                walked = true;
+                stats.count(Counter::EptWalkLoads);
+                let hit = caches.load(core, socket, pa, false);
+                *cycles += caches.cycles(hit);
+            });
+            if walked {
+                env.stats.count(Counter::EptWalks);
+            }
+            if let Some(l) = leaf {
+                return (l.page.0 + (gpa & (l.size.bytes() - 1)), l.size);
+            }
+            env.stats.count(Counter::EptViolations);
+            ept.fault_in(gpa);
         }
     }
 }

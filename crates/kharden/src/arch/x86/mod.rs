@@ -3,6 +3,7 @@
 //! invalidation instructions with their architectural semantics.
 
 pub mod addr;
+pub mod ept;
 pub mod holders;
 pub mod mmu;
 pub mod paging;

@@ -36,6 +36,7 @@ impl Rig {
             caches: &mut self.caches,
             stats: &mut self.stats,
             holders: None,
+            ept: None,
         };
         self.mmu.translate(&mut env, VirtAddr(va), access, user)
     }
@@ -347,5 +348,69 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+/// A guest's walk under EPT: every guest-physical reference translated, the combined TLB
+/// entry no larger than the EPT page, first touches EPT violations, and guest CR3 writes
+/// leaving the guest-physical mapping cache alone (SDM vol. 3C 29.4.1).
+#[test]
+fn guest_walks_in_two_dimensions_and_splinters_large_pages() {
+    use super::ept::Ept;
+    for (backing, combined) in [
+        (PageSize::Size4K, PageSize::Size4K),
+        (PageSize::Size2M, PageSize::Size2M),
+        (PageSize::Size1G, PageSize::Size2M),
+    ] {
+        let mut r = Rig::new();
+        let mut ept = Ept::new(backing);
+        r.mmu.enter_guest();
+        let root = r.mem.alloc_table(0);
+        let big = 0x4000_0000;
+        paging::map(
+            &mut r.mem,
+            root,
+            VirtAddr(KVA),
+            PhysAddr(big),
+            PageSize::Size2M,
+            PteFlags::KERNEL_TEXT,
+            0,
+        );
+        r.mmu.write_cr3(root, Pcid(1), false);
+        let tr = |r: &mut Rig, ept: &mut Ept, va: u64| {
+            let mut env = WalkEnv {
+                mem: &r.mem,
+                caches: &mut r.caches,
+                stats: &mut r.stats,
+                holders: None,
+                ept: Some(ept),
+            };
+            r.mmu
+                .translate(&mut env, VirtAddr(va), Access::Exec, false)
+                .unwrap()
+        };
+        let t = tr(&mut r, &mut ept, KVA + 0x5123);
+        assert_eq!(t.size, combined, "{backing:?}");
+        assert_eq!(t.page.0, (big + 0x5123) & !(combined.bytes() - 1));
+        // Three guest tables and the guest page, each a violation of its own EPT page
+        // (the tables share one 2 MiB or 1 GiB page).
+        let violations = r.stats.counter(Counter::EptViolations);
+        let expected = if backing == PageSize::Size4K { 4 } else { 2 };
+        assert_eq!(violations, expected, "{backing:?}");
+        // The next 4 KiB page: a new TLB entry only if the combined entry is 4 KiB.
+        let walks = r.stats.counter(Counter::PageWalks);
+        tr(&mut r, &mut ept, KVA + 0x6000);
+        let walked_again = r.stats.counter(Counter::PageWalks) > walks;
+        assert_eq!(walked_again, combined == PageSize::Size4K, "{backing:?}");
+        // ... and, backed by 4 KiB, a violation for the new guest page.
+        let expected = expected + (backing == PageSize::Size4K) as u64;
+        assert_eq!(r.stats.counter(Counter::EptViolations), expected);
+        // A guest CR3 write flushes combined mappings, not guest-physical ones: the walk
+        // that follows needs no EPT walk.
+        r.mmu.write_cr3(root, Pcid(1), false);
+        let ept_walks = r.stats.counter(Counter::EptWalks);
+        tr(&mut r, &mut ept, KVA + 0x5123);
+        assert_eq!(r.stats.counter(Counter::EptWalks), ept_walks, "{backing:?}");
+        assert_eq!(r.stats.counter(Counter::EptViolations), expected);
     }
 }

@@ -2,6 +2,7 @@
 //! translate path, and a whole reproduction. `cargo bench -p kharden --bench engine`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use kharden::arch::x86::PageSize;
 use kharden::kernel::Kernel;
 use kharden::oracle::OracleMode;
 use kharden::workload::SyscallLoop;
@@ -18,24 +19,35 @@ fn syscall_loop(c: &mut Criterion) {
     ] {
         let mut g = c.benchmark_group(group);
         g.throughput(Throughput::Elements(n));
-        for (syscall, defenses) in [
-            ("getppid", "none"),
-            ("getppid", "pti:freebsd"),
-            ("getppid", "pti:freebsd,nopcid"),
-            ("getppid", "pti:linux"),
-            ("getppid", "pti:linux,nopcid"),
-            ("mprotect", "pti:linux"),
+        for (syscall, defenses, guest) in [
+            ("getppid", "none", None),
+            ("getppid", "pti:freebsd", None),
+            ("getppid", "pti:freebsd,nopcid", None),
+            ("getppid", "pti:linux", None),
+            ("getppid", "pti:linux,nopcid", None),
+            ("mprotect", "pti:linux", None),
+            // In a KVM guest whose RAM the host backs with 4 KiB pages: 2-D walks.
+            ("getppid", "pti:freebsd,nopcid", Some(PageSize::Size4K)),
         ] {
+            let params = kharden::params::Params::linux();
             let mut k = Kernel::boot_with(
                 m.clone(),
                 defense::parse_list(defenses).unwrap(),
-                &kharden::params::Params::linux(),
+                &params,
                 OracleMode::Off,
             );
+            if let Some(backing) = guest {
+                let tdp = kharden::virt::MmuFlavour::Tdp;
+                k.run_in_vm(kharden::virt::KernelVm::new(&m, tdp, &params, backing).unwrap());
+            }
+            let defenses = match guest {
+                Some(_) => format!("{defenses} in a guest, 4k EPT"),
+                None => defenses.to_string(),
+            };
             let mut lp = SyscallLoop::new(syscall, n).unwrap();
             lp.exact = exact;
             lp.start(&mut k).unwrap();
-            g.bench_with_input(BenchmarkId::new(syscall, defenses), &(), |b, _| {
+            g.bench_with_input(BenchmarkId::new(syscall, &defenses), &(), |b, _| {
                 b.iter(|| lp.measure(&mut k, n).unwrap())
             });
         }

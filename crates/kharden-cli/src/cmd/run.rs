@@ -132,6 +132,9 @@ pub fn run(args: Args) -> Result<()> {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": args.workload, "syscall": args.syscall,
             "defense": k.defense_names(), "iterations": iters, "seconds": elapsed,
+            "guest": k.vm.as_ref().map(|_| serde_json::json!({
+                "virt": "kvm", "mmu": args.mmu, "ept_page": args.ept_page,
+            })),
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
             "repeated_iterations": repeated,
             "violations": k.violations, "stats": total,
@@ -158,8 +161,7 @@ pub fn run(args: Args) -> Result<()> {
     let guest = match &k.vm {
         Some(_) => format!(
             " in a KVM guest ({} MMU, {} EPT pages)",
-            args.mmu,
-            args.ept_page
+            args.mmu, args.ept_page
         ),
         None => String::new(),
     };

@@ -58,6 +58,10 @@ pub struct PredictionSpec {
     /// experiment fits the work of the same syscall for another kernel.
     #[serde(default)]
     pub measured_work: bool,
+    /// Run the loop in a KVM guest (TDP MMU) whose RAM the host backs with pages of this
+    /// size (4k, 2m, 1g): virt/kernel_guest.rs.
+    #[serde(default)]
+    pub guest: Option<String>,
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
@@ -74,6 +78,13 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         defense::parse_list(&r.defense)
             .map_err(|err| Error::at(place, format!("row \"{}\": {err}", r.label)))?;
     }
+    for p in &e.prediction {
+        if let Some(g) = &p.guest {
+            crate::virt::kernel_guest::parse_backing(g).map_err(|err| {
+                Error::at(place, format!("prediction \"{}\": guest: {err}", p.label))
+            })?;
+        }
+    }
     Ok(e)
 }
 
@@ -84,7 +95,8 @@ pub struct Measured {
     pub result: LoopResult,
 }
 
-/// Simulates `syscall` under `defenses` on `machine` with the handler's work set to `work`.
+/// Simulates `syscall` under `defenses` on `machine` with the handler's work set to `work`,
+/// on the machine itself or in a KVM guest whose RAM is backed by `guest` pages.
 pub fn simulate(
     machine: &MachineProfile,
     defenses: &str,
@@ -92,13 +104,25 @@ pub fn simulate(
     work: Option<f64>,
     iterations: u64,
     params: &Params,
+    guest: Option<&str>,
 ) -> Result<LoopResult> {
+    let vm = match guest {
+        Some(g) => {
+            let backing = crate::virt::kernel_guest::parse_backing(g)?;
+            let tdp = crate::virt::MmuFlavour::Tdp;
+            Some(crate::virt::KernelVm::new(machine, tdp, params, backing)?)
+        }
+        None => None,
+    };
     let mut k = Kernel::boot_with(
         machine.clone(),
         defense::parse_list(defenses)?,
         params,
         Default::default(),
     );
+    if let Some(vm) = vm {
+        k.run_in_vm(vm);
+    }
     let mut lp = SyscallLoop::new(syscall, iterations)?;
     if let Some(w) = work {
         lp.syscall.work_cycles = w;
@@ -139,6 +163,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 Some(0.0),
                 e.iterations,
                 params,
+                None,
             )?
             .ns_per_iteration();
             let w = (row.published - zero) * m.cpu.frequency_ghz;
@@ -159,7 +184,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let mut rows = vec![];
     for r in &e.row {
         let m = machine_for(&r.machine)?;
-        let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations, params)?;
+        let res = simulate(&m, &r.defense, &e.syscall, work, e.iterations, params, None)?;
         let mut row = Row::compared(
             &r.label,
             "ns",
@@ -192,7 +217,8 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         } else {
             None
         };
-        let res = simulate(&m, &p.defense, syscall, w, e.iterations, params)?;
+        let guest = p.guest.as_deref();
+        let res = simulate(&m, &p.defense, syscall, w, e.iterations, params, guest)?;
         predictions.push(Row::predicted(
             &format!("{} [{}]", p.label, m.name),
             "ns",
@@ -233,7 +259,12 @@ pub fn breakdown(title: &str, measured: &[Measured]) -> Table {
     ];
     let mut header = vec!["configuration", "ns/iter"];
     header.extend(cats.iter().map(|c| c.name()));
-    header.extend(["walks/iter", "cr3 flush/iter", "cr3 noflush/iter"]);
+    header.extend([
+        "walks/iter",
+        "EPT walks/iter",
+        "cr3 flush/iter",
+        "cr3 noflush/iter",
+    ]);
     let mut t = Table::new(
         format!("{title}: time per iteration (ns) by category"),
         &header,
@@ -246,10 +277,9 @@ pub fn breakdown(title: &str, measured: &[Measured]) -> Table {
             cats.iter()
                 .map(|&c| format!("{:.1}", r.stats.time(c).ns() / n)),
         );
-        row.push(format!(
-            "{:.2}",
-            r.stats.counter(Counter::PageWalks) as f64 / n
-        ));
+        for c in [Counter::PageWalks, Counter::EptWalks] {
+            row.push(format!("{:.2}", r.stats.counter(c) as f64 / n));
+        }
         row.push(format!(
             "{:.2}",
             r.stats.counter(Counter::Cr3WriteFlush) as f64 / n

@@ -542,10 +542,13 @@ impl<'a> Vcpu<'a> {
         let (root, tag, _) = self.mmu.current_root().expect("a root is loaded at entry");
         loop {
             let (counts, acct, caches) = (&mut self.counts, &mut self.acct, &mut self.caches);
-            let leaf = self.tlb.gpa.translate(&self.mmu.host, root, tag, gpa, &mut |pa| {
-                counts.walk_refs += 1;
-                acct.walks += load_cycles(caches, pa);
-            });
+            let leaf = self
+                .tlb
+                .gpa
+                .translate(&self.mmu.host, root, tag, gpa, &mut |pa| {
+                    counts.walk_refs += 1;
+                    acct.walks += load_cycles(caches, pa);
+                });
             if let Some(l) = leaf {
                 return (l.page, l.size);
             }

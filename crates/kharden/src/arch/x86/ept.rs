@@ -158,7 +158,6 @@ impl HostTables {
     }
 }
 
-
 /// A vCPU's guest-physical mapping cache: gPA page to host page, tagged by EPTP.
 #[derive(Debug, Clone)]
 pub struct GpaCache {

@@ -38,7 +38,8 @@ fn syscall_loop(c: &mut Criterion) {
             );
             if let Some(backing) = guest {
                 let tdp = kharden::virt::MmuFlavour::Tdp;
-                k.run_in_vm(kharden::virt::KernelVm::new(&m, tdp, &params, backing).unwrap());
+                let base = kharden::virt::Variant::Base;
+                k.run_in_vm(kharden::virt::KernelVm::new(&m, tdp, base, &params, backing).unwrap());
             }
             let defenses = match guest {
                 Some(_) => format!("{defenses} in a guest, 4k EPT"),

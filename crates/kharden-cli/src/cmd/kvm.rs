@@ -58,6 +58,15 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
     let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
+    match args.guest_model.as_str() {
+        "path" => {}
+        "kernel" => return run_kernel_ssdd(args, &m, &params),
+        other => {
+            return Err(Error::new(format!(
+                "--guest-model: expected path or kernel, got \"{other}\""
+            )))
+        }
+    }
     let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
     cfg.vcpus = vcpus;
     cfg.guest = GuestParams::from(&params);
@@ -68,31 +77,21 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
         mmu, variant, vcpus, m.name, r.seconds, cfg.guest.guest_work_cycles_per_step, cfg.costs.unload_cycles
     );
     let n = r.measured_steps as f64;
-    for (i, reason) in virt::vmx::ExitReason::ALL.iter().enumerate() {
-        println!(
-            "{:>12.2}  exits {} per step",
-            r.counts.exits[i] as f64 / n,
-            reason.name()
-        );
-    }
-    for (v, what) in [
-        (r.counts.cr0_writes, "CR0 writes"),
-        (r.mmu.resets, "kvm_mmu_reset_context"),
-        (r.mmu.roots_freed, "roots put"),
-        (r.mmu.roots_built, "roots built"),
-        (r.mmu.roots_zapped, "roots zapped"),
-        (r.counts.ept_violations, "EPT violations"),
-        (r.counts.shadow_pf, "shadow #PF exits"),
-        (r.counts.pt_write_faults, "guest page-table writes emulated"),
-        (
-            r.counts.sw_walks,
-            "guest page-table walks by KVM in software",
-        ),
-        (r.counts.walks, "TLB-miss walks"),
-        (r.counts.flushes, "INVEPT/INVVPID"),
-    ] {
-        println!("{:>12.2}  {what} per step", v as f64 / n);
-    }
+    print_per_step(&r.counts.exits, n, r.counts.cr0_writes, &r.mmu);
+    print_counts(
+        n,
+        &[
+            (r.counts.ept_violations, "EPT violations"),
+            (r.counts.shadow_pf, "shadow #PF exits"),
+            (r.counts.pt_write_faults, "guest page-table writes emulated"),
+            (
+                r.counts.sw_walks,
+                "guest page-table walks by KVM in software",
+            ),
+            (r.counts.walks, "TLB-miss walks"),
+            (r.counts.flushes, "INVEPT/INVVPID"),
+        ],
+    );
     for (name, c) in r.per_step.named() {
         println!(
             "{:>12.3}  us per step {name}",
@@ -100,6 +99,90 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// `run --workload ssdd --guest-model kernel`: the kernel model itself as the guest, with
+/// KERNEXEC, on one vCPU (virt/kernel_guest.rs). Its guest work per step is
+/// `--set guest.guest_work_cycles_per_step`, as for the path model.
+fn run_kernel_ssdd(
+    args: &super::run::Args,
+    m: &machine::MachineProfile,
+    params: &Params,
+) -> Result<()> {
+    if args.vcpus != 1 {
+        return Err(Error::new(
+            "--vcpus: the kernel-model guest runs ssdd on one vCPU",
+        ));
+    }
+    let flavour = MmuFlavour::parse(&args.mmu)?;
+    let variant = Variant::parse(&args.kvm_variant)?;
+    let backing = virt::kernel_guest::parse_backing(&args.ept_page)?;
+    let guest = GuestParams::from(params);
+    let r = virt::kernel_guest::run_ssdd(
+        m,
+        flavour,
+        variant,
+        params,
+        backing,
+        guest.guest_work_cycles_per_step,
+        (guest.pairs, guest.steps_per_pair),
+        (200, 1000),
+    )?;
+    println!(
+        "ssdd ({} pairs x {} steps) on the kernel model with KERNEXEC, one vCPU, {} MMU, {}, {} EPT pages, on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0})",
+        guest.pairs, guest.steps_per_pair, args.mmu, args.kvm_variant, args.ept_page, m.name, r.seconds,
+        guest.guest_work_cycles_per_step
+    );
+    let n = r.per_step.steps as f64;
+    print_per_step(&r.counts.exits, n, r.counts.cr0_writes, &r.mmu);
+    print_counts(n, &[(r.counts.flushes, "INVEPT")]);
+    use kharden::sim::{Counter, TimeCategory};
+    for c in [
+        Counter::PageWalks,
+        Counter::EptWalks,
+        Counter::EptViolations,
+        Counter::ContextSwitches,
+    ] {
+        println!(
+            "{:>12.2}  {} per step",
+            r.per_step.stats.counter(c) as f64 / n,
+            c.name()
+        );
+    }
+    for &c in TimeCategory::ALL {
+        let t = r.per_step.stats.time(c).secs();
+        if t > 0.0 {
+            println!("{:>12.3}  us per step {}", t * 1e6 / n, c.name());
+        }
+    }
+    Ok(())
+}
+
+/// Exits by reason, CR0 writes and what KVM's MMU did, each per ssdd step of `n`.
+fn print_per_step(exits: &[u64; 3], n: f64, cr0_writes: u64, mmu: &virt::kvm_mmu::MmuStats) {
+    for (i, reason) in virt::vmx::ExitReason::ALL.iter().enumerate() {
+        println!(
+            "{:>12.2}  exits {} per step",
+            exits[i] as f64 / n,
+            reason.name()
+        );
+    }
+    print_counts(
+        n,
+        &[
+            (cr0_writes, "CR0 writes"),
+            (mmu.resets, "kvm_mmu_reset_context"),
+            (mmu.roots_freed, "roots put"),
+            (mmu.roots_built, "roots built"),
+            (mmu.roots_zapped, "roots zapped"),
+        ],
+    );
+}
+
+fn print_counts(n: f64, counts: &[(u64, &str)]) {
+    for &(v, what) in counts {
+        println!("{:>12.2}  {what} per step", v as f64 / n);
+    }
 }
 
 #[derive(clap::Args)]

@@ -66,13 +66,17 @@ pub struct Args {
     /// syscall-loop under --virt kvm: the host page size backing guest RAM, the EPT's leaf
     /// size (4k, 2m: transparent huge pages, 1g: hugetlbfs).
     #[arg(long, default_value = "2m")]
-    ept_page: String,
+    pub(crate) ept_page: String,
     /// ssdd: KVM's MMU: legacy, tdp or shadow (syscall-loop: tdp or legacy).
     #[arg(long, default_value = "tdp")]
     pub(crate) mmu: String,
     /// ssdd: KVM's CR0 handling: base, keep-roots, guest-owned-wp, broken-keep-roots.
     #[arg(long, default_value = "base")]
     pub(crate) kvm_variant: String,
+    /// ssdd: the guest, `path` (the ssdd path model of virt/guest.rs) or `kernel` (the
+    /// kernel model itself with KERNEXEC, one vCPU; tdp or legacy MMU).
+    #[arg(long, default_value = "path")]
+    pub(crate) guest_model: String,
     /// ssdd: guest vCPUs.
     #[arg(long, default_value_t = 1)]
     pub(crate) vcpus: u64,
@@ -199,8 +203,9 @@ fn guest_vm(
         None => Ok(None),
         Some("kvm") => {
             let flavour = kharden::virt::MmuFlavour::parse(&args.mmu)?;
+            let variant = kharden::virt::Variant::parse(&args.kvm_variant)?;
             let backing = kharden::virt::kernel_guest::parse_backing(&args.ept_page)?;
-            kharden::virt::KernelVm::new(m, flavour, params, backing).map(Some)
+            kharden::virt::KernelVm::new(m, flavour, variant, params, backing).map(Some)
         }
         Some(other) => Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
     }

@@ -4,6 +4,7 @@
 //! compute, page-table maps) and states its security property as an oracle check.
 
 pub mod boot_options;
+pub mod kernexec;
 pub mod pti;
 pub mod registry;
 pub mod text_repl;

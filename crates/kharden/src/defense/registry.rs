@@ -2,7 +2,7 @@
 //! the parameters it declares and the counters it owns. Adding a mechanism is one file in
 //! defense/ and one line in FAMILIES.
 
-use super::{boot_options, pti, text_repl, xpfo, Defense};
+use super::{boot_options, kernexec, pti, text_repl, xpfo, Defense};
 use crate::params::Decl;
 use crate::sim::OwnedCounter;
 
@@ -52,6 +52,7 @@ pub const FAMILIES: &[&Family] = &[
     &pti::FAMILY,
     &xpfo::FAMILY,
     &text_repl::FAMILY,
+    &kernexec::FAMILY,
 ];
 
 pub fn variant(name: &str) -> Option<&'static Variant> {

@@ -297,6 +297,11 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         push_breakdown(&mut breakdown, &mut time, &spec.label, &res, &m);
         check_oracle(&spec.label, &res)?;
     }
+    let (kernel_guest, mut notes) = super::kvm_kernel_guest::table(e, &m, &params)?;
+    notes.insert(0, format!(
+        "ssdd 10 50000 with early-2023 rt-tests runs 10 pairs x 10000 steps (getopt_long ignores positional arguments); {} guest steps sampled after {} warm-up steps and scaled",
+        e.sample_steps, e.warmup_steps
+    ));
     let mut predictions = vec![];
     for (p, pm) in e.prediction.iter().zip(&machines) {
         let res = runs.next().expect("a run per prediction")?;
@@ -310,12 +315,9 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
-        breakdowns: vec![breakdown, time],
+        breakdowns: vec![breakdown, time, kernel_guest],
         figures: vec![],
-        notes: vec![format!(
-            "ssdd 10 50000 with early-2023 rt-tests runs 10 pairs x 10000 steps (getopt_long ignores positional arguments); {} guest steps sampled after {} warm-up steps and scaled",
-            e.sample_steps, e.warmup_steps
-        )],
+        notes,
         params: Some(params.to_json()),
     })
 }

@@ -5,6 +5,7 @@
 pub mod evict_fault;
 pub mod flush_range;
 pub mod kbuild_table;
+pub mod kvm_kernel_guest;
 pub mod kvm_table;
 pub mod sweep;
 pub mod sweep_file;

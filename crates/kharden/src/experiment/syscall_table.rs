@@ -110,7 +110,10 @@ pub fn simulate(
         Some(g) => {
             let backing = crate::virt::kernel_guest::parse_backing(g)?;
             let tdp = crate::virt::MmuFlavour::Tdp;
-            Some(crate::virt::KernelVm::new(machine, tdp, params, backing)?)
+            let base = crate::virt::Variant::Base;
+            Some(crate::virt::KernelVm::new(
+                machine, tdp, base, params, backing,
+            )?)
         }
         None => None,
     };

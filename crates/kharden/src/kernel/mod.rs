@@ -618,7 +618,10 @@ impl Kernel {
             caches: &mut self.caches,
             stats: &mut c.stats,
             holders: Some((&mut self.holders, cpu)),
-            ept: self.vm.as_mut().map(|vm| &mut vm.ept),
+            ept: self
+                .vm
+                .as_mut()
+                .map(|vm| vm as &mut dyn crate::arch::x86::ept::SecondStage),
         };
         let translated = c.mmu.translate(&mut env, va, access, c.user_mode);
         if let Some(vm) = self.vm.as_mut() {
@@ -651,6 +654,22 @@ impl Kernel {
             c.mmu.enter_guest();
         }
         self.vm = Some(vm);
+    }
+
+    /// MOV to CR0 on `cpu` setting WP to `wp` (KERNEXEC's pax_open_kernel and
+    /// pax_close_kernel). On bare metal the instruction is part of the path's work; in a VM
+    /// it may exit, and KVM's handling (an MMU reset, a root rebuilt) is charged as vm-exit.
+    pub fn write_cr0_wp(&mut self, cpu: CpuId, wp: bool) {
+        self.cpus[cpu].mmu.set_wp(wp);
+        self.cpus[cpu].stats.count(Counter::Cr0Writes);
+        if let Some(vm) = self.vm.as_mut() {
+            debug_assert_eq!(self.cpus.len(), 1, "one vCPU's KVM MMU state");
+            let w = vm.write_cr0_wp(wp);
+            if w.flush {
+                self.cpus[cpu].mmu.invept();
+            }
+            self.compute(cpu, w.cycles, TimeCategory::VmExit);
+        }
     }
 
     /// MOV to CR3 on `cpu`, charged at the profile's cost for a flushing or no-flush write.

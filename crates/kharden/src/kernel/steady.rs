@@ -233,7 +233,7 @@ impl Kernel {
             d.canon(&mut c);
         }
         if let Some(vm) = vm {
-            vm.ept.canon(&mut c);
+            vm.canon(&mut c);
         }
         c
     }

@@ -125,6 +125,8 @@ named_enum! {
         EptWalks = "ept_walks",
         EptWalkLoads = "ept_walk_loads",
         EptViolations = "ept_violations",
+        /// MOV to CR0 (KERNEXEC's CR0.WP toggles).
+        Cr0Writes = "cr0_writes",
         /// Kernel text lines written by text_poke() (one per copy of the text).
         TextLineWrites = "text_line_writes",
         Invlpg = "invlpg",

@@ -7,26 +7,55 @@
 //! exits on the guest's IPIs (an x2APIC ICR write) and timer (TSC deadline writes), and
 //! the guest's CR0 toggles (the ssdd workload's path model has those).
 
+use super::kvm_mmu::{KvmMmu, MmuStats, Variant};
 use super::params::KvmCosts;
-use super::vmx::VirtHardware;
+use super::vmx::{Cr0Controls, ExitReason, VirtFlavour, VirtHardware, CR0_PG, CR0_WP};
 use super::MmuFlavour;
-use crate::arch::x86::ept::Ept;
-use crate::arch::x86::PageSize;
+use crate::arch::x86::ept::{HostTables, SecondStage, EPT_TABLES_HOST_BASE};
+use crate::arch::x86::{PageSize, Pcid, Pfn, PhysAddr, PteFlags};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
 use crate::params::Params;
 
+/// One vCPU's VM: KVM's MMU for it (roots, roles, the CR0 variants of virt/kvm_mmu) with
+/// the EPT tables above guest RAM, the VMCS CR0 controls, and what it counted.
 pub struct KernelVm {
-    pub ept: Ept,
+    pub mmu: KvmMmu,
     pub hw: VirtHardware,
     pub costs: KvmCosts,
+    /// Host pages backing guest RAM: the EPT's leaf size.
+    pub backing: PageSize,
+    pub cr0: u64,
+    ctl: Cr0Controls,
+    pub counts: VmCounts,
+    /// Cycles of EPT violations not yet charged to the vCPU (Kernel::touch charges them).
+    unpaid: f64,
+}
+
+/// Exits by reason (ExitReason::ALL order) and the other events `perf kvm stat` and KVM's
+/// tracepoints count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VmCounts {
+    pub exits: [u64; 3],
+    pub cr0_writes: u64,
+    /// INVEPTs at root loads.
+    pub flushes: u64,
+}
+
+/// What a guest's MOV to CR0 cost and whether its vCPU must drop every cached translation
+/// (KVM loaded a root and flushed its EPTP) before the guest goes on.
+pub struct Cr0Write {
+    pub cycles: f64,
+    pub flush: bool,
 }
 
 impl KernelVm {
-    /// A VM on `m` under KVM's `flavour` MMU, its RAM backed by `backing` host pages.
+    /// A VM on `m` under KVM's `flavour` MMU and CR0 `variant`, its RAM backed by
+    /// `backing` host pages.
     pub fn new(
         m: &MachineProfile,
         flavour: MmuFlavour,
+        variant: Variant,
         params: &Params,
         backing: PageSize,
     ) -> Result<KernelVm> {
@@ -37,26 +66,185 @@ impl KernelVm {
             )));
         }
         let hw = super::ssdd::check_support(m, flavour)?;
-        Ok(KernelVm {
-            ept: Ept::new(backing),
+        let cr0 = CR0_PG | CR0_WP;
+        // "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no mask).
+        let guest_owns_wp = variant == Variant::GuestOwnedWp && hw.flavour == VirtFlavour::Vmx;
+        let mut mmu = KvmMmu::new(flavour, variant, 0, cr0);
+        mmu.host = HostTables::at(EPT_TABLES_HOST_BASE);
+        let mut vm = KernelVm {
+            mmu,
             hw,
             costs: KvmCosts::from(params),
-        })
+            backing,
+            cr0,
+            ctl: Cr0Controls {
+                guest_host_mask: if guest_owns_wp {
+                    CR0_PG
+                } else {
+                    CR0_PG | CR0_WP
+                },
+                read_shadow: cr0,
+            },
+            counts: VmCounts::default(),
+            unpaid: 0.0,
+        };
+        // The first VM entry loads a root (a direct root ignores the guest CR3).
+        vm.mmu.load(Pfn(0), &vm.costs);
+        Ok(vm)
     }
 
-    /// Cycles of the exits the EPT violations since the last call took: per violation the
-    /// hardware exit and entry, KVM's exit path and its fault handling, and per EPT table
-    /// page allocated its clearing.
-    pub fn take_exit_cycles(&mut self) -> f64 {
-        let (violations, tables) = (self.ept.unpaid_violations, self.ept.unpaid_tables);
-        self.ept.unpaid_violations = 0;
-        self.ept.unpaid_tables = 0;
-        let per_exit = self.hw.vmexit_cycles
-            + self.hw.vmentry_cycles
-            + self.costs.exit_software_cycles
-            + self.costs.ept_violation_cycles;
-        violations as f64 * per_exit + tables as f64 * self.costs.table_alloc_cycles
+    /// KVM's MMU counters.
+    pub fn mmu_stats(&self) -> &MmuStats {
+        &self.mmu.stats
     }
+
+    fn exit(&mut self, reason: ExitReason) -> f64 {
+        self.counts.exits[reason as usize] += 1;
+        self.hw.vmexit_cycles + self.hw.vmentry_cycles + self.costs.exit_software_cycles
+    }
+
+    /// A #DB the guest takes (single-stepping): KVM intercepts every #DB since
+    /// CVE-2015-8104 and reinjects it. Returns the cycles.
+    pub fn debug_trap(&mut self) -> f64 {
+        self.exit(ExitReason::ExceptionNmi) + self.costs.db_reinject_cycles
+    }
+
+    /// The guest's MOV to CR0 setting WP to `wp`: an exit if the VMCS mask says so, then
+    /// kvm_post_set_cr0's MMU work per variant and, if that unloaded the root, the load at
+    /// the next entry with its INVEPT.
+    pub fn write_cr0_wp(&mut self, wp: bool) -> Cr0Write {
+        self.counts.cr0_writes += 1;
+        let new = if wp {
+            self.cr0 | CR0_WP
+        } else {
+            self.cr0 & !CR0_WP
+        };
+        let old = self.cr0;
+        self.cr0 = new;
+        if !self.ctl.write_exits(self.hw.flavour, new) {
+            return Cr0Write {
+                cycles: 0.0,
+                flush: false,
+            };
+        }
+        self.ctl.read_shadow = new;
+        let mut cycles = self.exit(ExitReason::CrAccess) + self.costs.cr0_handler_cycles;
+        cycles += self.mmu.post_set_cr0(old, new, &self.costs);
+        let flush = self.mmu.current_root().is_none();
+        if flush {
+            let (c, _) = self.mmu.load(Pfn(0), &self.costs);
+            cycles += c.handler + c.root_alloc + self.hw.invept_cycles;
+            self.counts.flushes += 1;
+        }
+        Cr0Write { cycles, flush }
+    }
+
+    /// The VM's state for kernel/steady.rs (its counters only count).
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        self.mmu.canon(c);
+        c.words([self.cr0, self.ctl.read_shadow]);
+    }
+
+    /// Cycles of the EPT violations since the last call: per violation the exit and entry,
+    /// KVM's exit path and fault handling, and per EPT table page allocated its clearing.
+    pub fn take_exit_cycles(&mut self) -> f64 {
+        std::mem::take(&mut self.unpaid)
+    }
+}
+
+impl SecondStage for KernelVm {
+    fn loaded(&self) -> (&HostTables, Pfn, Pcid) {
+        let (root, tag, _) = self.mmu.current_root().expect("a root is loaded at entry");
+        (&self.mmu.host, root, tag)
+    }
+
+    fn fault_in(&mut self, gpa: u64) {
+        let (root, _, _) = self.mmu.current_root().expect("a root is loaded at entry");
+        let base = gpa & !(self.backing.bytes() - 1);
+        let kernel_data = PteFlags::KERNEL_DATA;
+        let tables = self
+            .mmu
+            .host
+            .map(root, base, PhysAddr(base), self.backing, kernel_data);
+        self.mmu.count_tables(tables);
+        let exit = self.exit(ExitReason::EptViolation);
+        self.unpaid +=
+            exit + self.costs.ept_violation_cycles + tables as f64 * self.costs.table_alloc_cycles;
+    }
+}
+
+/// A guest of one vCPU on `m`: the host's caches, TLBs and latencies, one CPU. (ssdd's
+/// TDP rows need the last reference to a root to go at each toggle, so one vCPU: see
+/// docs/design/kvm.md, "vCPUs".)
+pub fn one_vcpu(m: &MachineProfile) -> MachineProfile {
+    let mut g = m.clone();
+    g.topology.sockets = 1;
+    g.topology.cores_per_socket = 1;
+    g.topology.threads_per_core = 1;
+    g.topology.numa_nodes_per_socket = 1;
+    g
+}
+
+/// What a kernel-model ssdd run measured, per step.
+pub struct KernelSsdd {
+    /// The benchmark's seconds: the steps of every pair on the one vCPU.
+    pub seconds: f64,
+    pub per_step: crate::workload::ssdd::SsddRun,
+    pub counts: VmCounts,
+    pub mmu: MmuStats,
+}
+
+/// rt-tests' ssdd (`pairs` x `steps_per_pair` steps) on the kernel model with KERNEXEC, in
+/// a one-vCPU KVM guest on `m` with `flavour` and `variant`; `sample` steps are simulated
+/// after `warmup`, and the benchmark's time is their mean times every step.
+#[allow(clippy::too_many_arguments)]
+pub fn run_ssdd(
+    m: &MachineProfile,
+    flavour: MmuFlavour,
+    variant: Variant,
+    params: &Params,
+    backing: PageSize,
+    guest_work_cycles: f64,
+    (pairs, steps_per_pair): (u64, u64),
+    (warmup, sample): (u64, u64),
+) -> Result<KernelSsdd> {
+    let guest = one_vcpu(m);
+    let vm = KernelVm::new(&guest, flavour, variant, params, backing)?;
+    let defenses = crate::defense::parse_list("kernexec")?;
+    let mut k = crate::kernel::Kernel::boot_with(
+        guest,
+        defenses,
+        params,
+        crate::oracle::OracleMode::default(),
+    );
+    k.run_in_vm(vm);
+    let mut ssdd = crate::workload::ssdd::Ssdd::start(&mut k, pairs)?;
+    ssdd.guest_work_cycles = guest_work_cycles;
+    ssdd.run(&mut k, warmup)?;
+    let vm = k.vm.as_ref().expect("runs in a VM");
+    let (counts0, mmu0) = (vm.counts.clone(), vm.mmu.stats.clone());
+    let per_step = ssdd.run(&mut k, sample)?;
+    if let Some(v) = k.violations.first() {
+        return Err(Error::new(format!(
+            "ssdd: security oracle violation: {}",
+            v.what
+        )));
+    }
+    let vm = k.vm.as_ref().expect("runs in a VM");
+    let mut counts = vm.counts.clone();
+    for (a, b) in counts.exits.iter_mut().zip(counts0.exits) {
+        *a -= b;
+    }
+    counts.cr0_writes -= counts0.cr0_writes;
+    counts.flushes -= counts0.flushes;
+    let mmu = super::ssdd::diff(&vm.mmu.stats, &mmu0);
+    let steps = (pairs * steps_per_pair) as f64;
+    Ok(KernelSsdd {
+        seconds: per_step.elapsed.secs() / sample as f64 * steps,
+        per_step,
+        counts,
+        mmu,
+    })
 }
 
 /// `--ept-page`: the host page size backing guest RAM.
@@ -88,7 +276,8 @@ mod tests {
         let defenses = crate::defense::parse_list("pti:freebsd,nopcid").unwrap();
         let mut k = Kernel::boot_with(m.clone(), defenses, &params, OracleMode::Every);
         if let Some(b) = backing {
-            k.run_in_vm(KernelVm::new(&m, MmuFlavour::Tdp, &params, b).unwrap());
+            let vm = KernelVm::new(&m, MmuFlavour::Tdp, Variant::Base, &params, b).unwrap();
+            k.run_in_vm(vm);
         }
         let mut lp = SyscallLoop::new("getppid", 2000).unwrap();
         lp.start(&mut k).unwrap();
@@ -124,11 +313,82 @@ mod tests {
     fn impossible_guests_are_one_line_errors() {
         let params = Params::linux();
         let sky = crate::machine::load("skylake-i7-6700k").unwrap();
-        let e = KernelVm::new(&sky, MmuFlavour::Shadow, &params, PageSize::Size2M);
+        let e = KernelVm::new(
+            &sky,
+            MmuFlavour::Shadow,
+            Variant::Base,
+            &params,
+            PageSize::Size2M,
+        );
         assert!(e.err().unwrap().to_string().contains("EPT/NPT only"));
         let no_virt = crate::machine::load("xeon-e5-2690v3-2s").unwrap();
-        let e = KernelVm::new(&no_virt, MmuFlavour::Tdp, &params, PageSize::Size2M);
+        let e = KernelVm::new(
+            &no_virt,
+            MmuFlavour::Tdp,
+            Variant::Base,
+            &params,
+            PageSize::Size2M,
+        );
         assert!(e.err().unwrap().to_string().contains("[virt]"));
         assert!(parse_backing("3m").is_err());
+    }
+}
+
+#[cfg(test)]
+mod ssdd_tests {
+    use super::*;
+    use crate::sim::Counter;
+
+    fn ssdd(mmu: MmuFlavour, variant: Variant) -> KernelSsdd {
+        let m = crate::machine::load("skylake-i7-6700k").unwrap();
+        let p = Params::linux();
+        run_ssdd(
+            &m,
+            mmu,
+            variant,
+            &p,
+            PageSize::Size2M,
+            0.0,
+            (10, 10000),
+            (20, 50),
+        )
+        .unwrap()
+    }
+
+    /// The seed's mechanism on the kernel model: KERNEXEC's toggles at each of the step's
+    /// two switches exit; without the patch each unloads the root, which the TDP MMU then
+    /// zaps (one vCPU, last reference) and rebuilds through EPT violations, while the legacy
+    /// MMU finds it again; with the patch the roots stay; a guest-owned WP does not exit.
+    #[test]
+    fn cr0_toggles_unload_and_rebuild_roots_as_kvm_does() {
+        let n = 50.0;
+        let per = |v: u64| v as f64 / n;
+        let tdp = ssdd(MmuFlavour::Tdp, Variant::Base);
+        let pairs = Params::linux().num("guest.wp_pairs_per_context_switch");
+        assert_eq!(per(tdp.counts.cr0_writes), 2.0 * 2.0 * pairs);
+        assert_eq!(per(tdp.counts.exits[0]), per(tdp.counts.cr0_writes));
+        assert_eq!(per(tdp.counts.exits[1]), 1.0, "the #DB");
+        assert_eq!(per(tdp.mmu.roots_built), per(tdp.counts.cr0_writes));
+        assert!(tdp.per_step.stats.counter(Counter::EptViolations) > 0);
+        let legacy = ssdd(MmuFlavour::Legacy, Variant::Base);
+        assert_eq!(legacy.mmu.roots_built, 0);
+        assert_eq!(legacy.per_step.stats.counter(Counter::EptViolations), 0);
+        assert!(tdp.seconds > legacy.seconds);
+        let patched = ssdd(MmuFlavour::Tdp, Variant::KeepRoots);
+        assert_eq!((patched.mmu.roots_freed, patched.counts.flushes), (0, 0));
+        assert!(patched.seconds < legacy.seconds);
+        let owned = ssdd(MmuFlavour::Tdp, Variant::GuestOwnedWp);
+        assert_eq!(owned.counts.exits[0], 0);
+        assert!(owned.seconds < patched.seconds);
+    }
+
+    #[test]
+    fn the_kernel_model_runs_ssdd_on_one_vcpu_only() {
+        let m = crate::machine::load("skylake-i7-6700k").unwrap();
+        let mut k = crate::kernel::Kernel::boot(m, vec![]);
+        let e = crate::workload::ssdd::Ssdd::start(&mut k, 10)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("one vCPU"), "{e}");
     }
 }

@@ -217,7 +217,7 @@ pub fn run_ssdd(m: &MachineProfile, cfg: &SsddConfig) -> Result<SsddResult> {
     })
 }
 
-fn diff(a: &MmuStats, b: &MmuStats) -> MmuStats {
+pub(crate) fn diff(a: &MmuStats, b: &MmuStats) -> MmuStats {
     MmuStats {
         resets: a.resets - b.resets,
         init_mmu: a.init_mmu - b.init_mmu,

@@ -9,6 +9,7 @@ pub mod kbuild_run;
 pub mod kernel_ops;
 pub mod program;
 pub mod run;
+pub mod ssdd;
 pub mod syscall_loop;
 
 pub use syscall_loop::SyscallLoop;

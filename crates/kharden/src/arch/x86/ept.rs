@@ -215,59 +215,17 @@ impl GpaCache {
     }
 }
 
-/// The EPT of a guest running the kernel model (`Kernel::run_in_vm`). Its RAM sits at
-/// host-physical 0, so its lines are cached where the bare-metal kernel's are; its EPT
-/// tables above RAM. KVM maps guest memory at its first touch (an EPT violation) with
-/// `backing` pages: 2 MiB where the host backs guest RAM with transparent huge pages (QEMU
-/// advises MADV_HUGEPAGE on guest RAM), 4 KiB without, 1 GiB from hugetlbfs.
-pub struct Ept {
-    pub tables: HostTables,
-    pub root: Pfn,
-    pub backing: PageSize,
-    /// EPT violations and table pages allocated for them that the hypervisor has not yet
-    /// been charged for (Kernel::touch charges and clears them).
-    pub unpaid_violations: u32,
-    pub unpaid_tables: u32,
+/// What a vCPU's MMU asks of the hypervisor when it walks in two dimensions: the EPT loaded
+/// now, and the handling of an EPT violation (the page mapped, before the access retries).
+pub trait SecondStage {
+    /// The loaded EPT: its tables, root and EPTP tag.
+    fn loaded(&self) -> (&HostTables, Pfn, Pcid);
+    /// An EPT violation at `gpa`: the hypervisor maps it in the loaded EPT.
+    fn fault_in(&mut self, gpa: u64);
 }
 
-/// Host-physical address of the EPT tables of a guest whose RAM starts at 0.
+/// Host-physical address of the EPT tables of a guest whose RAM starts at host-physical 0.
 pub const EPT_TABLES_HOST_BASE: u64 = 1 << 40;
-
-/// The EPTP tag of the kernel model's one VM.
-pub const GUEST_EPTP: Pcid = Pcid(1);
-
-impl Ept {
-    pub fn new(backing: PageSize) -> Ept {
-        let mut tables = HostTables::at(EPT_TABLES_HOST_BASE);
-        let root = tables.alloc();
-        Ept {
-            tables,
-            root,
-            backing,
-            unpaid_violations: 0,
-            unpaid_tables: 0,
-        }
-    }
-
-    /// KVM's handling of an EPT violation at `gpa`: the backing page around it mapped.
-    pub fn fault_in(&mut self, gpa: u64) {
-        let base = gpa & !(self.backing.bytes() - 1);
-        let tables = self.tables.map(
-            self.root,
-            base,
-            PhysAddr(base),
-            self.backing,
-            PteFlags::KERNEL_DATA,
-        );
-        self.unpaid_violations += 1;
-        self.unpaid_tables += tables;
-    }
-
-    pub fn canon(&self, c: &mut crate::sim::Canon) {
-        self.tables.mem.canon(c);
-        c.words([self.root.0, self.backing as u64]);
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 //! the hardware walker. Invalidation instructions follow Intel SDM vol. 3A 4.10.4.1 and the
 //! INVPCID reference (vol. 2A) exactly: what they must invalidate, and no more.
 
-use super::ept::{Ept, GpaCache, GUEST_EPTP};
+use super::ept::{GpaCache, SecondStage};
 use super::psc::{PagingStructureCache, PscEntry};
 use super::tlb::{TlbArray, TlbEntry};
 use super::TlbHolders;
@@ -59,7 +59,7 @@ pub struct WalkEnv<'a> {
     /// an MMU on its own).
     pub holders: Option<(&'a mut TlbHolders, usize)>,
     /// The VM's EPT when this MMU runs a guest (`Mmu::enter_guest`).
-    pub ept: Option<&'a mut Ept>,
+    pub ept: Option<&'a mut dyn SecondStage>,
 }
 
 pub struct Mmu {
@@ -67,6 +67,9 @@ pub struct Mmu {
     pcid: Pcid,
     pcide: bool,
     pge: bool,
+    /// CR0.WP: supervisor writes obey read-only pages (SDM 4.6.1). KERNEXEC clears it
+    /// around its writes to read-only kernel data.
+    wp: bool,
     l1i: Vec<TlbArray>,
     l1d: Vec<TlbArray>,
     /// Second-level arrays with what they serve.
@@ -132,6 +135,7 @@ impl Mmu {
             pcid: Pcid(0),
             pcide: false,
             pge: m.cpu.features.global_pages,
+            wp: true,
             l1i,
             l1d,
             l2,
@@ -188,6 +192,16 @@ impl Mmu {
         self.pcide = on;
     }
 
+    /// MOV to CR0 changing WP. Permission checks read CR0.WP when they are made, so no cached
+    /// translation needs dropping (SDM 4.10.4.1 lists no CR0.WP flush on Intel).
+    pub fn set_wp(&mut self, on: bool) {
+        self.wp = on;
+    }
+
+    pub fn wp(&self) -> bool {
+        self.wp
+    }
+
     /// Toggling CR4.PGE flushes everything, globals included (SDM 4.10.4.1).
     pub fn set_pge(&mut self, on: bool) {
         if on != self.pge {
@@ -197,18 +211,29 @@ impl Mmu {
         self.pge = on;
     }
 
-    /// MOV to CR3. Without PCIDE every write flushes all non-global entries (PCID 0); with
-    /// PCIDE, a write with bit 63 clear flushes the non-global entries of the new PCID, and
-    /// with bit 63 set flushes nothing. Returns whether anything was flushed.
     /// VMX non-root operation with EPT from now on (a VM entry with a fresh VPID): every
     /// cached translation dropped, guest-physical addresses translated through the EPT the
     /// walks are given (`WalkEnv::ept`).
     pub fn enter_guest(&mut self) {
         self.invalidate_tlbs(|_| true);
-        self.psc.invalidate_where(|_| true);
+        self.psc.invalidate_all();
         self.gpa_cache = Some(GpaCache::default());
     }
 
+    /// INVEPT single-context of the EPTP the vCPU runs on (KVM's flush when it loads a
+    /// root): every combined and guest-physical mapping and paging-structure entry, globals
+    /// included, since this vCPU uses one EPTP at a time.
+    pub fn invept(&mut self) {
+        self.invalidate_tlbs(|_| true);
+        self.psc.invalidate_all();
+        if let Some(g) = self.gpa_cache.as_mut() {
+            *g = GpaCache::default();
+        }
+    }
+
+    /// MOV to CR3. Without PCIDE every write flushes all non-global entries (PCID 0); with
+    /// PCIDE, a write with bit 63 clear flushes the non-global entries of the new PCID, and
+    /// with bit 63 set flushes nothing. Returns whether anything was flushed.
     pub fn write_cr3(&mut self, root: Pfn, pcid: Pcid, noflush: bool) -> bool {
         assert!(
             self.pcide || (pcid == Pcid(0) && !noflush),
@@ -321,6 +346,7 @@ impl Mmu {
             pcid,
             pcide,
             pge,
+            wp,
             l1i,
             l1d,
             l2,
@@ -332,7 +358,13 @@ impl Mmu {
             l1_changes: _,
             gpa_cache,
         } = self;
-        c.words([root.0, pcid.0 as u64, *pcide as u64, *pge as u64]);
+        c.words([
+            root.0,
+            pcid.0 as u64,
+            *pcide as u64,
+            *pge as u64,
+            *wp as u64,
+        ]);
         for a in l1i.iter().chain(l1d).chain(l2.iter().map(|(_, a, _)| a)) {
             a.canon(c);
         }
@@ -357,7 +389,7 @@ impl Mmu {
             } else {
                 Counter::DtlbL1Hit
             });
-            check(va, e.flags, access, user_mode)?;
+            check(va, e.flags, access, user_mode, self.wp)?;
             return Ok(Translated {
                 page: e.page,
                 size: e.size,
@@ -377,7 +409,7 @@ impl Mmu {
             stlb_cycles = f64::max(stlb_cycles, *hit);
             if let Some(e) = arr.lookup(va, pcid) {
                 env.stats.count(Counter::StlbHit);
-                check(va, e.flags, access, user_mode)?;
+                check(va, e.flags, access, user_mode, self.wp)?;
                 self.l1_changes[(access == Access::Exec) as usize] += 1;
                 let l1 = if access == Access::Exec {
                     &mut self.l1i
@@ -399,7 +431,7 @@ impl Mmu {
             holders.note_walk(*cpu, va, walked.as_ref().ok().map(|w| w.1));
         }
         let (leaf_page, size, flags, walk_cycles) = walked?;
-        check(va, flags, access, user_mode)?;
+        check(va, flags, access, user_mode, self.wp)?;
         let entry = TlbEntry {
             vpn: va.page_number(size),
             size,
@@ -553,9 +585,10 @@ impl Mmu {
         loop {
             let (caches, stats) = (&mut *env.caches, &mut *env.stats);
             let mut walked = false;
+            let (tables, root, tag) = ept.loaded();
             // EPT tables come from the memory of the node KVM's faulting thread ran on:
             // taken as local.
-            let leaf = cache.translate(&ept.tables, ept.root, GUEST_EPTP, gpa, &mut |pa| {
+            let leaf = cache.translate(tables, root, tag, gpa, &mut |pa| {
                 walked = true;
                 stats.count(Counter::EptWalkLoads);
                 let hit = caches.load(core, socket, pa, false);
@@ -599,9 +632,15 @@ fn insert_fractured(arrays: &mut [TlbArray], e: TlbEntry, va: VirtAddr) {
     }
 }
 
-fn check(va: VirtAddr, f: PteFlags, access: Access, user_mode: bool) -> Result<(), Fault> {
+fn check(
+    va: VirtAddr,
+    f: PteFlags,
+    access: Access,
+    user_mode: bool,
+    wp: bool,
+) -> Result<(), Fault> {
     let denied = (user_mode && !f.user)
-        || (access == Access::Write && !f.writable)
+        || (access == Access::Write && !f.writable && (user_mode || wp))
         || (access == Access::Exec && f.no_exec);
     if denied {
         Err(Fault::Protection(va))

@@ -356,27 +356,50 @@ proptest! {
 /// leaving the guest-physical mapping cache alone (SDM vol. 3C 29.4.1).
 #[test]
 fn guest_walks_in_two_dimensions_and_splinters_large_pages() {
-    use super::ept::Ept;
+    use super::ept::{HostTables, SecondStage};
+    /// A hypervisor that maps guest RAM at host-physical 0 with `backing` pages.
+    struct Ept {
+        tables: HostTables,
+        root: Pfn,
+        backing: PageSize,
+    }
+    impl SecondStage for Ept {
+        fn loaded(&self) -> (&HostTables, Pfn, Pcid) {
+            (&self.tables, self.root, Pcid(1))
+        }
+        fn fault_in(&mut self, gpa: u64) {
+            let base = gpa & !(self.backing.bytes() - 1);
+            let flags = PteFlags::KERNEL_DATA;
+            self.tables
+                .map(self.root, base, PhysAddr(base), self.backing, flags);
+        }
+    }
     for (backing, combined) in [
         (PageSize::Size4K, PageSize::Size4K),
         (PageSize::Size2M, PageSize::Size2M),
         (PageSize::Size1G, PageSize::Size2M),
     ] {
         let mut r = Rig::new();
-        let mut ept = Ept::new(backing);
+        let mut tables = HostTables::at(1 << 40);
+        let root = tables.alloc();
+        let mut ept = Ept {
+            tables,
+            root,
+            backing,
+        };
         r.mmu.enter_guest();
-        let root = r.mem.alloc_table(0);
+        let groot = r.mem.alloc_table(0);
         let big = 0x4000_0000;
         paging::map(
             &mut r.mem,
-            root,
+            groot,
             VirtAddr(KVA),
             PhysAddr(big),
             PageSize::Size2M,
             PteFlags::KERNEL_TEXT,
             0,
         );
-        r.mmu.write_cr3(root, Pcid(1), false);
+        r.mmu.write_cr3(groot, Pcid(1), false);
         let tr = |r: &mut Rig, ept: &mut Ept, va: u64| {
             let mut env = WalkEnv {
                 mem: &r.mem,
@@ -407,7 +430,7 @@ fn guest_walks_in_two_dimensions_and_splinters_large_pages() {
         assert_eq!(r.stats.counter(Counter::EptViolations), expected);
         // A guest CR3 write flushes combined mappings, not guest-physical ones: the walk
         // that follows needs no EPT walk.
-        r.mmu.write_cr3(root, Pcid(1), false);
+        r.mmu.write_cr3(groot, Pcid(1), false);
         let ept_walks = r.stats.counter(Counter::EptWalks);
         tr(&mut r, &mut ept, KVA + 0x5123);
         assert_eq!(r.stats.counter(Counter::EptWalks), ept_walks, "{backing:?}");

@@ -394,6 +394,21 @@ impl KvmMmu {
     }
 
     /// Counts a table page allocated by a fault.
+    /// The MMU's state for kernel/steady.rs: tables, roots and roles (not its stats).
+    pub fn canon(&self, c: &mut crate::sim::Canon) {
+        self.host.mem.canon(c);
+        c.debug(&(
+            &self.roots,
+            self.current,
+            &self.prev,
+            self.cpu_role,
+            self.root_role,
+            self.permissions_wp,
+            self.next_tag,
+            &self.detached,
+        ));
+    }
+
     pub fn count_tables(&mut self, n: u32) {
         self.stats.tables_allocated += n as u64;
     }

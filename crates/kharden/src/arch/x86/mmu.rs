@@ -85,7 +85,7 @@ pub struct Mmu {
     /// In VMX non-root mode with EPT: the guest-physical mapping cache. Every guest-physical
     /// address a walk uses (each paging entry's, the leaf's page) then goes through it or an
     /// EPT walk, and the TLBs hold combined mappings no larger than the EPT page.
-    gpa_cache: Option<GpaCache>,
+    gpa_cache: Option<Box<GpaCache>>,
 }
 
 /// Where an L1 TLB lookup of a 4 KiB page found its entry: the side (instruction or data),
@@ -217,7 +217,7 @@ impl Mmu {
     pub fn enter_guest(&mut self) {
         self.invalidate_tlbs(|_| true);
         self.psc.invalidate_all();
-        self.gpa_cache = Some(GpaCache::default());
+        self.gpa_cache = Some(Box::default());
     }
 
     /// INVEPT single-context of the EPTP the vCPU runs on (KVM's flush when it loads a
@@ -227,7 +227,7 @@ impl Mmu {
         self.invalidate_tlbs(|_| true);
         self.psc.invalidate_all();
         if let Some(g) = self.gpa_cache.as_mut() {
-            *g = GpaCache::default();
+            **g = GpaCache::default();
         }
     }
 
@@ -575,6 +575,8 @@ impl Mmu {
     /// or an EPT walk (its loads through the data caches, their cycles added to `cycles`);
     /// with the EPT page's size. An absent mapping is an EPT violation: the hypervisor maps
     /// the page (Ept::fault_in, charged by the kernel model) and the walk retries.
+    #[cold]
+    #[inline(never)]
     fn second_stage(&mut self, env: &mut WalkEnv, gpa: u64, cycles: &mut f64) -> (u64, PageSize) {
         let cache = self.gpa_cache.as_mut().expect("second_stage in a guest");
         let ept = env

@@ -1,11 +1,13 @@
 //! The kernel model as a KVM guest with EPT (`Kernel::run_in_vm`): its CPUs are vCPUs in
 //! VMX non-root operation, one per host CPU, and every TLB miss is a two-dimensional walk
-//! (arch/x86/ept.rs). What exits: the EPT violations of first touches, each charged as an
-//! exit, KVM's fault handling and an entry. What does not: MOV to CR3 (no CR3-load exiting
-//! under EPT), INVLPG and INVPCID (KVM passes both through under EPT), syscalls and the
-//! guest's own page faults. Not modelled yet, so refused for workloads that need them:
-//! exits on the guest's IPIs (an x2APIC ICR write) and timer (TSC deadline writes), and
-//! the guest's CR0 toggles (the ssdd workload's path model has those).
+//! (arch/x86/ept.rs) through the EPT of KVM's MMU (virt/kvm_mmu, the path model's). What
+//! exits: the EPT violations of first touches (an exit, KVM's fault handling and an entry),
+//! the CR0 writes the VMCS mask intercepts (KERNEXEC's toggles; KVM's MMU work per variant,
+//! then the root load and INVEPT at entry) and the #DB of a single step. What does not: MOV
+//! to CR3 (no CR3-load exiting under EPT), INVLPG and INVPCID (passed through), syscalls
+//! and the guest's own page faults. Not modelled, so refused for the workloads that need
+//! them: exits on the guest's IPIs (an x2APIC ICR write) and timer (TSC-deadline writes),
+//! shadow paging, and more than one vCPU writing CR0 (one `KvmMmu` stands for the vCPU).
 
 use super::kvm_mmu::{KvmMmu, MmuStats, Variant};
 use super::params::KvmCosts;

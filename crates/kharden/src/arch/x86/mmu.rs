@@ -215,9 +215,8 @@ impl Mmu {
     /// cached translation dropped, guest-physical addresses translated through the EPT the
     /// walks are given (`WalkEnv::ept`).
     pub fn enter_guest(&mut self) {
-        self.invalidate_tlbs(|_| true);
-        self.psc.invalidate_all();
         self.gpa_cache = Some(Box::default());
+        self.invept();
     }
 
     /// INVEPT single-context of the EPTP the vCPU runs on (KVM's flush when it loads a
@@ -574,7 +573,7 @@ impl Mmu {
     /// A guest-physical address to host-physical, through the guest-physical mapping cache
     /// or an EPT walk (its loads through the data caches, their cycles added to `cycles`);
     /// with the EPT page's size. An absent mapping is an EPT violation: the hypervisor maps
-    /// the page (Ept::fault_in, charged by the kernel model) and the walk retries.
+    /// the page (SecondStage::fault_in) and the walk retries.
     #[cold]
     #[inline(never)]
     fn second_stage(&mut self, env: &mut WalkEnv, gpa: u64, cycles: &mut f64) -> (u64, PageSize) {

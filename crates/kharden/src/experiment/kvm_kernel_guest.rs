@@ -64,7 +64,8 @@ pub fn table(e: &Experiment, m: &MachineProfile, params: &Params) -> Result<(Tab
     let unload = (20_000.0 * (base.published - patch.published - g0) / (g1 - g0)).max(0.0);
     let p1 = with(&p0, UNLOAD, unload, &base.label)?;
     let t0 = simulate(m, &p1, "legacy", "keep-roots")?;
-    let steps = (GuestParams::from(&p1).pairs * GuestParams::from(&p1).steps_per_pair) as f64;
+    let g = GuestParams::from(&p1);
+    let steps = (g.pairs * g.steps_per_pair) as f64;
     let work = ((patch.published - t0.seconds) * m.cpu.frequency_ghz * 1e9 / steps).max(0.0);
     let p2 = with(&p1, WORK, work, &patch.label)?;
     let mut t = Table::new(

@@ -11,7 +11,7 @@
 
 use super::kvm_mmu::{KvmMmu, MmuStats, Variant};
 use super::params::KvmCosts;
-use super::vmx::{Cr0Controls, ExitReason, VirtFlavour, VirtHardware, CR0_PG, CR0_WP};
+use super::vmx::{Cr0Controls, ExitReason, VirtHardware, CR0_PG, CR0_WP};
 use super::MmuFlavour;
 use crate::arch::x86::ept::{HostTables, SecondStage, EPT_TABLES_HOST_BASE};
 use crate::arch::x86::{PageSize, Pcid, Pfn, PhysAddr, PteFlags};
@@ -69,8 +69,7 @@ impl KernelVm {
         }
         let hw = super::ssdd::check_support(m, flavour)?;
         let cr0 = CR0_PG | CR0_WP;
-        // "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no mask).
-        let guest_owns_wp = variant == Variant::GuestOwnedWp && hw.flavour == VirtFlavour::Vmx;
+        let ctl = Cr0Controls::new(cr0, variant.guest_owns_wp(flavour, hw.flavour));
         let mut mmu = KvmMmu::new(flavour, variant, 0, cr0);
         mmu.host = HostTables::at(EPT_TABLES_HOST_BASE);
         let mut vm = KernelVm {
@@ -79,14 +78,7 @@ impl KernelVm {
             costs: KvmCosts::from(params),
             backing,
             cr0,
-            ctl: Cr0Controls {
-                guest_host_mask: if guest_owns_wp {
-                    CR0_PG
-                } else {
-                    CR0_PG | CR0_WP
-                },
-                read_shadow: cr0,
-            },
+            ctl,
             counts: VmCounts::default(),
             unpaid: 0.0,
         };
@@ -95,14 +87,9 @@ impl KernelVm {
         Ok(vm)
     }
 
-    /// KVM's MMU counters.
-    pub fn mmu_stats(&self) -> &MmuStats {
-        &self.mmu.stats
-    }
-
     fn exit(&mut self, reason: ExitReason) -> f64 {
         self.counts.exits[reason as usize] += 1;
-        self.hw.vmexit_cycles + self.hw.vmentry_cycles + self.costs.exit_software_cycles
+        self.costs.exit_cycles(&self.hw)
     }
 
     /// A #DB the guest takes (single-stepping): KVM intercepts every #DB since

@@ -253,6 +253,11 @@ pub struct KvmCosts {
 }
 
 impl KvmCosts {
+    /// One exit and its entry on `hw`, with KVM's exit/entry software around them.
+    pub fn exit_cycles(&self, hw: &super::vmx::VirtHardware) -> f64 {
+        hw.vmexit_cycles + hw.vmentry_cycles + self.exit_software_cycles
+    }
+
     /// The `kvm.*` parameters of a run.
     pub fn from(p: &Params) -> KvmCosts {
         let c = |name: &str| p.num(&format!("kvm.{name}"));

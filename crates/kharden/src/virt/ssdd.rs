@@ -260,18 +260,7 @@ impl<'a> Vcpu<'a> {
         pairs: u64,
     ) -> Vcpu<'a> {
         let cr0 = CR0_PG | CR0_WP;
-        // "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no CR0 mask).
-        let guest_owns_wp = cfg.variant == Variant::GuestOwnedWp
-            && cfg.flavour.direct()
-            && hw.flavour == VirtFlavour::Vmx;
-        let ctl = Cr0Controls {
-            guest_host_mask: if guest_owns_wp {
-                CR0_PG
-            } else {
-                CR0_PG | CR0_WP
-            },
-            read_shadow: cr0,
-        };
+        let ctl = Cr0Controls::new(cr0, cfg.variant.guest_owns_wp(cfg.flavour, hw.flavour));
         let others = (cfg.vcpus - 1) as u32;
         Vcpu {
             hw,
@@ -342,8 +331,7 @@ impl<'a> Vcpu<'a> {
 
     pub(super) fn exit(&mut self, reason: ExitReason) {
         self.counts.exits[reason as usize] += 1;
-        self.acct.exit_entry +=
-            self.hw.vmexit_cycles + self.hw.vmentry_cycles + self.cfg.costs.exit_software_cycles;
+        self.acct.exit_entry += self.cfg.costs.exit_cycles(&self.hw);
     }
 
     /// vcpu_enter_guest's kvm_mmu_reload: load a root if none is loaded and flush its tag.

@@ -78,6 +78,19 @@ pub struct Cr0Controls {
 }
 
 impl Cr0Controls {
+    /// What KVM sets for a vCPU whose CR0 is `cr0`: the host owns PG and WP, or PG only
+    /// when the guest owns WP (`Variant::guest_owns_wp`); the read shadow is `cr0`.
+    pub fn new(cr0: u64, guest_owns_wp: bool) -> Cr0Controls {
+        Cr0Controls {
+            guest_host_mask: if guest_owns_wp {
+                CR0_PG
+            } else {
+                CR0_PG | CR0_WP
+            },
+            read_shadow: cr0,
+        }
+    }
+
     /// SDM 25.1.3: MOV to CR0 exits if, for any bit set in the mask, the new value differs
     /// from the read shadow. SVM has no per-bit mask: KVM's selective CR0 write intercept
     /// exits on every write the guest makes here (each changes WP).

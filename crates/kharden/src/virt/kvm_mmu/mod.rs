@@ -68,6 +68,12 @@ pub enum Variant {
 }
 
 impl Variant {
+    /// "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no per-bit
+    /// CR0 mask, shadow paging must intercept WP).
+    pub fn guest_owns_wp(self, flavour: MmuFlavour, hw: super::vmx::VirtFlavour) -> bool {
+        self == Variant::GuestOwnedWp && flavour.direct() && hw == super::vmx::VirtFlavour::Vmx
+    }
+
     pub const ALL: [Variant; 4] = [
         Variant::Base,
         Variant::KeepRoots,

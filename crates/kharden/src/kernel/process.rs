@@ -234,6 +234,11 @@ impl Kernel {
             k.refcount_ops(cpu, k.params.fork_refcount_ops);
             let child = k.spawn_on(cpu, name, Some(parent));
             k.fork_stores(cpu, child);
+            // dup_mmap() ends with flush_tlb_mm(oldmm), whatever it copied: the parent's
+            // private writable PTEs are now read-only (COW), so its TLBs must drop them.
+            // The write protection itself and the COW faults after it are not modelled.
+            let mm = k.tasks[parent].mm;
+            k.flush_tlb_mm_range(cpu, mm, VirtAddr(0), super::tlbflush::FLUSH_ALL);
             k.tasks[child].last_cpu = Some(cpu);
             k.with_defenses(|d, k| d.on_task_forked(k, cpu, parent, child));
             Ok(child)
@@ -350,7 +355,9 @@ pub(crate) enum Work {
 
 #[cfg(test)]
 mod tests {
+    use crate::arch::x86::Access;
     use crate::kernel::Kernel;
+    use crate::sim::Counter;
     use crate::{defense, machine};
 
     #[test]
@@ -376,5 +383,39 @@ mod tests {
         k.switch_to(0, s);
         k.exit(0, s).unwrap();
         assert!(k.mms[mm].anon.is_empty(), "the last thread out frees it");
+    }
+
+    /// dup_mmap()'s flush_tlb_mm(oldmm): the forking CPU drops the parent's user
+    /// translations at once, and every other CPU running the parent's mm is sent the flush.
+    #[test]
+    fn fork_flushes_the_parents_tlbs_wherever_its_mm_runs() {
+        let mut k = Kernel::boot(
+            machine::load("ivybridge-i5-3550").unwrap(),
+            defense::parse_list("none").unwrap(),
+        );
+        let t = k.spawn("parent", None);
+        let s = k.spawn_thread(1, t, "sibling");
+        k.switch_to(1, s);
+        k.enter_user(1);
+        k.switch_to(0, t);
+        k.enter_user(0);
+        k.anon_fault(0).unwrap();
+        let heap = k.mms[k.tasks[t].mm].heap;
+        k.user_work(0, 0.0, &[(heap, Access::Write)]).unwrap();
+        let holds_heap = |k: &Kernel| k.cpus[0].mmu.tlb_entries().any(|e| e.va() == heap);
+        assert!(holds_heap(&k), "the parent's write filled the TLB");
+        let flushes = k.cpus[0].stats.counter(Counter::NrTlbLocalFlushAll);
+        let ipis = k.cpus[0].stats.counter(Counter::IpisSent);
+        k.fork(0, t, "child").unwrap();
+        assert!(!holds_heap(&k), "the parent's heap translation is gone");
+        assert_eq!(
+            k.cpus[0].stats.counter(Counter::NrTlbLocalFlushAll),
+            flushes + 1
+        );
+        assert_eq!(
+            k.cpus[0].stats.counter(Counter::IpisSent),
+            ipis + 1,
+            "the sibling's CPU is sent the flush"
+        );
     }
 }

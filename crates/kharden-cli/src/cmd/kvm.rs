@@ -3,11 +3,11 @@
 
 use kharden::params::{Overrides, Params};
 use kharden::virt::params::{GuestParams, KvmCosts};
-use kharden::virt::{self, MmuFlavour, SsddConfig, Variant};
+use kharden::virt::{self, MmuFlavour, SsddOptions, SsddOutcome, SsddWords, Variant};
 use kharden::{machine, Error, Result};
 
 pub fn check(variant: &str, machines: &[String], overrides: &Overrides) -> Result<()> {
-    let variant = Variant::parse(variant)?;
+    let variant = Variant::parse(variant).map_err(|e| Error::at("kvm-cr0wp variant", e))?;
     let names = if machines.is_empty() {
         vec!["skylake-i7-6700k".to_string()]
     } else {
@@ -54,49 +54,49 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
             ))
         }
     }
-    let (mmu, variant, vcpus) = (&args.mmu, &args.kvm_variant, args.vcpus);
+    let words = SsddWords {
+        mmu: &args.mmu,
+        kvm_variant: &args.kvm_variant,
+        guest_model: &args.guest_model,
+        vcpus: args.vcpus,
+        ept_page: args.ept_page.as_deref(),
+    };
+    let opts = SsddOptions::parse(&words, |o| format!("--{}", o.replace('_', "-")))?;
     let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
-    match args.guest_model.as_str() {
-        "path" => {}
-        "kernel" => return run_kernel_ssdd(args, &m, &params),
-        other => {
-            return Err(Error::new(format!(
-                "--guest-model: expected path or kernel, got \"{other}\""
-            )))
+    let guest = GuestParams::from(&params);
+    let (mmu, variant) = (&args.mmu, &args.kvm_variant);
+    match opts.run(&m, &params)? {
+        SsddOutcome::Path(r) => {
+            println!(
+                "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0}, kvm.unload_cycles={:.0}: `reproduce kvm-cr0wp` fits both and prints them; pass them with --set)",
+                mmu, variant, opts.vcpus, m.name, r.seconds, guest.guest_work_cycles_per_step, KvmCosts::from(&params).unload_cycles
+            );
+            let n = r.measured_steps as f64;
+            print_per_step(&r.counts.exits, n, r.counts.cr0_writes, &r.mmu);
+            print_counts(
+                n,
+                &[
+                    (r.counts.ept_violations, "EPT violations"),
+                    (r.counts.shadow_pf, "shadow #PF exits"),
+                    (r.counts.pt_write_faults, "guest page-table writes emulated"),
+                    (
+                        r.counts.sw_walks,
+                        "guest page-table walks by KVM in software",
+                    ),
+                    (r.counts.walks, "TLB-miss walks"),
+                    (r.counts.flushes, "INVEPT/INVVPID"),
+                ],
+            );
+            for (name, c) in r.per_step.named() {
+                println!(
+                    "{:>12.3}  us per step {name}",
+                    c / m.cpu.frequency_ghz / 1e3
+                );
+            }
         }
-    }
-    let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
-    cfg.vcpus = vcpus;
-    cfg.guest = GuestParams::from(&params);
-    cfg.costs = KvmCosts::from(&params);
-    let r = virt::run_ssdd(&m, &cfg)?;
-    println!(
-        "ssdd (10 pairs x 10000 steps) in a KERNEXEC guest, {} MMU, {}, {} vCPU(s) on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0}, kvm.unload_cycles={:.0}: `reproduce kvm-cr0wp` fits both and prints them; pass them with --set)",
-        mmu, variant, vcpus, m.name, r.seconds, cfg.guest.guest_work_cycles_per_step, cfg.costs.unload_cycles
-    );
-    let n = r.measured_steps as f64;
-    print_per_step(&r.counts.exits, n, r.counts.cr0_writes, &r.mmu);
-    print_counts(
-        n,
-        &[
-            (r.counts.ept_violations, "EPT violations"),
-            (r.counts.shadow_pf, "shadow #PF exits"),
-            (r.counts.pt_write_faults, "guest page-table writes emulated"),
-            (
-                r.counts.sw_walks,
-                "guest page-table walks by KVM in software",
-            ),
-            (r.counts.walks, "TLB-miss walks"),
-            (r.counts.flushes, "INVEPT/INVVPID"),
-        ],
-    );
-    for (name, c) in r.per_step.named() {
-        println!(
-            "{:>12.3}  us per step {name}",
-            c / m.cpu.frequency_ghz / 1e3
-        );
+        SsddOutcome::Kernel(r) => print_kernel_ssdd(args, &m, &guest, &r),
     }
     Ok(())
 }
@@ -104,33 +104,15 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
 /// `run --workload ssdd --guest-model kernel`: the kernel model itself as the guest, with
 /// KERNEXEC, on one vCPU (virt/kernel_guest.rs). Its guest work per step is
 /// `--set guest.guest_work_cycles_per_step`, as for the path model.
-fn run_kernel_ssdd(
+fn print_kernel_ssdd(
     args: &super::run::Args,
     m: &machine::MachineProfile,
-    params: &Params,
-) -> Result<()> {
-    if args.vcpus != 1 {
-        return Err(Error::new(
-            "--vcpus: the kernel-model guest runs ssdd on one vCPU",
-        ));
-    }
-    let flavour = MmuFlavour::parse(&args.mmu)?;
-    let variant = Variant::parse(&args.kvm_variant)?;
-    let backing = virt::kernel_guest::parse_backing(&args.ept_page)?;
-    let guest = GuestParams::from(params);
-    let r = virt::kernel_guest::run_ssdd(
-        m,
-        flavour,
-        variant,
-        params,
-        backing,
-        guest.guest_work_cycles_per_step,
-        (guest.pairs, guest.steps_per_pair),
-        (200, 1000),
-    )?;
+    guest: &GuestParams,
+    r: &virt::kernel_guest::KernelSsdd,
+) {
     println!(
         "ssdd ({} pairs x {} steps) on the kernel model with KERNEXEC, one vCPU, {} MMU, {}, {} EPT pages, on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0})",
-        guest.pairs, guest.steps_per_pair, args.mmu, args.kvm_variant, args.ept_page, m.name, r.seconds,
+        guest.pairs, guest.steps_per_pair, args.mmu, args.kvm_variant, args.ept_page.as_deref().unwrap_or("2m"), m.name, r.seconds,
         guest.guest_work_cycles_per_step
     );
     let n = r.per_step.steps as f64;
@@ -155,7 +137,6 @@ fn run_kernel_ssdd(
             println!("{:>12.3}  us per step {}", t * 1e6 / n, c.name());
         }
     }
-    Ok(())
 }
 
 /// Exits by reason, CR0 writes and what KVM's MMU did, each per ssdd step of `n`.

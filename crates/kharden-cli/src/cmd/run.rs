@@ -13,8 +13,9 @@ pub struct Args {
     /// Machine name from `kharden machines`, or a path to a profile TOML.
     #[arg(long)]
     pub(crate) machine: String,
-    /// Workload: syscall-loop (FreeBSD syscall_timing style) or kbuild (make -jN of compile
-    /// jobs from the recorded profile).
+    /// Workload: syscall-loop (FreeBSD syscall_timing style), kbuild (make -jN of compile
+    /// jobs from the recorded profile), kernel-op (seed 002's timed kernel operations) or
+    /// ssdd (rt-tests' ssdd in a KVM guest, with --virt kvm).
     #[arg(long)]
     workload: String,
     /// Comma-separated defenses, e.g. "pti:linux", "pti:freebsd,nopcid", "none".
@@ -63,10 +64,10 @@ pub struct Args {
     /// ssdd, syscall-loop: the hypervisor the guest runs under (kvm).
     #[arg(long)]
     pub(crate) virt: Option<String>,
-    /// syscall-loop under --virt kvm: the host page size backing guest RAM, the EPT's leaf
-    /// size (4k, 2m: transparent huge pages, 1g: hugetlbfs).
-    #[arg(long, default_value = "2m")]
-    pub(crate) ept_page: String,
+    /// syscall-loop under --virt kvm, ssdd's kernel-model guest: the host page size backing
+    /// guest RAM, the EPT's leaf size (4k, 2m: transparent huge pages, 1g: hugetlbfs) [default: 2m]
+    #[arg(long)]
+    pub(crate) ept_page: Option<String>,
     /// ssdd: KVM's MMU: legacy, tdp or shadow (syscall-loop: tdp or legacy).
     #[arg(long, default_value = "tdp")]
     pub(crate) mmu: String,
@@ -165,7 +166,8 @@ pub fn run(args: Args) -> Result<()> {
     let guest = match &k.vm {
         Some(_) => format!(
             " in a KVM guest ({} MMU, {} EPT pages)",
-            args.mmu, args.ept_page
+            args.mmu,
+            args.ept_page.as_deref().unwrap_or("2m")
         ),
         None => String::new(),
     };
@@ -202,9 +204,13 @@ fn guest_vm(
     match args.virt.as_deref() {
         None => Ok(None),
         Some("kvm") => {
-            let flavour = kharden::virt::MmuFlavour::parse(&args.mmu)?;
-            let variant = kharden::virt::Variant::parse(&args.kvm_variant)?;
-            let backing = kharden::virt::kernel_guest::parse_backing(&args.ept_page)?;
+            let flavour =
+                kharden::virt::MmuFlavour::parse(&args.mmu).map_err(|e| Error::at("--mmu", e))?;
+            let variant = kharden::virt::Variant::parse(&args.kvm_variant)
+                .map_err(|e| Error::at("--kvm-variant", e))?;
+            let page = args.ept_page.as_deref().unwrap_or("2m");
+            let backing = kharden::virt::kernel_guest::parse_backing(page)
+                .map_err(|e| Error::at("--ept-page", e))?;
             kharden::virt::KernelVm::new(m, flavour, variant, params, backing).map(Some)
         }
         Some(other) => Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
@@ -368,14 +374,7 @@ fn run_kernel_op(
     use kharden::workload::kernel_ops::{self, Caches, Op};
     let op = Op::parse(&args.op).map_err(|e| Error::new(format!("--op: {e}")))?;
     let caches = Caches::parse(&args.caches).map_err(|e| Error::new(format!("--caches: {e}")))?;
-    if args.node >= m.numa_nodes() {
-        return Err(Error::new(format!(
-            "--node: {} has nodes 0 to {}, got {}",
-            m.name,
-            m.numa_nodes() - 1,
-            args.node
-        )));
-    }
+    kernel_ops::check_node(m, args.node).map_err(|e| Error::at("--node", e))?;
     let mut k = Kernel::boot_with(
         m.clone(),
         super::defenses::parse(&args.defense, m)?,

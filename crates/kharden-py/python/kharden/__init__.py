@@ -106,7 +106,8 @@ def _rows_frame(rows):
 def run(machine, workload, defense="none", cpus=None, set=None, **options):
     """One simulation, as a one-row DataFrame with the columns of a sweep's row.
     `options` are the workload's (syscall, iterations, loops for syscall-loop; jobs,
-    jobs_per_cpu, warmup_ms, window_ms, window_cpu_ms, seed, samples for kbuild)."""
+    jobs_per_cpu, warmup_ms, window_ms, window_cpu_ms, seed, samples for kbuild; op,
+    caches, node for kernel-op; mmu, kvm_variant, guest_model, vcpus, ept_page for ssdd)."""
     point = {
         "machine": machine,
         "defense": defense,

@@ -92,8 +92,10 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         .map(|r| (&r.label, &r.mmu, &r.variant))
         .chain(e.prediction.iter().map(|p| (&p.label, &p.mmu, &p.variant)))
     {
-        MmuFlavour::parse(mmu).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
-        Variant::parse(variant).map_err(|err| Error::at(place, format!("\"{label}\": {err}")))?;
+        MmuFlavour::parse(mmu)
+            .map_err(|err| Error::at(place, format!("\"{label}\": mmu: {err}")))?;
+        Variant::parse(variant)
+            .map_err(|err| Error::at(place, format!("\"{label}\": variant: {err}")))?;
     }
     for p in &e.prediction {
         prediction_params(place, p, &Params::linux())?;

@@ -63,7 +63,7 @@ impl KernelVm {
     ) -> Result<KernelVm> {
         if !flavour.direct() {
             return Err(Error::new(format!(
-                "--mmu {}: the kernel model runs in a guest with EPT/NPT only (tdp or legacy); shadow paging is modelled for the ssdd workload",
+                "{} MMU: the kernel model runs in a guest with EPT/NPT only (tdp or legacy); shadow paging is the ssdd path model's",
                 flavour.name()
             )));
         }
@@ -236,14 +236,14 @@ pub fn run_ssdd(
     })
 }
 
-/// `--ept-page`: the host page size backing guest RAM.
+/// The host page size backing guest RAM, by name (`--ept-page`, a sweep's `ept_page`).
 pub fn parse_backing(s: &str) -> Result<PageSize> {
     match s {
         "4k" => Ok(PageSize::Size4K),
         "2m" => Ok(PageSize::Size2M),
         "1g" => Ok(PageSize::Size1G),
         other => Err(Error::new(format!(
-            "--ept-page: expected 4k, 2m or 1g, got \"{other}\""
+            "expected 4k, 2m or 1g, got \"{other}\""
         ))),
     }
 }

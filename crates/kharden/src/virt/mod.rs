@@ -20,11 +20,13 @@ pub mod params;
 mod pgd_tests;
 pub mod placement;
 pub mod ssdd;
+pub mod ssdd_options;
 pub mod vmx;
 
 pub use kernel_guest::KernelVm;
 pub use kvm_mmu::{MmuFlavour, Variant};
 pub use ssdd::{run_ssdd, SsddConfig, SsddResult};
+pub use ssdd_options::{GuestModel, SsddOptions, SsddOutcome, SsddWords};
 pub use vmx::VirtHardware;
 
 /// A guest-physical address (what the guest's page tables hold, what EPT translates).

@@ -100,6 +100,18 @@ impl Caches {
     }
 }
 
+/// Checks that `m` has NUMA node `node` for the benchmark to run on.
+pub fn check_node(m: &crate::machine::MachineProfile, node: u32) -> Result<()> {
+    if node < m.numa_nodes() {
+        return Ok(());
+    }
+    Err(Error::new(format!(
+        "{} has nodes 0 to {}, got {node}",
+        m.name,
+        m.numa_nodes() - 1
+    )))
+}
+
 /// What a timed operation took and did.
 #[derive(Debug, Clone)]
 pub struct OpResult {

@@ -30,6 +30,10 @@ pub const NAMES: &[(&str, &str)] = &[
         "make -jN of kernel compile jobs from the recorded profile (--jobs N)",
     ),
     (
+        "ssdd",
+        "rt-tests' ssdd in a KVM guest whose kernel toggles CR0.WP (--virt kvm --mmu M --kvm-variant V --guest-model path|kernel)",
+    ),
+    (
         "kernel-op",
         "one of seed 002's kernel operations, timed (--op fork-1|fork-1024|mmap-munmap|mmap-lock|open-close|kill|mount --caches hot|cold --node N)",
     ),

@@ -8,6 +8,8 @@ use crate::error::{Error, Result};
 use crate::experiment::sweep::scaled;
 use crate::machine::{self, MachineProfile};
 use crate::params::{machine_params, Params, Provenance};
+use crate::virt::{SsddOptions, SsddWords};
+use crate::workload::kernel_ops::{self, Caches, Op};
 use crate::workload::{self, bounds, kbuild_profile::JobProfile};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -66,6 +68,12 @@ pub enum Resolved {
         seed: u64,
         samples: u32,
     },
+    KernelOp {
+        op: Op,
+        caches: Caches,
+        node: u32,
+    },
+    Ssdd(SsddOptions),
 }
 
 /// The file's points: the grid's product (machine, cpus, defense, workload, then each
@@ -266,6 +274,12 @@ pub fn prepare(
     defense::parse_list_with(dname, Some(&m), extensions).map_err(|e| err(dspan, e))?;
     let (w, wspan) = &point.workload;
     let resolved = resolve_workload(w, &m).map_err(|e| err(wspan, e))?;
+    if matches!(resolved, Resolved::Ssdd(_)) && !["none", "kernexec"].contains(&dname.as_str()) {
+        return Err(err(
+            dspan,
+            Error::new(format!("defense: '{dname}': an ssdd point's guest runs KERNEXEC whatever the defense; leave defense out or write \"kernexec\"")),
+        ));
+    }
     Ok(Prepared {
         point: point.clone(),
         machine: m,
@@ -305,7 +319,31 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
                 loops,
             })
         }
-        _ => {
+        "kernel-op" => {
+            given(&["op", "caches", "node"])?;
+            let at =
+                |option: &str, e: Error| Error::at(format!("workload: kernel-op: {option}"), e);
+            let op = Op::parse(w.op.as_deref().unwrap_or("fork-1")).map_err(|e| at("op", e))?;
+            let caches =
+                Caches::parse(w.caches.as_deref().unwrap_or("hot")).map_err(|e| at("caches", e))?;
+            let node = w.node.unwrap_or(0);
+            kernel_ops::check_node(m, node).map_err(|e| at("node", e))?;
+            Ok(Resolved::KernelOp { op, caches, node })
+        }
+        "ssdd" => {
+            given(&["mmu", "kvm_variant", "guest_model", "vcpus", "ept_page"])?;
+            let words = SsddWords {
+                mmu: w.mmu.as_deref().unwrap_or("tdp"),
+                kvm_variant: w.kvm_variant.as_deref().unwrap_or("base"),
+                guest_model: w.guest_model.as_deref().unwrap_or("path"),
+                vcpus: w.vcpus.unwrap_or(1),
+                ept_page: w.ept_page.as_deref(),
+            };
+            let opts = SsddOptions::parse(&words, |o| format!("workload: ssdd: {o}"))?;
+            crate::virt::ssdd::check_support(m, opts.flavour)?;
+            Ok(Resolved::Ssdd(opts))
+        }
+        "kbuild" => {
             given(&[
                 "jobs",
                 "jobs_per_cpu",
@@ -363,5 +401,8 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
                 samples,
             })
         }
+        other => Err(Error::new(format!(
+            "workload: {other}: not runnable in a sweep"
+        ))),
     }
 }

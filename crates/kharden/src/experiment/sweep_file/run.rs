@@ -8,8 +8,11 @@ use crate::defense::{self, Extension};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, OracleMode};
 use crate::sim::Stats;
+use crate::virt::vmx::ExitReason;
+use crate::virt::SsddOutcome;
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::kbuild_run::{simulate_with, Sampling};
+use crate::workload::kernel_ops;
 use crate::workload::SyscallLoop;
 
 /// The point's row: its inputs, then its outputs or its one-line error.
@@ -135,9 +138,83 @@ fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>
             }
             w.tasks.clone()
         }
+        Resolved::KernelOp { op, caches, node } => {
+            let mut k = Kernel::boot_with(
+                m.clone(),
+                defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?,
+                &p.params,
+                OracleMode::default(),
+            );
+            let r = kernel_ops::run(&mut k, *op, *caches, *node, false)?;
+            violations(&k)?;
+            put("seconds", r.elapsed.secs());
+            put(
+                "ns_per_iteration",
+                r.elapsed.secs() * 1e9 / op.iterations() as f64,
+            );
+            put("repeated_iterations", r.repeated as f64);
+            r.stats
+        }
+        Resolved::Ssdd(opts) => {
+            let r = opts.run(m, &p.params)?;
+            ssdd_cells(&r, m.cpu.frequency_ghz, &mut put);
+            match r {
+                SsddOutcome::Kernel(r) => r.per_step.stats,
+                // The path model's guest is no kernel model: it has no kernel stats.
+                SsddOutcome::Path(_) => return Ok(out),
+            }
+        }
     };
     out.extend(stats_cells(&stats)?);
     Ok(out)
+}
+
+/// An ssdd run's time and, per measured step, its exits by reason, CR0 writes, what KVM's
+/// MMU did and (path model) its events and the microseconds of each part of a step.
+fn ssdd_cells(r: &SsddOutcome, ghz: f64, put: &mut impl FnMut(&str, f64)) {
+    put("seconds", r.seconds());
+    let n = r.measured_steps() as f64;
+    put("measured_steps", n);
+    for (reason, exits) in ExitReason::ALL.iter().zip(r.exits()) {
+        put(
+            &format!("exits_per_step.{}", reason.name()),
+            exits as f64 / n,
+        );
+    }
+    put("cr0_writes_per_step", r.cr0_writes() as f64 / n);
+    for (name, v) in r.mmu().named() {
+        put(&format!("kvm_mmu_per_step.{name}"), v as f64 / n);
+    }
+    match r {
+        SsddOutcome::Path(r) => {
+            let c = &r.counts;
+            for (name, v) in [
+                ("ept_violations", c.ept_violations),
+                ("shadow_pf", c.shadow_pf),
+                ("pt_write_faults", c.pt_write_faults),
+                ("sw_walks", c.sw_walks),
+                ("walks", c.walks),
+                ("flushes", c.flushes),
+            ] {
+                put(&format!("{name}_per_step"), v as f64 / n);
+            }
+            for (name, cycles) in r.per_step.named() {
+                put(&format!("us_per_step.{}", column(name)), cycles / ghz / 1e3);
+            }
+        }
+        SsddOutcome::Kernel(r) => put("flushes_per_step", r.counts.flushes as f64 / n),
+    }
+}
+
+/// A column name from a label: lower case, every run of other characters one underscore
+/// ("CR0 handling+MMU" -> "cr0_handling_mmu").
+fn column(label: &str) -> String {
+    let words: Vec<String> = label
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+        .collect();
+    words.join("_")
 }
 
 fn violations(k: &Kernel) -> Result<()> {

@@ -82,6 +82,24 @@ pub struct WorkloadSpec {
     pub seed: Option<u64>,
     /// kbuild: independent windows pooled (default 1).
     pub samples: Option<u32>,
+    /// kernel-op: the operation (fork-1, fork-1024, mmap-munmap, mmap-lock, open-close,
+    /// kill, mount; default fork-1).
+    pub op: Option<String>,
+    /// kernel-op: hot, cold or cold-each (default hot).
+    pub caches: Option<String>,
+    /// kernel-op: the NUMA node whose first CPU runs it (default 0).
+    pub node: Option<u32>,
+    /// ssdd: KVM's MMU, legacy, tdp or shadow (default tdp).
+    pub mmu: Option<String>,
+    /// ssdd: KVM's CR0 handling, base, keep-roots, guest-owned-wp or broken-keep-roots
+    /// (default base).
+    pub kvm_variant: Option<String>,
+    /// ssdd: the guest, path or kernel (default path).
+    pub guest_model: Option<String>,
+    /// ssdd: guest vCPUs (default 1).
+    pub vcpus: Option<u64>,
+    /// ssdd with guest_model = "kernel": the EPT's page size, 4k, 2m or 1g (default 2m).
+    pub ept_page: Option<String>,
 }
 
 impl WorkloadSpec {
@@ -119,6 +137,14 @@ impl WorkloadSpec {
         put("window_cpu_ms", self.window_cpu_ms.map(|v| v.to_string()));
         put("seed", self.seed.map(|v| v.to_string()));
         put("samples", self.samples.map(|v| v.to_string()));
+        put("op", self.op.clone());
+        put("caches", self.caches.clone());
+        put("node", self.node.map(|v| v.to_string()));
+        put("mmu", self.mmu.clone());
+        put("kvm_variant", self.kvm_variant.clone());
+        put("guest_model", self.guest_model.clone());
+        put("vcpus", self.vcpus.map(|v| v.to_string()));
+        put("ept_page", self.ept_page.clone());
         out
     }
 

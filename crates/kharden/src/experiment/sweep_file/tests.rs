@@ -176,3 +176,92 @@ fn rows_cross_processes_exactly() {
     assert_eq!(back.cells[..3], r.cells[..3]);
     assert!(matches!(back.cells[3].1, Cell::Float(f) if f.is_nan()));
 }
+
+/// Every workload `kharden run` takes is a sweep workload, and a point's figure is the one
+/// a direct run of the same options gives (the name decides the run: a kernel-op point once
+/// ran a kbuild).
+#[test]
+fn kernel_op_and_ssdd_points_run_what_they_name() {
+    let text = r#"
+[grid]
+machine = ["xeon-e5-2690v3-2s"]
+defense = ["pti:linux", "pti:linux,text-repl"]
+workload = [{ name = "kernel-op", op = "kill", caches = "cold", node = 1 }]
+
+[[point]]
+machine = "skylake-i7-6700k"
+workload = { name = "ssdd", mmu = "legacy" }
+
+[[point]]
+machine = "skylake-i7-6700k"
+workload = { name = "ssdd", mmu = "legacy", kvm_variant = "keep-roots" }
+"#;
+    let s = parse(text).unwrap();
+    let rows = run_all(&s, 2, &[]);
+    assert!(rows.iter().all(|r| r.error().is_none()), "{rows:?}");
+    let f = |r: &Record, c: &str| match r.get(c) {
+        Some(Cell::Float(v)) => *v,
+        other => panic!("{c}: {other:?}"),
+    };
+    let m = crate::machine::load("xeon-e5-2690v3-2s").unwrap();
+    let mut k = crate::kernel::Kernel::boot(m, crate::defense::parse_list("pti:linux").unwrap());
+    use crate::workload::kernel_ops::{run, Caches, Op};
+    let direct = run(&mut k, Op::Kill, Caches::Cold, 1, false).unwrap();
+    assert_eq!(f(&rows[0], "seconds"), direct.elapsed.secs());
+    assert!(
+        f(&rows[1], "seconds") < f(&rows[0], "seconds"),
+        "replication speeds up a cold kill on node 1"
+    );
+    // Without the patch every CR0.WP toggle resets the MMU; keep-roots does not.
+    assert!(f(&rows[2], "kvm_mmu_per_step.resets") > 0.0);
+    assert!(f(&rows[3], "seconds") < f(&rows[2], "seconds"));
+    assert!(
+        rows[2].get("counters.syscalls").is_none(),
+        "no kernel stats for the path model"
+    );
+}
+
+#[test]
+fn kernel_op_and_ssdd_options_are_checked_before_anything_runs() {
+    let point = |machine: &str, defense: &str, workload: &str| {
+        format!(
+            "[[point]]\nmachine = \"{machine}\"\ndefense = \"{defense}\"\nworkload = {workload}\n"
+        )
+    };
+    let e = err(&point(
+        "haswell-i7-4770",
+        "none",
+        "{ name = \"kernel-op\", node = 1 }",
+    ));
+    assert!(
+        e.starts_with(
+            "s.toml: line 4: workload: kernel-op: node: haswell-i7-4770 has nodes 0 to 0"
+        ),
+        "{e}"
+    );
+    let e = err(&point(
+        "haswell-i7-4770",
+        "none",
+        "{ name = \"kernel-op\", vcpus = 2 }",
+    ));
+    assert!(
+        e.contains("option vcpus is not one of op, caches, node"),
+        "{e}"
+    );
+    let e = err(&point("skylake-i7-6700k", "pti:linux", "\"ssdd\""));
+    assert!(
+        e.starts_with("s.toml: line 3: defense: 'pti:linux': an ssdd point"),
+        "{e}"
+    );
+    let e = err(&point(
+        "skylake-i7-6700k",
+        "none",
+        "{ name = \"ssdd\", guest_model = \"kernel\", mmu = \"shadow\" }",
+    ));
+    assert!(
+        e.contains("workload: ssdd: mmu: the kernel-model guest"),
+        "{e}"
+    );
+    let e = err(&point("atom-c2750", "none", "\"ssdd\""));
+    assert!(e.contains("no hardware virtualization"), "{e}");
+}

@@ -32,7 +32,7 @@ impl MmuFlavour {
             "tdp" => Ok(MmuFlavour::Tdp),
             "shadow" => Ok(MmuFlavour::Shadow),
             _ => Err(Error::new(format!(
-                "--mmu: expected legacy, tdp or shadow, got \"{s}\""
+                "expected legacy, tdp or shadow, got \"{s}\""
             ))),
         }
     }
@@ -86,8 +86,8 @@ impl Variant {
             .find(|v| v.name() == s)
             .ok_or_else(|| {
                 Error::new(format!(
-                "KVM variant: expected base, keep-roots, guest-owned-wp or broken-keep-roots, got \"{s}\""
-            ))
+                    "expected base, keep-roots, guest-owned-wp or broken-keep-roots, got \"{s}\""
+                ))
             })
     }
     pub fn name(self) -> &'static str {
@@ -141,6 +141,24 @@ pub struct MmuStats {
     pub tables_allocated: u64,
     pub cr3_fast: u64,
     pub cr3_slow: u64,
+}
+
+impl MmuStats {
+    /// Every count with its field's name.
+    pub fn named(&self) -> [(&'static str, u64); 10] {
+        [
+            ("resets", self.resets),
+            ("init_mmu", self.init_mmu),
+            ("roots_freed", self.roots_freed),
+            ("roots_built", self.roots_built),
+            ("root_loads", self.root_loads),
+            ("roots_zapped", self.roots_zapped),
+            ("sptes_zapped", self.sptes_zapped),
+            ("tables_allocated", self.tables_allocated),
+            ("cr3_fast", self.cr3_fast),
+            ("cr3_slow", self.cr3_slow),
+        ]
+    }
 }
 
 /// Cycles the MMU operations cost, by the KvmCosts fields they charge.

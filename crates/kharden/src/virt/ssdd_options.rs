@@ -1,0 +1,209 @@
+//! An ssdd run as `kharden run --workload ssdd` and a sweep file's ssdd points choose it:
+//! KVM's MMU and CR0 variant, the guest model, vCPUs and the EPT page size, checked
+//! together, and the run they choose (the path-model guest of ssdd.rs, or the kernel model
+//! of kernel_guest.rs). Both callers go through here, so a point of a sweep is the run
+//! `kharden run` makes with the same words.
+
+use super::kernel_guest::{self, KernelSsdd};
+use super::kvm_mmu::MmuStats;
+use super::params::{GuestParams, KvmCosts};
+use super::ssdd::{run_ssdd, SsddConfig, SsddResult};
+use super::{MmuFlavour, Variant};
+use crate::arch::x86::PageSize;
+use crate::error::{Error, Result};
+use crate::machine::MachineProfile;
+use crate::params::Params;
+
+/// The guest that runs ssdd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestModel {
+    /// The ssdd path model (virt/guest.rs): any MMU, any vCPU count.
+    Path,
+    /// The kernel model itself with KERNEXEC, one vCPU, under EPT/NPT.
+    Kernel,
+}
+
+impl GuestModel {
+    pub fn parse(s: &str) -> Result<GuestModel> {
+        match s {
+            "path" => Ok(GuestModel::Path),
+            "kernel" => Ok(GuestModel::Kernel),
+            other => Err(Error::new(format!(
+                "expected path or kernel, got \"{other}\""
+            ))),
+        }
+    }
+}
+
+/// The options as words, as the command line or a sweep file gives them; `ept_page` is
+/// None when not given (the kernel model then backs guest RAM with 2 MiB pages).
+pub struct SsddWords<'a> {
+    pub mmu: &'a str,
+    pub kvm_variant: &'a str,
+    pub guest_model: &'a str,
+    pub vcpus: u64,
+    pub ept_page: Option<&'a str>,
+}
+
+/// KVM_MAX_VCPUS on x86 (Linux 6.x).
+const MAX_VCPUS: u64 = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SsddOptions {
+    pub flavour: MmuFlavour,
+    pub variant: Variant,
+    pub guest: GuestModel,
+    pub vcpus: u64,
+    /// Host pages backing guest RAM (the kernel model's EPT leaf size).
+    pub backing: PageSize,
+}
+
+impl SsddOptions {
+    /// Parses and checks the options; an error names the option as `name` spells it
+    /// (`--mmu` on the command line, `mmu` in a sweep file).
+    pub fn parse(w: &SsddWords, name: impl Fn(&str) -> String) -> Result<SsddOptions> {
+        let at = |option: &str, e: Error| Error::at(name(option), e);
+        let flavour = MmuFlavour::parse(w.mmu).map_err(|e| at("mmu", e))?;
+        let variant = Variant::parse(w.kvm_variant).map_err(|e| at("kvm_variant", e))?;
+        let guest = GuestModel::parse(w.guest_model).map_err(|e| at("guest_model", e))?;
+        if !(1..=MAX_VCPUS).contains(&w.vcpus) {
+            return Err(at(
+                "vcpus",
+                Error::new(format!("expected 1..{MAX_VCPUS}, got {}", w.vcpus)),
+            ));
+        }
+        let backing = match w.ept_page {
+            Some(p) => kernel_guest::parse_backing(p).map_err(|e| at("ept_page", e))?,
+            None => PageSize::Size2M,
+        };
+        if guest == GuestModel::Kernel {
+            if w.vcpus != 1 {
+                return Err(at(
+                    "vcpus",
+                    Error::new("the kernel-model guest runs ssdd on one vCPU"),
+                ));
+            }
+            if !flavour.direct() {
+                return Err(at(
+                    "mmu",
+                    Error::new("the kernel-model guest runs under EPT/NPT only (tdp or legacy); shadow paging is the path model's"),
+                ));
+            }
+        } else if w.ept_page.is_some() {
+            return Err(at(
+                "ept_page",
+                Error::new(
+                    "sets the kernel-model guest's EPT pages; the path model maps guest RAM itself",
+                ),
+            ));
+        }
+        Ok(SsddOptions {
+            flavour,
+            variant,
+            guest,
+            vcpus: w.vcpus,
+            backing,
+        })
+    }
+
+    /// Runs ssdd on `m` with `params` (the guest's work per step, KVM's costs).
+    pub fn run(&self, m: &MachineProfile, params: &Params) -> Result<SsddOutcome> {
+        let guest = GuestParams::from(params);
+        match self.guest {
+            GuestModel::Path => {
+                let mut cfg = SsddConfig::new(self.flavour, self.variant);
+                cfg.vcpus = self.vcpus;
+                cfg.costs = KvmCosts::from(params);
+                cfg.guest = guest;
+                Ok(SsddOutcome::Path(Box::new(run_ssdd(m, &cfg)?)))
+            }
+            GuestModel::Kernel => Ok(SsddOutcome::Kernel(Box::new(kernel_guest::run_ssdd(
+                m,
+                self.flavour,
+                self.variant,
+                params,
+                self.backing,
+                guest.guest_work_cycles_per_step,
+                (guest.pairs, guest.steps_per_pair),
+                (200, 1000),
+            )?))),
+        }
+    }
+}
+
+/// What either guest's run measured.
+pub enum SsddOutcome {
+    Path(Box<SsddResult>),
+    Kernel(Box<KernelSsdd>),
+}
+
+impl SsddOutcome {
+    /// The benchmark's run time, seconds.
+    pub fn seconds(&self) -> f64 {
+        match self {
+            SsddOutcome::Path(r) => r.seconds,
+            SsddOutcome::Kernel(r) => r.seconds,
+        }
+    }
+    /// Steps simulated after the warm-up: the counts below are theirs.
+    pub fn measured_steps(&self) -> u64 {
+        match self {
+            SsddOutcome::Path(r) => r.measured_steps,
+            SsddOutcome::Kernel(r) => r.per_step.steps,
+        }
+    }
+    /// Exits by reason, in ExitReason::ALL order.
+    pub fn exits(&self) -> [u64; 3] {
+        match self {
+            SsddOutcome::Path(r) => r.counts.exits,
+            SsddOutcome::Kernel(r) => r.counts.exits,
+        }
+    }
+    pub fn cr0_writes(&self) -> u64 {
+        match self {
+            SsddOutcome::Path(r) => r.counts.cr0_writes,
+            SsddOutcome::Kernel(r) => r.counts.cr0_writes,
+        }
+    }
+    pub fn mmu(&self) -> &MmuStats {
+        match self {
+            SsddOutcome::Path(r) => &r.mmu,
+            SsddOutcome::Kernel(r) => &r.mmu,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words<'a>(mmu: &'a str, guest: &'a str, vcpus: u64, ept: Option<&'a str>) -> SsddWords<'a> {
+        SsddWords {
+            mmu,
+            kvm_variant: "base",
+            guest_model: guest,
+            vcpus,
+            ept_page: ept,
+        }
+    }
+
+    #[test]
+    fn options_are_checked_together_and_errors_name_the_option() {
+        let flag = |o: &str| format!("--{}", o.replace('_', "-"));
+        let err = |w: SsddWords| SsddOptions::parse(&w, flag).unwrap_err().to_string();
+        assert!(SsddOptions::parse(&words("tdp", "kernel", 1, Some("4k")), flag).is_ok());
+        assert!(SsddOptions::parse(&words("shadow", "path", 4, None), flag).is_ok());
+        assert!(err(words("ept", "path", 1, None)).starts_with("--mmu: expected legacy"));
+        assert!(err(words("tdp", "vm", 1, None)).starts_with("--guest-model: expected path"));
+        assert!(err(words("tdp", "path", 0, None)).starts_with("--vcpus: expected 1..1024"));
+        assert!(err(words("tdp", "kernel", 2, None)).contains("one vCPU"));
+        assert!(err(words("shadow", "kernel", 1, None)).starts_with("--mmu: the kernel-model"));
+        assert!(err(words("tdp", "path", 1, Some("2m"))).starts_with("--ept-page: sets"));
+        assert!(err(words("tdp", "kernel", 1, Some("3m"))).starts_with("--ept-page: expected 4k"));
+        let v = SsddWords {
+            kvm_variant: "fast",
+            ..words("tdp", "path", 1, None)
+        };
+        assert!(err(v).starts_with("--kvm-variant: expected base"));
+    }
+}

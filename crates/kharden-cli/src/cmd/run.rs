@@ -204,14 +204,13 @@ fn guest_vm(
     match args.virt.as_deref() {
         None => Ok(None),
         Some("kvm") => {
-            let flavour =
-                kharden::virt::MmuFlavour::parse(&args.mmu).map_err(|e| Error::at("--mmu", e))?;
-            let variant = kharden::virt::Variant::parse(&args.kvm_variant)
-                .map_err(|e| Error::at("--kvm-variant", e))?;
-            let page = args.ept_page.as_deref().unwrap_or("2m");
-            let backing = kharden::virt::kernel_guest::parse_backing(page)
-                .map_err(|e| Error::at("--ept-page", e))?;
-            kharden::virt::KernelVm::new(m, flavour, variant, params, backing).map(Some)
+            let vm = kharden::virt::kernel_guest::GuestVmOptions::parse(
+                &args.mmu,
+                &args.kvm_variant,
+                args.ept_page.as_deref(),
+                |o| format!("--{}", o.replace('_', "-")),
+            )?;
+            vm.vm(m, params).map(Some)
         }
         Some(other) => Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
     }

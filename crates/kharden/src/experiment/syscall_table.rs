@@ -10,6 +10,7 @@ use crate::params::{Overrides, Params};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
+use crate::virt::kernel_guest::GuestVmOptions;
 use crate::workload::syscall_loop::{LoopResult, SyscallLoop};
 use serde::Deserialize;
 
@@ -108,12 +109,9 @@ pub fn simulate(
 ) -> Result<LoopResult> {
     let vm = match guest {
         Some(g) => {
-            let backing = crate::virt::kernel_guest::parse_backing(g)?;
-            let tdp = crate::virt::MmuFlavour::Tdp;
-            let base = crate::virt::Variant::Base;
-            Some(crate::virt::KernelVm::new(
-                machine, tdp, base, params, backing,
-            )?)
+            let name = |o: &str| format!("guest {o}");
+            let vm = GuestVmOptions::parse("tdp", "base", Some(g), name)?;
+            Some(vm.vm(machine, params)?)
         }
         None => None,
     };

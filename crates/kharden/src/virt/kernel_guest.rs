@@ -236,6 +236,45 @@ pub fn run_ssdd(
     })
 }
 
+/// The kernel model's guest as words choose it (`--virt kvm --mmu M --kvm-variant V
+/// --ept-page P`, a sweep point's options), checked: what `KernelVm::new` builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestVmOptions {
+    pub flavour: MmuFlavour,
+    pub variant: Variant,
+    pub backing: PageSize,
+}
+
+impl GuestVmOptions {
+    /// Parses the options (2 MiB EPT pages when `ept_page` is None); an error names the
+    /// option as `name` spells it.
+    pub fn parse(
+        mmu: &str,
+        variant: &str,
+        ept_page: Option<&str>,
+        name: impl Fn(&str) -> String,
+    ) -> Result<GuestVmOptions> {
+        let at = |option: &str, e: Error| Error::at(name(option), e);
+        let flavour = MmuFlavour::parse(mmu).map_err(|e| at("mmu", e))?;
+        if !flavour.direct() {
+            return Err(at("mmu", Error::new("the kernel-model guest runs under EPT/NPT only (tdp or legacy); shadow paging is the ssdd path model's")));
+        }
+        Ok(GuestVmOptions {
+            flavour,
+            variant: Variant::parse(variant).map_err(|e| at("kvm_variant", e))?,
+            backing: match ept_page {
+                Some(p) => parse_backing(p).map_err(|e| at("ept_page", e))?,
+                None => PageSize::Size2M,
+            },
+        })
+    }
+
+    /// The VM on host `m`.
+    pub fn vm(&self, m: &MachineProfile, params: &Params) -> Result<KernelVm> {
+        KernelVm::new(m, self.flavour, self.variant, params, self.backing)
+    }
+}
+
 /// The host page size backing guest RAM, by name (`--ept-page`, a sweep's `ept_page`).
 pub fn parse_backing(s: &str) -> Result<PageSize> {
     match s {

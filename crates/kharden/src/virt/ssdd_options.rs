@@ -4,7 +4,7 @@
 //! of kernel_guest.rs). Both callers go through here, so a point of a sweep is the run
 //! `kharden run` makes with the same words.
 
-use super::kernel_guest::{self, KernelSsdd};
+use super::kernel_guest::{self, GuestVmOptions, KernelSsdd};
 use super::kvm_mmu::MmuStats;
 use super::params::{GuestParams, KvmCosts};
 use super::ssdd::{run_ssdd, SsddConfig, SsddResult};
@@ -72,21 +72,14 @@ impl SsddOptions {
                 Error::new(format!("expected 1..{MAX_VCPUS}, got {}", w.vcpus)),
             ));
         }
-        let backing = match w.ept_page {
-            Some(p) => kernel_guest::parse_backing(p).map_err(|e| at("ept_page", e))?,
-            None => PageSize::Size2M,
-        };
+        let mut backing = PageSize::Size2M;
         if guest == GuestModel::Kernel {
+            let vm = GuestVmOptions::parse(w.mmu, w.kvm_variant, w.ept_page, &name)?;
+            backing = vm.backing;
             if w.vcpus != 1 {
                 return Err(at(
                     "vcpus",
                     Error::new("the kernel-model guest runs ssdd on one vCPU"),
-                ));
-            }
-            if !flavour.direct() {
-                return Err(at(
-                    "mmu",
-                    Error::new("the kernel-model guest runs under EPT/NPT only (tdp or legacy); shadow paging is the path model's"),
                 ));
             }
         } else if w.ept_page.is_some() {

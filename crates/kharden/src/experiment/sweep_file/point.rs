@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::experiment::sweep::scaled;
 use crate::machine::{self, MachineProfile};
 use crate::params::{machine_params, Params, Provenance};
+use crate::virt::kernel_guest::GuestVmOptions;
 use crate::virt::{SsddOptions, SsddWords};
 use crate::workload::kernel_ops::{self, Caches, Op};
 use crate::workload::{self, bounds, kbuild_profile::JobProfile};
@@ -60,6 +61,8 @@ pub enum Resolved {
         syscall: String,
         iterations: u64,
         loops: u32,
+        /// The KVM guest the loop runs in (`virt = "kvm"`), if any.
+        guest: Option<GuestVmOptions>,
     },
     Kbuild {
         jobs: u32,
@@ -306,7 +309,16 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
     };
     match w.name.as_str() {
         "syscall-loop" => {
-            given(&["syscall", "iterations", "loops"])?;
+            given(&[
+                "syscall",
+                "iterations",
+                "loops",
+                "virt",
+                "mmu",
+                "kvm_variant",
+                "ept_page",
+            ])?;
+            let guest = syscall_loop_guest(w, m)?;
             let syscall = w.syscall.clone().unwrap_or_else(|| "getppid".into());
             let iterations = w.iterations.unwrap_or(100_000);
             let loops = w.loops.unwrap_or(1);
@@ -317,6 +329,7 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
                 syscall,
                 iterations,
                 loops,
+                guest,
             })
         }
         "kernel-op" => {
@@ -404,5 +417,42 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
         other => Err(Error::new(format!(
             "workload: {other}: not runnable in a sweep"
         ))),
+    }
+}
+
+/// A syscall loop's KVM guest: `virt = "kvm"` with its MMU (tdp or legacy), CR0 variant and
+/// EPT page size, checked against the machine's virtualization hardware; those options
+/// without `virt` are refused rather than ignored.
+fn syscall_loop_guest(w: &WorkloadSpec, m: &MachineProfile) -> Result<Option<GuestVmOptions>> {
+    let name = |o: &str| format!("workload: syscall-loop: {o}");
+    match w.virt.as_deref() {
+        Some("kvm") => {
+            let g = GuestVmOptions::parse(
+                w.mmu.as_deref().unwrap_or("tdp"),
+                w.kvm_variant.as_deref().unwrap_or("base"),
+                w.ept_page.as_deref(),
+                name,
+            )?;
+            crate::virt::ssdd::check_support(m, g.flavour)?;
+            Ok(Some(g))
+        }
+        Some(other) => Err(Error::at(
+            name("virt"),
+            format!("expected kvm, got \"{other}\""),
+        )),
+        None => {
+            let guest_only = [
+                ("mmu", w.mmu.is_some()),
+                ("kvm_variant", w.kvm_variant.is_some()),
+                ("ept_page", w.ept_page.is_some()),
+            ];
+            match guest_only.iter().find(|(_, given)| *given) {
+                Some((option, _)) => Err(Error::at(
+                    name(option),
+                    "applies to a loop in a guest: add virt = \"kvm\"",
+                )),
+                None => Ok(None),
+            }
+        }
     }
 }

@@ -66,13 +66,18 @@ fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>
             syscall,
             iterations,
             loops,
+            guest,
         } => {
+            let vm = guest.map(|g| g.vm(m, &p.params)).transpose()?;
             let mut k = Kernel::boot_with(
                 m.clone(),
                 defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?,
                 &p.params,
                 OracleMode::default(),
             );
+            if let Some(vm) = vm {
+                k.run_in_vm(vm);
+            }
             let mut lp = SyscallLoop::new(syscall, *iterations)?;
             lp.start(&mut k)?;
             for _ in 0..lp.warmup {

@@ -68,6 +68,8 @@ pub struct WorkloadSpec {
     pub iterations: Option<u64>,
     /// syscall-loop: loops (default 1).
     pub loops: Option<u32>,
+    /// syscall-loop: the hypervisor the loop's guest runs under (kvm; default: none).
+    pub virt: Option<String>,
     /// kbuild: make -jN (default: one job per hardware thread, or `jobs_per_cpu`).
     pub jobs: Option<u32>,
     /// kbuild: jobs per hardware thread, rounded up (the seed's -j60 on 96 threads is 0.625).
@@ -89,16 +91,18 @@ pub struct WorkloadSpec {
     pub caches: Option<String>,
     /// kernel-op: the NUMA node whose first CPU runs it (default 0).
     pub node: Option<u32>,
-    /// ssdd: KVM's MMU, legacy, tdp or shadow (default tdp).
+    /// ssdd, syscall-loop in a guest: KVM's MMU, legacy, tdp or shadow (ssdd only;
+    /// default tdp).
     pub mmu: Option<String>,
-    /// ssdd: KVM's CR0 handling, base, keep-roots, guest-owned-wp or broken-keep-roots
-    /// (default base).
+    /// ssdd, syscall-loop in a guest: KVM's CR0 handling, base, keep-roots, guest-owned-wp
+    /// or broken-keep-roots (default base).
     pub kvm_variant: Option<String>,
     /// ssdd: the guest, path or kernel (default path).
     pub guest_model: Option<String>,
     /// ssdd: guest vCPUs (default 1).
     pub vcpus: Option<u64>,
-    /// ssdd with guest_model = "kernel": the EPT's page size, 4k, 2m or 1g (default 2m).
+    /// ssdd with guest_model = "kernel", syscall-loop in a guest: the EPT's page size, 4k,
+    /// 2m or 1g (default 2m).
     pub ept_page: Option<String>,
 }
 
@@ -130,6 +134,7 @@ impl WorkloadSpec {
         put("syscall", self.syscall.clone());
         put("iterations", self.iterations.map(|v| v.to_string()));
         put("loops", self.loops.map(|v| v.to_string()));
+        put("virt", self.virt.clone());
         put("jobs", self.jobs.map(|v| v.to_string()));
         put("jobs_per_cpu", self.jobs_per_cpu.map(|v| v.to_string()));
         put("warmup_ms", self.warmup_ms.map(|v| v.to_string()));

@@ -265,3 +265,30 @@ fn kernel_op_and_ssdd_options_are_checked_before_anything_runs() {
     let e = err(&point("atom-c2750", "none", "\"ssdd\""));
     assert!(e.contains("no hardware virtualization"), "{e}");
 }
+
+#[test]
+fn a_syscall_loop_point_runs_in_a_guest_with_its_options() {
+    let text = r#"
+[grid]
+machine = ["haswell-i7-4770"]
+defense = ["pti:freebsd,nopcid"]
+workload = [
+  { name = "syscall-loop", iterations = 2000 },
+  { name = "syscall-loop", iterations = 2000, virt = "kvm", ept_page = "4k" },
+]
+"#;
+    let rows = run_all(&parse(text).unwrap(), 1, &[]);
+    let get = |r: &Record, c: &str| match r.get(c) {
+        Some(Cell::Float(v)) => *v,
+        Some(Cell::Int(v)) => *v as f64,
+        other => panic!("{c}: {other:?}"),
+    };
+    assert_eq!(get(&rows[0], "counters.ept_walks"), 0.0);
+    assert!(get(&rows[1], "counters.ept_walks") > 0.0, "{:?}", rows[1]);
+    assert!(get(&rows[1], "ns_per_iteration") > get(&rows[0], "ns_per_iteration"));
+    let e = err(&text.replace(", virt = \"kvm\"", ""));
+    assert!(
+        e.contains("workload: syscall-loop: ept_page: applies to a loop in a guest"),
+        "{e}"
+    );
+}

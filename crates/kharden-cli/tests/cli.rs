@@ -526,3 +526,40 @@ fn evict_fault_times_this_host_beside_the_model() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// A workload's option given to another workload would be ignored: it is refused, so no
+/// one takes a bare syscall loop for one in a guest, or a kbuild for one run on node 1.
+#[test]
+fn options_of_another_workload_are_refused() {
+    let run = |workload: &str, extra: &[&str]| {
+        let mut a = vec![
+            "run",
+            "--machine",
+            "skylake-i7-6700k",
+            "--workload",
+            workload,
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    for (args, needle) in [
+        (
+            run("syscall-loop", &["--mmu", "legacy"]),
+            "--mmu: applies to ssdd and syscall-loop under --virt kvm, not to --workload syscall-loop without --virt kvm",
+        ),
+        (run("kbuild", &["--node", "1"]), "--node: applies to kernel-op"),
+        (run("kernel-op", &["--iterations", "5"]), "--iterations: applies to syscall-loop"),
+        (run("ssdd", &["--virt", "kvm", "--jobs", "4"]), "--jobs: applies to kbuild"),
+        (
+            run("syscall-loop", &["--virt", "kvm", "--guest-model", "kernel"]),
+            "--guest-model: applies to ssdd",
+        ),
+        (
+            run("ssdd", &["--virt", "kvm", "--ept-page", "4k"]),
+            "--ept-page: sets the kernel-model guest's EPT pages",
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_one_line_error(&args, needle);
+    }
+}

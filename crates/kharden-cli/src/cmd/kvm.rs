@@ -55,10 +55,10 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
         }
     }
     let words = SsddWords {
-        mmu: &args.mmu,
-        kvm_variant: &args.kvm_variant,
-        guest_model: &args.guest_model,
-        vcpus: args.vcpus,
+        mmu: args.mmu(),
+        kvm_variant: args.kvm_variant(),
+        guest_model: args.guest_model(),
+        vcpus: args.vcpus(),
         ept_page: args.ept_page.as_deref(),
     };
     let opts = SsddOptions::parse(&words, |o| format!("--{}", o.replace('_', "-")))?;
@@ -66,7 +66,7 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
     let guest = GuestParams::from(&params);
-    let (mmu, variant) = (&args.mmu, &args.kvm_variant);
+    let (mmu, variant) = (args.mmu(), args.kvm_variant());
     match opts.run(&m, &params)? {
         SsddOutcome::Path(r) => {
             println!(
@@ -112,7 +112,7 @@ fn print_kernel_ssdd(
 ) {
     println!(
         "ssdd ({} pairs x {} steps) on the kernel model with KERNEXEC, one vCPU, {} MMU, {}, {} EPT pages, on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0})",
-        guest.pairs, guest.steps_per_pair, args.mmu, args.kvm_variant, args.ept_page.as_deref().unwrap_or("2m"), m.name, r.seconds,
+        guest.pairs, guest.steps_per_pair, args.mmu(), args.kvm_variant(), args.ept_page.as_deref().unwrap_or("2m"), m.name, r.seconds,
         guest.guest_work_cycles_per_step
     );
     let n = r.per_step.steps as f64;

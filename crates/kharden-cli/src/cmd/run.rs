@@ -21,15 +21,15 @@ pub struct Args {
     /// Comma-separated defenses, e.g. "pti:linux", "pti:freebsd,nopcid", "none".
     #[arg(long, default_value = "none")]
     defense: String,
-    /// syscall-loop: the syscall (getppid, getpid, lseek, read-1, read-8k, write-1, getrusage, open-close, mmap, munmap, mprotect).
-    #[arg(long, default_value = "getppid")]
-    syscall: String,
-    /// syscall-loop: iterations per loop.
-    #[arg(long, default_value_t = 100_000)]
-    iterations: u64,
-    /// syscall-loop: loops, printed like FreeBSD's syscall_timing.
-    #[arg(long, default_value_t = 1)]
-    loops: u32,
+    /// syscall-loop: the syscall (getppid, getpid, lseek, read-1, read-8k, write-1, getrusage, open-close, mmap, munmap, mprotect) [default: getppid]
+    #[arg(long)]
+    syscall: Option<String>,
+    /// syscall-loop: iterations per loop [default: 100000]
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// syscall-loop: loops, printed like FreeBSD's syscall_timing [default: 1]
+    #[arg(long)]
+    loops: Option<u32>,
     /// syscall-loop, kernel-op: simulate every iteration, also once an iteration has been shown to leave
     /// the machine's state as it found it (otherwise the rest are added at once, with the
     /// same result: kernel/steady.rs).
@@ -38,12 +38,12 @@ pub struct Args {
     /// kbuild: parallel jobs (make -jN); default: one per hardware thread.
     #[arg(long)]
     jobs: Option<u32>,
-    /// kbuild: simulated warm-up before measuring, milliseconds.
-    #[arg(long, default_value_t = 4.0)]
-    warmup_ms: f64,
-    /// kbuild: simulated measurement window, milliseconds.
-    #[arg(long, default_value_t = 24.0)]
-    window_ms: f64,
+    /// kbuild: simulated warm-up before measuring, milliseconds [default: 4]
+    #[arg(long)]
+    warmup_ms: Option<f64>,
+    /// kbuild: simulated measurement window, milliseconds [default: 24]
+    #[arg(long)]
+    window_ms: Option<f64>,
     #[command(flatten)]
     set: super::params::SetArgs,
     /// Seed of the run's random choices (same seed, same output).
@@ -52,15 +52,15 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
-    /// kernel-op: the operation (fork-1, fork-1024, mmap-munmap, mmap-lock, open-close, kill, mount).
-    #[arg(long, default_value = "fork-1")]
-    op: String,
-    /// kernel-op: hot, cold (emptied before the timed part) or cold-each (before every loop iteration).
-    #[arg(long, default_value = "hot")]
-    caches: String,
-    /// kernel-op: the NUMA node whose first CPU runs it.
-    #[arg(long, default_value_t = 0)]
-    node: u32,
+    /// kernel-op: the operation (fork-1, fork-1024, mmap-munmap, mmap-lock, open-close, kill, mount) [default: fork-1]
+    #[arg(long)]
+    op: Option<String>,
+    /// kernel-op: hot, cold (emptied before the timed part) or cold-each (before every loop iteration) [default: hot]
+    #[arg(long)]
+    caches: Option<String>,
+    /// kernel-op: the NUMA node whose first CPU runs it [default: 0]
+    #[arg(long)]
+    node: Option<u32>,
     /// ssdd, syscall-loop: the hypervisor the guest runs under (kvm).
     #[arg(long)]
     pub(crate) virt: Option<String>,
@@ -68,30 +68,160 @@ pub struct Args {
     /// guest RAM, the EPT's leaf size (4k, 2m: transparent huge pages, 1g: hugetlbfs) [default: 2m]
     #[arg(long)]
     pub(crate) ept_page: Option<String>,
-    /// ssdd: KVM's MMU: legacy, tdp or shadow (syscall-loop: tdp or legacy).
-    #[arg(long, default_value = "tdp")]
-    pub(crate) mmu: String,
-    /// ssdd: KVM's CR0 handling: base, keep-roots, guest-owned-wp, broken-keep-roots.
-    #[arg(long, default_value = "base")]
-    pub(crate) kvm_variant: String,
+    /// ssdd, syscall-loop under --virt kvm: KVM's MMU: legacy, tdp or shadow (shadow: ssdd's
+    /// path model only) [default: tdp]
+    #[arg(long)]
+    mmu: Option<String>,
+    /// ssdd, syscall-loop under --virt kvm: KVM's CR0 handling: base, keep-roots,
+    /// guest-owned-wp, broken-keep-roots [default: base]
+    #[arg(long)]
+    kvm_variant: Option<String>,
     /// ssdd: the guest, `path` (the ssdd path model of virt/guest.rs) or `kernel` (the
-    /// kernel model itself with KERNEXEC, one vCPU; tdp or legacy MMU).
-    #[arg(long, default_value = "path")]
-    pub(crate) guest_model: String,
-    /// ssdd: guest vCPUs.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) vcpus: u64,
+    /// kernel model itself with KERNEXEC, one vCPU; tdp or legacy MMU) [default: path]
+    #[arg(long)]
+    guest_model: Option<String>,
+    /// ssdd: guest vCPUs [default: 1]
+    #[arg(long)]
+    vcpus: Option<u64>,
+}
+
+impl Args {
+    pub(crate) fn syscall(&self) -> &str {
+        self.syscall.as_deref().unwrap_or("getppid")
+    }
+    fn iterations(&self) -> u64 {
+        self.iterations.unwrap_or(100_000)
+    }
+    fn loops(&self) -> u32 {
+        self.loops.unwrap_or(1)
+    }
+    fn warmup_ms(&self) -> f64 {
+        self.warmup_ms.unwrap_or(4.0)
+    }
+    fn window_ms(&self) -> f64 {
+        self.window_ms.unwrap_or(24.0)
+    }
+    fn node(&self) -> u32 {
+        self.node.unwrap_or(0)
+    }
+    pub(crate) fn mmu(&self) -> &str {
+        self.mmu.as_deref().unwrap_or("tdp")
+    }
+    pub(crate) fn kvm_variant(&self) -> &str {
+        self.kvm_variant.as_deref().unwrap_or("base")
+    }
+    pub(crate) fn guest_model(&self) -> &str {
+        self.guest_model.as_deref().unwrap_or("path")
+    }
+    pub(crate) fn vcpus(&self) -> u64 {
+        self.vcpus.unwrap_or(1)
+    }
+
+    /// Refuses a workload's option given to another workload (it would be ignored), so a
+    /// run is never taken for one it is not: `--mmu legacy` without `--virt kvm` runs no
+    /// guest, `--node 1` means nothing to a syscall loop.
+    fn check_options_apply(&self) -> Result<()> {
+        let w = self.workload.as_str();
+        let guest_loop = w == "syscall-loop" && self.virt.is_some();
+        let given = [
+            (
+                "--syscall",
+                self.syscall.is_some(),
+                w == "syscall-loop",
+                "syscall-loop",
+            ),
+            (
+                "--iterations",
+                self.iterations.is_some(),
+                w == "syscall-loop",
+                "syscall-loop",
+            ),
+            (
+                "--loops",
+                self.loops.is_some(),
+                w == "syscall-loop",
+                "syscall-loop",
+            ),
+            (
+                "--exact",
+                self.exact,
+                w == "syscall-loop" || w == "kernel-op",
+                "syscall-loop and kernel-op",
+            ),
+            ("--jobs", self.jobs.is_some(), w == "kbuild", "kbuild"),
+            (
+                "--warmup-ms",
+                self.warmup_ms.is_some(),
+                w == "kbuild",
+                "kbuild",
+            ),
+            (
+                "--window-ms",
+                self.window_ms.is_some(),
+                w == "kbuild",
+                "kbuild",
+            ),
+            ("--op", self.op.is_some(), w == "kernel-op", "kernel-op"),
+            (
+                "--caches",
+                self.caches.is_some(),
+                w == "kernel-op",
+                "kernel-op",
+            ),
+            ("--node", self.node.is_some(), w == "kernel-op", "kernel-op"),
+            (
+                "--mmu",
+                self.mmu.is_some(),
+                w == "ssdd" || guest_loop,
+                "ssdd and syscall-loop under --virt kvm",
+            ),
+            (
+                "--kvm-variant",
+                self.kvm_variant.is_some(),
+                w == "ssdd" || guest_loop,
+                "ssdd and syscall-loop under --virt kvm",
+            ),
+            (
+                "--ept-page",
+                self.ept_page.is_some(),
+                w == "ssdd" || guest_loop,
+                "ssdd and syscall-loop under --virt kvm",
+            ),
+            (
+                "--guest-model",
+                self.guest_model.is_some(),
+                w == "ssdd",
+                "ssdd",
+            ),
+            ("--vcpus", self.vcpus.is_some(), w == "ssdd", "ssdd"),
+        ];
+        match given
+            .iter()
+            .find(|(_, given, applies, _)| *given && !applies)
+        {
+            Some((flag, _, _, to)) => Err(Error::new(format!(
+                "{flag}: applies to {to}, not to --workload {w}{}",
+                if w == "syscall-loop" && !guest_loop {
+                    " without --virt kvm"
+                } else {
+                    ""
+                }
+            ))),
+            None => Ok(()),
+        }
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {
     let overrides = args.set.overrides()?;
+    workload::check_name(&args.workload)?;
+    args.check_options_apply()?;
     if args.workload == "ssdd" {
         return super::kvm::run_ssdd(&args, &overrides);
     }
     let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
-    workload::check_name(&args.workload)?;
     if args.virt.is_some() && args.workload != "syscall-loop" {
         return Err(Error::new(format!(
             "--virt: the {} workload does not run in a guest (ssdd and syscall-loop do): the guest's exits on IPIs and timer writes are not modelled",
@@ -104,7 +234,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.workload == "kernel-op" {
         return run_kernel_op(&args, &m, &params, &overrides);
     }
-    kharden::workload::bounds::syscall_loop(args.loops, args.iterations)?;
+    kharden::workload::bounds::syscall_loop(args.loops(), args.iterations())?;
     let _ = args.seed; // the syscall loop makes no random choices
     let vm = guest_vm(&args, &m, &params)?;
     let mut k = Kernel::boot_with(
@@ -116,29 +246,29 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(vm) = vm {
         k.run_in_vm(vm);
     }
-    let mut lp = SyscallLoop::new(&args.syscall, args.iterations)?;
+    let mut lp = SyscallLoop::new(args.syscall(), args.iterations())?;
     lp.exact = args.exact;
     lp.start(&mut k)?;
     for _ in 0..lp.warmup {
         lp.measure(&mut k, 1)?;
     }
     let mut loops = vec![];
-    for _ in 0..args.loops {
-        loops.push(lp.measure(&mut k, args.iterations)?);
+    for _ in 0..args.loops() {
+        loops.push(lp.measure(&mut k, args.iterations())?);
     }
     let mut total = loops[0].stats.clone();
     for l in &loops[1..] {
         total.merge(&l.stats);
     }
     let elapsed: f64 = loops.iter().map(|l| l.elapsed.secs()).sum();
-    let iters = args.iterations * args.loops as u64;
+    let iters = args.iterations() * args.loops() as u64;
     let repeated: u64 = loops.iter().map(|l| l.repeated).sum();
     if args.json {
         let v = serde_json::json!({
-            "machine": k.machine.name, "workload": args.workload, "syscall": args.syscall,
+            "machine": k.machine.name, "workload": args.workload, "syscall": args.syscall(),
             "defense": k.defense_names(), "iterations": iters, "seconds": elapsed,
             "guest": k.vm.as_ref().map(|_| serde_json::json!({
-                "virt": "kvm", "mmu": args.mmu, "ept_page": args.ept_page,
+                "virt": "kvm", "mmu": args.mmu(), "ept_page": args.ept_page,
             })),
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
             "repeated_iterations": repeated,
@@ -152,7 +282,7 @@ pub fn run(args: Args) -> Result<()> {
     for (i, l) in loops.iter().enumerate() {
         println!(
             "{} {i} {:.9} {} {:.9}",
-            args.syscall,
+            args.syscall(),
             l.elapsed.secs(),
             l.iterations,
             l.elapsed.secs() / l.iterations as f64
@@ -166,7 +296,7 @@ pub fn run(args: Args) -> Result<()> {
     let guest = match &k.vm {
         Some(_) => format!(
             " in a KVM guest ({} MMU, {} EPT pages)",
-            args.mmu,
+            args.mmu(),
             args.ept_page.as_deref().unwrap_or("2m")
         ),
         None => String::new(),
@@ -205,8 +335,8 @@ fn guest_vm(
         None => Ok(None),
         Some("kvm") => {
             let vm = kharden::virt::kernel_guest::GuestVmOptions::parse(
-                &args.mmu,
-                &args.kvm_variant,
+                args.mmu(),
+                args.kvm_variant(),
                 args.ept_page.as_deref(),
                 |o| format!("--{}", o.replace('_', "-")),
             )?;
@@ -275,9 +405,9 @@ fn run_kbuild(
     if jobs == 0 || jobs > 4096 {
         return Err(Error::new("--jobs: expected 1..4096"));
     }
-    if !(args.warmup_ms >= 0.0
-        && args.window_ms > 0.0
-        && args.warmup_ms + args.window_ms <= 10_000.0)
+    if !(args.warmup_ms() >= 0.0
+        && args.window_ms() > 0.0
+        && args.warmup_ms() + args.window_ms() <= 10_000.0)
     {
         return Err(Error::new(
             "--warmup-ms/--window-ms: expected 0 <= warm-up, 0 < window, total at most 10000 ms",
@@ -285,8 +415,8 @@ fn run_kbuild(
     }
     let profile = JobProfile::builtin();
     let sampling = Sampling {
-        warmup_ms: args.warmup_ms,
-        window_ms: args.window_ms,
+        warmup_ms: args.warmup_ms(),
+        window_ms: args.window_ms(),
         seed: args.seed,
         ..Sampling::default()
     };
@@ -371,21 +501,23 @@ fn run_kernel_op(
     overrides: &kharden::params::Overrides,
 ) -> Result<()> {
     use kharden::workload::kernel_ops::{self, Caches, Op};
-    let op = Op::parse(&args.op).map_err(|e| Error::new(format!("--op: {e}")))?;
-    let caches = Caches::parse(&args.caches).map_err(|e| Error::new(format!("--caches: {e}")))?;
-    kernel_ops::check_node(m, args.node).map_err(|e| Error::at("--node", e))?;
+    let op = Op::parse(args.op.as_deref().unwrap_or("fork-1"))
+        .map_err(|e| Error::new(format!("--op: {e}")))?;
+    let caches = Caches::parse(args.caches.as_deref().unwrap_or("hot"))
+        .map_err(|e| Error::new(format!("--caches: {e}")))?;
+    kernel_ops::check_node(m, args.node()).map_err(|e| Error::at("--node", e))?;
     let mut k = Kernel::boot_with(
         m.clone(),
         super::defenses::parse(&args.defense, m)?,
         params,
         OracleMode::default(),
     );
-    let r = kernel_ops::run(&mut k, op, caches, args.node, args.exact)?;
+    let r = kernel_ops::run(&mut k, op, caches, args.node(), args.exact)?;
     let elapsed = r.elapsed.secs();
     if args.json {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": "kernel-op", "op": op.name(),
-            "caches": caches.name(), "node": args.node, "defense": k.defense_names(),
+            "caches": caches.name(), "node": args.node(), "defense": k.defense_names(),
             "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
             "repeated_iterations": r.repeated, "stats": r.stats,
             "set": overrides.to_json(), "params": params.to_json(),
@@ -396,7 +528,7 @@ fn run_kernel_op(
         "{} ({} caches) on node {} of {}: {:.3} us, {} iteration(s)",
         op.name(),
         caches.name(),
-        args.node,
+        args.node(),
         k.machine.name,
         elapsed * 1e6,
         op.iterations()

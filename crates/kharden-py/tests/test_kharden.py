@@ -28,6 +28,20 @@ def test_run_measures_the_defense():
     assert none["counters.cr3_write_flush"][0] == 0
 
 
+def test_run_takes_every_workload_of_the_command_line():
+    # Seed 002's cold kill on the node without the kernel image: replication keeps its
+    # text fetches local.
+    kill = dict(op="kill", caches="cold", node=1)
+    base = kharden.run("xeon-e5-2690v3-2s", "kernel-op", defense="pti:linux", **kill)
+    repl = kharden.run("xeon-e5-2690v3-2s", "kernel-op", defense="pti:linux,text-repl", **kill)
+    assert repl["seconds"][0] < base["seconds"][0]
+    assert base["counters.kernel_text.remote_memory"][0] > 0
+    # KVM keeping its roots across CR0.WP toggles: no MMU reset per toggle.
+    keep = kharden.run("skylake-i7-6700k", "ssdd", mmu="legacy", kvm_variant="keep-roots")
+    reset = kharden.run("skylake-i7-6700k", "ssdd", mmu="legacy")
+    assert keep["kvm_mmu_per_step.resets"][0] == 0 < reset["kvm_mmu_per_step.resets"][0]
+
+
 def test_errors_are_python_exceptions_with_the_one_line_message():
     with pytest.raises(kharden.KhardenError, match=r"^run: line \d+: machine: unknown machine 'nope'"):
         kharden.run("nope", "syscall-loop")

@@ -123,92 +123,73 @@ impl Args {
     fn check_options_apply(&self) -> Result<()> {
         let w = self.workload.as_str();
         let guest_loop = w == "syscall-loop" && self.virt.is_some();
-        let given = [
+        // The first of `flags` given, if any.
+        let first = |flags: &[(&'static str, bool)]| flags.iter().find(|f| f.1).map(|f| f.0);
+        // (whether the group applies to this run, whom it applies to, the first flag given)
+        let groups = [
             (
-                "--syscall",
-                self.syscall.is_some(),
                 w == "syscall-loop",
                 "syscall-loop",
+                first(&[
+                    ("--syscall", self.syscall.is_some()),
+                    ("--iterations", self.iterations.is_some()),
+                    ("--loops", self.loops.is_some()),
+                ]),
             ),
             (
-                "--iterations",
-                self.iterations.is_some(),
-                w == "syscall-loop",
-                "syscall-loop",
-            ),
-            (
-                "--loops",
-                self.loops.is_some(),
-                w == "syscall-loop",
-                "syscall-loop",
-            ),
-            (
-                "--exact",
-                self.exact,
                 w == "syscall-loop" || w == "kernel-op",
                 "syscall-loop and kernel-op",
+                first(&[("--exact", self.exact)]),
             ),
-            ("--jobs", self.jobs.is_some(), w == "kbuild", "kbuild"),
             (
-                "--warmup-ms",
-                self.warmup_ms.is_some(),
                 w == "kbuild",
                 "kbuild",
+                first(&[
+                    ("--jobs", self.jobs.is_some()),
+                    ("--warmup-ms", self.warmup_ms.is_some()),
+                    ("--window-ms", self.window_ms.is_some()),
+                ]),
             ),
             (
-                "--window-ms",
-                self.window_ms.is_some(),
-                w == "kbuild",
-                "kbuild",
-            ),
-            ("--op", self.op.is_some(), w == "kernel-op", "kernel-op"),
-            (
-                "--caches",
-                self.caches.is_some(),
                 w == "kernel-op",
                 "kernel-op",
+                first(&[
+                    ("--op", self.op.is_some()),
+                    ("--caches", self.caches.is_some()),
+                    ("--node", self.node.is_some()),
+                ]),
             ),
-            ("--node", self.node.is_some(), w == "kernel-op", "kernel-op"),
             (
-                "--mmu",
-                self.mmu.is_some(),
                 w == "ssdd" || guest_loop,
                 "ssdd and syscall-loop under --virt kvm",
+                first(&[
+                    ("--mmu", self.mmu.is_some()),
+                    ("--kvm-variant", self.kvm_variant.is_some()),
+                    ("--ept-page", self.ept_page.is_some()),
+                ]),
             ),
             (
-                "--kvm-variant",
-                self.kvm_variant.is_some(),
-                w == "ssdd" || guest_loop,
-                "ssdd and syscall-loop under --virt kvm",
-            ),
-            (
-                "--ept-page",
-                self.ept_page.is_some(),
-                w == "ssdd" || guest_loop,
-                "ssdd and syscall-loop under --virt kvm",
-            ),
-            (
-                "--guest-model",
-                self.guest_model.is_some(),
                 w == "ssdd",
                 "ssdd",
+                first(&[
+                    ("--guest-model", self.guest_model.is_some()),
+                    ("--vcpus", self.vcpus.is_some()),
+                ]),
             ),
-            ("--vcpus", self.vcpus.is_some(), w == "ssdd", "ssdd"),
         ];
-        match given
-            .iter()
-            .find(|(_, given, applies, _)| *given && !applies)
-        {
-            Some((flag, _, _, to)) => Err(Error::new(format!(
-                "{flag}: applies to {to}, not to --workload {w}{}",
-                if w == "syscall-loop" && !guest_loop {
+        for (applies, to, given) in groups {
+            if let (false, Some(flag)) = (applies, given) {
+                let bare = if w == "syscall-loop" && !guest_loop {
                     " without --virt kvm"
                 } else {
                     ""
-                }
-            ))),
-            None => Ok(()),
+                };
+                return Err(Error::new(format!(
+                    "{flag}: applies to {to}, not to --workload {w}{bare}"
+                )));
+            }
         }
+        Ok(())
     }
 }
 

@@ -55,10 +55,10 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
         }
     }
     let words = SsddWords {
-        mmu: args.mmu(),
-        kvm_variant: args.kvm_variant(),
-        guest_model: args.guest_model(),
-        vcpus: args.vcpus(),
+        mmu: args.mmu.as_deref(),
+        kvm_variant: args.kvm_variant.as_deref(),
+        guest_model: args.guest_model.as_deref(),
+        vcpus: args.vcpus,
         ept_page: args.ept_page.as_deref(),
     };
     let opts = SsddOptions::parse(&words, |o| format!("--{}", o.replace('_', "-")))?;
@@ -66,7 +66,7 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
     let guest = GuestParams::from(&params);
-    let (mmu, variant) = (args.mmu(), args.kvm_variant());
+    let (mmu, variant) = (opts.flavour.name(), opts.variant.name());
     match opts.run(&m, &params)? {
         SsddOutcome::Path(r) => {
             println!(
@@ -96,7 +96,7 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
                 );
             }
         }
-        SsddOutcome::Kernel(r) => print_kernel_ssdd(args, &m, &guest, &r),
+        SsddOutcome::Kernel(r) => print_kernel_ssdd(&opts, &m, &guest, &r),
     }
     Ok(())
 }
@@ -105,14 +105,14 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
 /// KERNEXEC, on one vCPU (virt/kernel_guest.rs). Its guest work per step is
 /// `--set guest.guest_work_cycles_per_step`, as for the path model.
 fn print_kernel_ssdd(
-    args: &super::run::Args,
+    opts: &SsddOptions,
     m: &machine::MachineProfile,
     guest: &GuestParams,
     r: &virt::kernel_guest::KernelSsdd,
 ) {
     println!(
         "ssdd ({} pairs x {} steps) on the kernel model with KERNEXEC, one vCPU, {} MMU, {}, {} EPT pages, on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0})",
-        guest.pairs, guest.steps_per_pair, args.mmu(), args.kvm_variant(), args.ept_page.as_deref().unwrap_or("2m"), m.name, r.seconds,
+        guest.pairs, guest.steps_per_pair, opts.flavour.name(), opts.variant.name(), virt::kernel_guest::backing_name(opts.backing), m.name, r.seconds,
         guest.guest_work_cycles_per_step
     );
     let n = r.per_step.steps as f64;

@@ -5,6 +5,7 @@ use kharden::kernel::Kernel;
 use kharden::oracle::OracleMode;
 use kharden::params::{Overrides, Params};
 use kharden::sim::{Counter, FlushReason, Stats, TimeCategory};
+use kharden::virt::kernel_guest::backing_name;
 use kharden::workload::{self, SyscallLoop};
 use kharden::{machine, Error, Result};
 
@@ -71,18 +72,18 @@ pub struct Args {
     /// ssdd, syscall-loop under --virt kvm: KVM's MMU: legacy, tdp or shadow (shadow: ssdd's
     /// path model only) [default: tdp]
     #[arg(long)]
-    mmu: Option<String>,
+    pub(crate) mmu: Option<String>,
     /// ssdd, syscall-loop under --virt kvm: KVM's CR0 handling: base, keep-roots,
     /// guest-owned-wp, broken-keep-roots [default: base]
     #[arg(long)]
-    kvm_variant: Option<String>,
+    pub(crate) kvm_variant: Option<String>,
     /// ssdd: the guest, `path` (the ssdd path model of virt/guest.rs) or `kernel` (the
     /// kernel model itself with KERNEXEC, one vCPU; tdp or legacy MMU) [default: path]
     #[arg(long)]
-    guest_model: Option<String>,
+    pub(crate) guest_model: Option<String>,
     /// ssdd: guest vCPUs [default: 1]
     #[arg(long)]
-    vcpus: Option<u64>,
+    pub(crate) vcpus: Option<u64>,
 }
 
 impl Args {
@@ -103,18 +104,6 @@ impl Args {
     }
     fn node(&self) -> u32 {
         self.node.unwrap_or(0)
-    }
-    pub(crate) fn mmu(&self) -> &str {
-        self.mmu.as_deref().unwrap_or("tdp")
-    }
-    pub(crate) fn kvm_variant(&self) -> &str {
-        self.kvm_variant.as_deref().unwrap_or("base")
-    }
-    pub(crate) fn guest_model(&self) -> &str {
-        self.guest_model.as_deref().unwrap_or("path")
-    }
-    pub(crate) fn vcpus(&self) -> u64 {
-        self.vcpus.unwrap_or(1)
     }
 
     /// Refuses a workload's option given to another workload (it would be ignored), so a
@@ -248,8 +237,8 @@ pub fn run(args: Args) -> Result<()> {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": args.workload, "syscall": args.syscall(),
             "defense": k.defense_names(), "iterations": iters, "seconds": elapsed,
-            "guest": k.vm.as_ref().map(|_| serde_json::json!({
-                "virt": "kvm", "mmu": args.mmu(), "ept_page": args.ept_page,
+            "guest": k.vm.as_ref().map(|vm| serde_json::json!({
+                "virt": "kvm", "mmu": vm.mmu.flavour.name(), "ept_page": backing_name(vm.backing),
             })),
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
             "repeated_iterations": repeated,
@@ -275,10 +264,10 @@ pub fn run(args: Args) -> Result<()> {
         k.defense_names().join(",")
     };
     let guest = match &k.vm {
-        Some(_) => format!(
+        Some(vm) => format!(
             " in a KVM guest ({} MMU, {} EPT pages)",
-            args.mmu(),
-            args.ept_page.as_deref().unwrap_or("2m")
+            vm.mmu.flavour.name(),
+            backing_name(vm.backing)
         ),
         None => String::new(),
     };
@@ -316,8 +305,8 @@ fn guest_vm(
         None => Ok(None),
         Some("kvm") => {
             let vm = kharden::virt::kernel_guest::GuestVmOptions::parse(
-                args.mmu(),
-                args.kvm_variant(),
+                args.mmu.as_deref(),
+                args.kvm_variant.as_deref(),
                 args.ept_page.as_deref(),
                 |o| format!("--{}", o.replace('_', "-")),
             )?;

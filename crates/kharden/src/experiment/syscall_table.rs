@@ -110,7 +110,7 @@ pub fn simulate(
     let vm = match guest {
         Some(g) => {
             let name = |o: &str| format!("guest {o}");
-            let vm = GuestVmOptions::parse("tdp", "base", Some(g), name)?;
+            let vm = GuestVmOptions::parse(None, None, Some(g), name)?;
             Some(vm.vm(machine, params)?)
         }
         None => None,

@@ -246,22 +246,22 @@ pub struct GuestVmOptions {
 }
 
 impl GuestVmOptions {
-    /// Parses the options (2 MiB EPT pages when `ept_page` is None); an error names the
-    /// option as `name` spells it.
+    /// Parses the options, each None when not given (TDP, the base variant, 2 MiB EPT
+    /// pages); an error names the option as `name` spells it.
     pub fn parse(
-        mmu: &str,
-        variant: &str,
+        mmu: Option<&str>,
+        variant: Option<&str>,
         ept_page: Option<&str>,
         name: impl Fn(&str) -> String,
     ) -> Result<GuestVmOptions> {
         let at = |option: &str, e: Error| Error::at(name(option), e);
-        let flavour = MmuFlavour::parse(mmu).map_err(|e| at("mmu", e))?;
+        let flavour = MmuFlavour::parse(mmu.unwrap_or("tdp")).map_err(|e| at("mmu", e))?;
         if !flavour.direct() {
             return Err(at("mmu", Error::new("the kernel-model guest runs under EPT/NPT only (tdp or legacy); shadow paging is the ssdd path model's")));
         }
         Ok(GuestVmOptions {
             flavour,
-            variant: Variant::parse(variant).map_err(|e| at("kvm_variant", e))?,
+            variant: Variant::parse(variant.unwrap_or("base")).map_err(|e| at("kvm_variant", e))?,
             backing: match ept_page {
                 Some(p) => parse_backing(p).map_err(|e| at("ept_page", e))?,
                 None => PageSize::Size2M,
@@ -272,6 +272,15 @@ impl GuestVmOptions {
     /// The VM on host `m`.
     pub fn vm(&self, m: &MachineProfile, params: &Params) -> Result<KernelVm> {
         KernelVm::new(m, self.flavour, self.variant, params, self.backing)
+    }
+}
+
+/// The name `parse_backing` takes for `size`.
+pub fn backing_name(size: PageSize) -> &'static str {
+    match size {
+        PageSize::Size4K => "4k",
+        PageSize::Size2M => "2m",
+        PageSize::Size1G => "1g",
     }
 }
 

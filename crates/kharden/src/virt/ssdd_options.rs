@@ -35,13 +35,15 @@ impl GuestModel {
     }
 }
 
-/// The options as words, as the command line or a sweep file gives them; `ept_page` is
-/// None when not given (the kernel model then backs guest RAM with 2 MiB pages).
+/// The options as words, as the command line or a sweep file gives them, each None when not
+/// given: the TDP MMU, the base variant, the path-model guest on one vCPU, and for the
+/// kernel-model guest 2 MiB EPT pages.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SsddWords<'a> {
-    pub mmu: &'a str,
-    pub kvm_variant: &'a str,
-    pub guest_model: &'a str,
-    pub vcpus: u64,
+    pub mmu: Option<&'a str>,
+    pub kvm_variant: Option<&'a str>,
+    pub guest_model: Option<&'a str>,
+    pub vcpus: Option<u64>,
     pub ept_page: Option<&'a str>,
 }
 
@@ -63,20 +65,23 @@ impl SsddOptions {
     /// (`--mmu` on the command line, `mmu` in a sweep file).
     pub fn parse(w: &SsddWords, name: impl Fn(&str) -> String) -> Result<SsddOptions> {
         let at = |option: &str, e: Error| Error::at(name(option), e);
-        let flavour = MmuFlavour::parse(w.mmu).map_err(|e| at("mmu", e))?;
-        let variant = Variant::parse(w.kvm_variant).map_err(|e| at("kvm_variant", e))?;
-        let guest = GuestModel::parse(w.guest_model).map_err(|e| at("guest_model", e))?;
-        if !(1..=MAX_VCPUS).contains(&w.vcpus) {
+        let flavour = MmuFlavour::parse(w.mmu.unwrap_or("tdp")).map_err(|e| at("mmu", e))?;
+        let variant =
+            Variant::parse(w.kvm_variant.unwrap_or("base")).map_err(|e| at("kvm_variant", e))?;
+        let guest =
+            GuestModel::parse(w.guest_model.unwrap_or("path")).map_err(|e| at("guest_model", e))?;
+        let vcpus = w.vcpus.unwrap_or(1);
+        if !(1..=MAX_VCPUS).contains(&vcpus) {
             return Err(at(
                 "vcpus",
-                Error::new(format!("expected 1..{MAX_VCPUS}, got {}", w.vcpus)),
+                Error::new(format!("expected 1..{MAX_VCPUS}, got {vcpus}")),
             ));
         }
         let mut backing = PageSize::Size2M;
         if guest == GuestModel::Kernel {
             let vm = GuestVmOptions::parse(w.mmu, w.kvm_variant, w.ept_page, &name)?;
             backing = vm.backing;
-            if w.vcpus != 1 {
+            if vcpus != 1 {
                 return Err(at(
                     "vcpus",
                     Error::new("the kernel-model guest runs ssdd on one vCPU"),
@@ -94,7 +99,7 @@ impl SsddOptions {
             flavour,
             variant,
             guest,
-            vcpus: w.vcpus,
+            vcpus,
             backing,
         })
     }
@@ -172,10 +177,10 @@ mod tests {
 
     fn words<'a>(mmu: &'a str, guest: &'a str, vcpus: u64, ept: Option<&'a str>) -> SsddWords<'a> {
         SsddWords {
-            mmu,
-            kvm_variant: "base",
-            guest_model: guest,
-            vcpus,
+            mmu: Some(mmu),
+            kvm_variant: None,
+            guest_model: Some(guest),
+            vcpus: Some(vcpus),
             ept_page: ept,
         }
     }
@@ -194,7 +199,7 @@ mod tests {
         assert!(err(words("tdp", "path", 1, Some("2m"))).starts_with("--ept-page: sets"));
         assert!(err(words("tdp", "kernel", 1, Some("3m"))).starts_with("--ept-page: expected 4k"));
         let v = SsddWords {
-            kvm_variant: "fast",
+            kvm_variant: Some("fast"),
             ..words("tdp", "path", 1, None)
         };
         assert!(err(v).starts_with("--kvm-variant: expected base"));

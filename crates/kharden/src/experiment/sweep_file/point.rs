@@ -346,10 +346,10 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
         "ssdd" => {
             given(&["mmu", "kvm_variant", "guest_model", "vcpus", "ept_page"])?;
             let words = SsddWords {
-                mmu: w.mmu.as_deref().unwrap_or("tdp"),
-                kvm_variant: w.kvm_variant.as_deref().unwrap_or("base"),
-                guest_model: w.guest_model.as_deref().unwrap_or("path"),
-                vcpus: w.vcpus.unwrap_or(1),
+                mmu: w.mmu.as_deref(),
+                kvm_variant: w.kvm_variant.as_deref(),
+                guest_model: w.guest_model.as_deref(),
+                vcpus: w.vcpus,
                 ept_page: w.ept_page.as_deref(),
             };
             let opts = SsddOptions::parse(&words, |o| format!("workload: ssdd: {o}"))?;
@@ -428,8 +428,8 @@ fn syscall_loop_guest(w: &WorkloadSpec, m: &MachineProfile) -> Result<Option<Gue
     match w.virt.as_deref() {
         Some("kvm") => {
             let g = GuestVmOptions::parse(
-                w.mmu.as_deref().unwrap_or("tdp"),
-                w.kvm_variant.as_deref().unwrap_or("base"),
+                w.mmu.as_deref(),
+                w.kvm_variant.as_deref(),
                 w.ept_page.as_deref(),
                 name,
             )?;

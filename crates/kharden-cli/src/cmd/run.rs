@@ -102,9 +102,6 @@ impl Args {
     fn window_ms(&self) -> f64 {
         self.window_ms.unwrap_or(24.0)
     }
-    fn node(&self) -> u32 {
-        self.node.unwrap_or(0)
-    }
 
     /// Refuses a workload's option given to another workload (it would be ignored), so a
     /// run is never taken for one it is not: `--mmu legacy` without `--virt kvm` runs no
@@ -470,24 +467,27 @@ fn run_kernel_op(
     params: &Params,
     overrides: &kharden::params::Overrides,
 ) -> Result<()> {
-    use kharden::workload::kernel_ops::{self, Caches, Op};
-    let op = Op::parse(args.op.as_deref().unwrap_or("fork-1"))
-        .map_err(|e| Error::new(format!("--op: {e}")))?;
-    let caches = Caches::parse(args.caches.as_deref().unwrap_or("hot"))
-        .map_err(|e| Error::new(format!("--caches: {e}")))?;
-    kernel_ops::check_node(m, args.node()).map_err(|e| Error::at("--node", e))?;
+    use kharden::workload::kernel_ops::{self, Choice};
+    let flag = |o: &str| format!("--{o}");
+    let Choice { op, caches, node } = Choice::parse(
+        args.op.as_deref(),
+        args.caches.as_deref(),
+        args.node,
+        m,
+        flag,
+    )?;
     let mut k = Kernel::boot_with(
         m.clone(),
         super::defenses::parse(&args.defense, m)?,
         params,
         OracleMode::default(),
     );
-    let r = kernel_ops::run(&mut k, op, caches, args.node(), args.exact)?;
+    let r = kernel_ops::run(&mut k, op, caches, node, args.exact)?;
     let elapsed = r.elapsed.secs();
     if args.json {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": "kernel-op", "op": op.name(),
-            "caches": caches.name(), "node": args.node(), "defense": k.defense_names(),
+            "caches": caches.name(), "node": node, "defense": k.defense_names(),
             "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
             "repeated_iterations": r.repeated, "stats": r.stats,
             "set": overrides.to_json(), "params": params.to_json(),
@@ -498,7 +498,7 @@ fn run_kernel_op(
         "{} ({} caches) on node {} of {}: {:.3} us, {} iteration(s)",
         op.name(),
         caches.name(),
-        args.node(),
+        node,
         k.machine.name,
         elapsed * 1e6,
         op.iterations()

@@ -100,16 +100,39 @@ impl Caches {
     }
 }
 
-/// Checks that `m` has NUMA node `node` for the benchmark to run on.
-pub fn check_node(m: &crate::machine::MachineProfile, node: u32) -> Result<()> {
-    if node < m.numa_nodes() {
-        return Ok(());
+/// One timed operation as `run --workload kernel-op` and a sweep's kernel-op point choose it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    pub op: Op,
+    pub caches: Caches,
+    /// The NUMA node whose first CPU runs it.
+    pub node: u32,
+}
+
+impl Choice {
+    /// The options as given, None when not (fork-1, hot caches, node 0), checked against
+    /// machine `m`; an error names the option as `name` spells it.
+    pub fn parse(
+        op: Option<&str>,
+        caches: Option<&str>,
+        node: Option<u32>,
+        m: &crate::machine::MachineProfile,
+        name: impl Fn(&str) -> String,
+    ) -> Result<Choice> {
+        let at = |option: &str, e: Error| Error::at(name(option), e);
+        let op = Op::parse(op.unwrap_or("fork-1")).map_err(|e| at("op", e))?;
+        let caches = Caches::parse(caches.unwrap_or("hot")).map_err(|e| at("caches", e))?;
+        let node = node.unwrap_or(0);
+        if node >= m.numa_nodes() {
+            let nodes = format!(
+                "{} has nodes 0 to {}, got {node}",
+                m.name,
+                m.numa_nodes() - 1
+            );
+            return Err(at("node", Error::new(nodes)));
+        }
+        Ok(Choice { op, caches, node })
     }
-    Err(Error::new(format!(
-        "{} has nodes 0 to {}, got {node}",
-        m.name,
-        m.numa_nodes() - 1
-    )))
 }
 
 /// What a timed operation took and did.

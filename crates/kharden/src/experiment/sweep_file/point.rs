@@ -10,7 +10,7 @@ use crate::machine::{self, MachineProfile};
 use crate::params::{machine_params, Params, Provenance};
 use crate::virt::kernel_guest::GuestVmOptions;
 use crate::virt::{SsddOptions, SsddWords};
-use crate::workload::kernel_ops::{self, Caches, Op};
+use crate::workload::kernel_ops;
 use crate::workload::{self, bounds, kbuild_profile::JobProfile};
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -71,11 +71,7 @@ pub enum Resolved {
         seed: u64,
         samples: u32,
     },
-    KernelOp {
-        op: Op,
-        caches: Caches,
-        node: u32,
-    },
+    KernelOp(kernel_ops::Choice),
     Ssdd(SsddOptions),
 }
 
@@ -334,14 +330,10 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
         }
         "kernel-op" => {
             given(&["op", "caches", "node"])?;
-            let at =
-                |option: &str, e: Error| Error::at(format!("workload: kernel-op: {option}"), e);
-            let op = Op::parse(w.op.as_deref().unwrap_or("fork-1")).map_err(|e| at("op", e))?;
-            let caches =
-                Caches::parse(w.caches.as_deref().unwrap_or("hot")).map_err(|e| at("caches", e))?;
-            let node = w.node.unwrap_or(0);
-            kernel_ops::check_node(m, node).map_err(|e| at("node", e))?;
-            Ok(Resolved::KernelOp { op, caches, node })
+            let name = |o: &str| format!("workload: kernel-op: {o}");
+            let choice =
+                kernel_ops::Choice::parse(w.op.as_deref(), w.caches.as_deref(), w.node, m, name)?;
+            Ok(Resolved::KernelOp(choice))
         }
         "ssdd" => {
             given(&["mmu", "kvm_variant", "guest_model", "vcpus", "ept_page"])?;

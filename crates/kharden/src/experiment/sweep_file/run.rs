@@ -143,7 +143,7 @@ fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>
             }
             w.tasks.clone()
         }
-        Resolved::KernelOp { op, caches, node } => {
+        Resolved::KernelOp(kernel_ops::Choice { op, caches, node }) => {
             let mut k = Kernel::boot_with(
                 m.clone(),
                 defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?,

@@ -254,14 +254,25 @@ impl GuestVmOptions {
         ept_page: Option<&str>,
         name: impl Fn(&str) -> String,
     ) -> Result<GuestVmOptions> {
+        let (flavour, variant) = super::kvm_mmu::parse_kvm(mmu, variant, &name)?;
+        GuestVmOptions::with(flavour, variant, ept_page, name)
+    }
+
+    /// The options with KVM's MMU and variant already parsed: the MMU must map the guest
+    /// with EPT/NPT; `ept_page` as in `parse`.
+    pub fn with(
+        flavour: MmuFlavour,
+        variant: Variant,
+        ept_page: Option<&str>,
+        name: impl Fn(&str) -> String,
+    ) -> Result<GuestVmOptions> {
         let at = |option: &str, e: Error| Error::at(name(option), e);
-        let flavour = MmuFlavour::parse(mmu.unwrap_or("tdp")).map_err(|e| at("mmu", e))?;
         if !flavour.direct() {
             return Err(at("mmu", Error::new("the kernel-model guest runs under EPT/NPT only (tdp or legacy); shadow paging is the ssdd path model's")));
         }
         Ok(GuestVmOptions {
             flavour,
-            variant: Variant::parse(variant.unwrap_or("base")).map_err(|e| at("kvm_variant", e))?,
+            variant,
             backing: match ept_page {
                 Some(p) => parse_backing(p).map_err(|e| at("ept_page", e))?,
                 None => PageSize::Size2M,

@@ -65,9 +65,7 @@ impl SsddOptions {
     /// (`--mmu` on the command line, `mmu` in a sweep file).
     pub fn parse(w: &SsddWords, name: impl Fn(&str) -> String) -> Result<SsddOptions> {
         let at = |option: &str, e: Error| Error::at(name(option), e);
-        let flavour = MmuFlavour::parse(w.mmu.unwrap_or("tdp")).map_err(|e| at("mmu", e))?;
-        let variant =
-            Variant::parse(w.kvm_variant.unwrap_or("base")).map_err(|e| at("kvm_variant", e))?;
+        let (flavour, variant) = super::kvm_mmu::parse_kvm(w.mmu, w.kvm_variant, &name)?;
         let guest =
             GuestModel::parse(w.guest_model.unwrap_or("path")).map_err(|e| at("guest_model", e))?;
         let vcpus = w.vcpus.unwrap_or(1);
@@ -79,7 +77,7 @@ impl SsddOptions {
         }
         let mut backing = PageSize::Size2M;
         if guest == GuestModel::Kernel {
-            let vm = GuestVmOptions::parse(w.mmu, w.kvm_variant, w.ept_page, &name)?;
+            let vm = GuestVmOptions::with(flavour, variant, w.ept_page, &name)?;
             backing = vm.backing;
             if vcpus != 1 {
                 return Err(at(

@@ -69,12 +69,7 @@ fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>
             guest,
         } => {
             let vm = guest.map(|g| g.vm(m, &p.params)).transpose()?;
-            let mut k = Kernel::boot_with(
-                m.clone(),
-                defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?,
-                &p.params,
-                OracleMode::default(),
-            );
+            let mut k = boot(p, extensions)?;
             if let Some(vm) = vm {
                 k.run_in_vm(vm);
             }
@@ -144,12 +139,7 @@ fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>
             w.tasks.clone()
         }
         Resolved::KernelOp(kernel_ops::Choice { op, caches, node }) => {
-            let mut k = Kernel::boot_with(
-                m.clone(),
-                defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?,
-                &p.params,
-                OracleMode::default(),
-            );
+            let mut k = boot(p, extensions)?;
             let r = kernel_ops::run(&mut k, *op, *caches, *node, false)?;
             violations(&k)?;
             put("seconds", r.elapsed.secs());
@@ -220,6 +210,18 @@ fn column(label: &str) -> String {
         .map(|w| w.to_ascii_lowercase())
         .collect();
     words.join("_")
+}
+
+/// The point's kernel: its machine, its defenses, its parameters.
+fn boot(p: &Prepared, extensions: &[Extension]) -> Result<Kernel> {
+    let m = &p.machine;
+    let defenses = defense::parse_list_with(&p.point.defense.0, Some(m), extensions)?;
+    Ok(Kernel::boot_with(
+        m.clone(),
+        defenses,
+        &p.params,
+        OracleMode::default(),
+    ))
 }
 
 fn violations(k: &Kernel) -> Result<()> {

@@ -128,6 +128,19 @@ struct Root {
     tag: Pcid,
 }
 
+/// KVM's MMU and CR0 variant from the words given, None when not (TDP, base); an error
+/// names the option (`mmu`, `kvm_variant`) as `name` spells it.
+pub fn parse_kvm(
+    mmu: Option<&str>,
+    variant: Option<&str>,
+    name: impl Fn(&str) -> String,
+) -> Result<(MmuFlavour, Variant)> {
+    let flavour = MmuFlavour::parse(mmu.unwrap_or("tdp")).map_err(|e| Error::at(name("mmu"), e))?;
+    let variant =
+        Variant::parse(variant.unwrap_or("base")).map_err(|e| Error::at(name("kvm_variant"), e))?;
+    Ok((flavour, variant))
+}
+
 /// What KVM's MMU did, counted like its tracepoints and stats.
 #[derive(Debug, Clone, Default)]
 pub struct MmuStats {

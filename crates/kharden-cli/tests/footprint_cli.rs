@@ -84,6 +84,41 @@ fn show_lists_a_paths_functions_and_pages() {
 }
 
 #[test]
+fn show_gives_the_recording_hosts_instrumentation_share() {
+    let committed = kharden::kernel::footprint::BUILTIN;
+    let o = kharden(&["kernel", "footprint", "show", "open-close"]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("BPF programs"));
+    // open-close with as many samples in the host's BPF programs as in its own work.
+    let f = Footprints::builtin();
+    let own = f.path("open-close").unwrap().samples;
+    let block = committed.find("name = \"open-close\"").unwrap();
+    let at = block + committed[block..].find("excluded = { ").unwrap() + "excluded = { ".len();
+    let text = format!(
+        "{}instrumentation = {own}, {}",
+        &committed[..at],
+        &committed[at..]
+    );
+    let d = scratch("instrumentation");
+    let file = d.join("k.toml");
+    std::fs::write(&file, text).unwrap();
+    let o = kharden(&[
+        "kernel",
+        "footprint",
+        "--file",
+        file.to_str().unwrap(),
+        "show",
+        "open-close",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("the recording host's BPF programs: 50.0% of the path's samples"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
 fn bad_paths_and_files_are_one_line_errors() {
     let o = kharden(&["kernel", "footprint", "show", "no-such-path"]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -41,6 +41,12 @@ pub mod context {
     pub const EXIT_WORK: u8 = 32;
     /// Delivering a signal on the return to user mode (arch_do_signal_or_restart).
     pub const SIGNAL: u8 = 64;
+    /// In a BPF program the recording host attached (an LSM hook's trampoline, a traced
+    /// function's fentry, a tracepoint): the host's own monitoring, not the kernel under
+    /// test. The JITed program body lies outside the core text and is not resolved, but
+    /// every program runs between __bpf_prog_enter* and __bpf_prog_exit* and calls its
+    /// helpers (bpf_*, its maps' lookups), which are.
+    pub const INSTRUMENTATION: u8 = 128;
 
     /// The flag a kernel function on a call chain raises.
     pub fn of(name: &str) -> u8 {
@@ -52,8 +58,25 @@ pub mod context {
             "exit_to_user_mode_loop" => EXIT_WORK,
             "arch_do_signal_or_restart" => SIGNAL,
             n if n.starts_with("asm_sysvec_") || n == "asm_common_interrupt" => OTHER_IRQ,
+            n if is_bpf_runtime(n) => INSTRUMENTATION,
             _ => 0,
         }
+    }
+
+    /// The BPF runtime: program entry and exit, trampolines, helpers, the LSM hooks' attach
+    /// points and the map code programs call.
+    fn is_bpf_runtime(name: &str) -> bool {
+        [
+            "bpf_",
+            "__bpf_",
+            "___bpf_",
+            "htab_map_",
+            "__htab_map_",
+            "queue_stack_map_",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+            || matches!(name, "lookup_nulls_elem_raw" | "trace_call_bpf")
     }
 }
 
@@ -83,6 +106,9 @@ pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
     }
     if irq & !irqs != 0 {
         return Some("interrupt");
+    }
+    if ctx & INSTRUMENTATION != 0 {
+        return Some("instrumentation");
     }
     // Delivery rides on the return of the syscall that unblocked the signal: only the
     // samples under arch_do_signal_or_restart are its own.
@@ -404,6 +430,29 @@ mod tests {
     }
 
     #[test]
+    fn the_bpf_runtime_on_a_chain_marks_the_hosts_instrumentation() {
+        for bpf in [
+            "__bpf_prog_enter_recur",
+            "__bpf_tramp_exit",
+            "bpf_probe_read_kernel",
+            "bpf_lsm_file_open",
+            "__htab_map_lookup_elem",
+            "lookup_nulls_elem_raw",
+            "queue_stack_map_push_elem",
+        ] {
+            assert_eq!(context::of(bpf), context::INSTRUMENTATION, "{bpf}");
+        }
+        for kernel in [
+            "chrdev_open",
+            "security_file_open",
+            "do_sys_openat2",
+            "sbpf_x",
+        ] {
+            assert_eq!(context::of(kernel), 0, "{kernel}");
+        }
+    }
+
+    #[test]
     fn paths_keep_their_own_work_and_leave_out_the_rest() {
         use context::*;
         assert_eq!(excluded("getppid", 0), None);
@@ -417,6 +466,18 @@ mod tests {
         assert_eq!(excluded("signal-deliver", EXIT_WORK), Some("trigger"));
         assert_eq!(excluded("umount", SCHEDULE | EXIT_WORK), None);
         assert_eq!(excluded("kill", EXIT_WORK), Some("exit-work"));
+        assert_eq!(
+            excluded("open-close", INSTRUMENTATION),
+            Some("instrumentation")
+        );
+        assert_eq!(
+            excluded("umount", SCHEDULE | INSTRUMENTATION),
+            Some("instrumentation")
+        );
+        assert_eq!(
+            excluded("getppid", TIMER | INSTRUMENTATION),
+            Some("interrupt")
+        );
         assert_eq!(excluded("timer-tick", TIMER | SOFTIRQ), None);
         assert_eq!(excluded("timer-tick", 0), Some("interrupt"));
         assert_eq!(

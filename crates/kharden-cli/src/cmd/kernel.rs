@@ -228,6 +228,13 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
                     l[2]
                 );
             }
+            let host = p.instrumentation_share();
+            if host > 0.0 {
+                println!(
+                    "the recording host's BPF programs: {:.1}% of the path's samples, left out of its lines (their time stays in the latency)",
+                    100.0 * host
+                );
+            }
             println!(
                 "data (ESTIMATE): {} = {} bytes",
                 p.data.join(", "),

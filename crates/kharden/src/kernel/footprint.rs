@@ -132,15 +132,31 @@ impl PathFootprint {
     pub fn sampled_pages(&self) -> BTreeSet<u64> {
         pages_of(self.sampled_lines.iter().copied())
     }
-    /// The low-percentile latency in cycles at `ghz`.
+    /// The low-percentile latency in cycles at `ghz`. It keeps what the recording host's
+    /// own instrumentation took inside the operations (`instrumentation_share`): the
+    /// native comparisons on that host (evict-fault) time it too, and on the paths where it
+    /// runs it is 2-16% (docs/design/footprints.md, "The recording host's BPF programs").
     pub fn latency_cycles(&self, ghz: f64) -> Option<f64> {
         self.latency_ns.map(|l| l[0] * ghz)
+    }
+    /// The share of the samples of the path's own work that the recording host's BPF
+    /// programs took (`excluded.instrumentation`; 0 for a recording made before the
+    /// recorder told them apart). Their lines are not in the footprint.
+    pub fn instrumentation_share(&self) -> f64 {
+        let host = self.excluded.get(INSTRUMENTATION).copied().unwrap_or(0) as f64;
+        if host == 0.0 {
+            return 0.0;
+        }
+        host / (host + self.samples as f64)
     }
     /// Bytes of the objects the path touches.
     pub fn data_bytes(&self, objects: &BTreeMap<String, u64>) -> u64 {
         self.data.iter().filter_map(|d| objects.get(d)).sum()
     }
 }
+
+/// The `excluded` reason of samples in the recording host's own BPF programs.
+pub const INSTRUMENTATION: &str = "instrumentation";
 
 /// The 4 KiB pages holding `lines`.
 pub fn pages_of(lines: impl IntoIterator<Item = u64>) -> BTreeSet<u64> {
@@ -367,6 +383,21 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
         assert!(e.starts_with("k.toml: "), "{e}");
         e
+    }
+
+    #[test]
+    fn the_hosts_instrumentation_share_is_of_the_paths_own_samples() {
+        let f = Footprints::parse(BUILTIN_PLACE, BUILTIN).unwrap();
+        let mut p = f.path("open-close").unwrap().clone();
+        assert_eq!(
+            p.instrumentation_share(),
+            0.0,
+            "the committed recording predates it"
+        );
+        // A quarter of the samples in the host's BPF programs.
+        p.excluded.insert(INSTRUMENTATION.into(), p.samples / 3);
+        let share = p.instrumentation_share();
+        assert!((share - 0.25).abs() < 1e-3, "{share}");
     }
 
     #[test]

@@ -193,6 +193,11 @@ impl MachineProfile {
                 return Err(format!("{field}: expected at most 1000000 cycles"));
             }
         }
+        if let Some(n) = c.ipi_cpus_per_write {
+            if ![1, 8, 16].contains(&n) {
+                return Err(format!("costs.ipi_cpus_per_write: expected 1 (physical destination), 8 (xAPIC flat logical) or 16 (x2APIC cluster), got {n}"));
+            }
+        }
         let ns = [
             c.invlpgb_ns.unwrap_or(0.0),
             c.tlbi_broadcast_ns.unwrap_or(0.0),
@@ -369,6 +374,12 @@ mod tests {
         let err = parse("x.toml", &bad).unwrap_err().to_string();
         assert!(
             err.contains("memory.llc_miss_overlap: expected 1..64 (misses overlapped), got 0.5"),
+            "{err}"
+        );
+        let bad = good.replace("ipi_cpus_per_write = 8 ", "ipi_cpus_per_write = 4 ");
+        let err = parse("x.toml", &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("costs.ipi_cpus_per_write: expected 1 (physical destination), 8 (xAPIC flat logical) or 16 (x2APIC cluster), got 4"),
             "{err}"
         );
     }

@@ -234,6 +234,12 @@ pub struct Costs {
     pub interrupt_entry_cycles: u32,
     /// Sending one IPI (ICR write in x2APIC mode, or GIC SGI register write).
     pub ipi_send_cycles: u32,
+    /// CPUs one such write can address, from the kernel's APIC driver: 1 in physical
+    /// destination mode (a write per target), 16 in x2APIC cluster mode (a write per cluster
+    /// of 16 APIC IDs holding a target), 8 in xAPIC flat logical mode (one write for up to
+    /// 8 CPUs). Absent: 1.
+    #[serde(default)]
+    pub ipi_cpus_per_write: Option<u32>,
     /// IPI delivery latency from sender to handler start, per distance.
     pub ipi_latency_ns: IpiLatency,
     /// Moving a modified cache line to another CPU (core-to-core latency), per distance; each

@@ -36,6 +36,10 @@ pub(crate) struct HostFacts {
     /// Highest-level unified cache (equal to L2 on parts without L3).
     pub llc: Option<CacheInfo>,
     pub pti_active: Option<bool>,
+    /// CPUs one IPI write addresses under the running kernel's APIC driver, with the kernel
+    /// log line that named the driver; None when the log is unreadable or names no driver
+    /// the model knows.
+    pub ipi_cpus_per_write: Option<Got<u32>>,
 }
 
 impl HostFacts {
@@ -76,6 +80,10 @@ impl HostFacts {
             llc: caches.llc,
             pti_active: read_sysfs("/sys/devices/system/cpu/vulnerabilities/meltdown")
                 .map(|s| s.contains("PTI")),
+            ipi_cpus_per_write: std::process::Command::new("dmesg")
+                .output()
+                .ok()
+                .and_then(|o| apic_cpus_per_write(&String::from_utf8_lossy(&o.stdout))),
         };
         f.read_cpu();
         f.read_frequency();
@@ -196,6 +204,32 @@ pub(crate) fn brand_ghz(brand: &str) -> Option<f64> {
         .filter(|v| *v > 0.05 && *v < 10.0)
 }
 
+/// The x86 kernel's boot message naming its APIC driver ("APIC: Switched APIC routing to:
+/// physical x2apic" in 6.x, "Switched APIC routing to cluster x2apic." before), as the CPUs
+/// one IPI write addresses: 16 for x2APIC cluster mode, 8 for flat logical mode, 1 for a
+/// physical destination mode.
+pub(crate) fn apic_cpus_per_write(kernel_log: &str) -> Option<Got<u32>> {
+    let line = kernel_log
+        .lines()
+        .rfind(|l| l.contains("APIC routing to"))?;
+    let driver = line
+        .split("APIC routing to")
+        .nth(1)?
+        .trim_start_matches(':')
+        .trim();
+    let n = if driver.contains("cluster") {
+        16
+    } else if driver.contains("phys") {
+        1
+    } else if driver.contains("flat") {
+        8
+    } else {
+        return None;
+    };
+    let message = line.split_once("] ").map_or(line, |(_, m)| m).trim();
+    Some(got(n, format!("kernel log: '{message}'")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +241,28 @@ mod tests {
             Some(2.1)
         );
         assert_eq!(brand_ghz("AMD EPYC"), None);
+    }
+
+    #[test]
+    fn the_kernels_apic_driver_gives_the_cpus_one_ipi_write_reaches() {
+        let of = |log: &str| apic_cpus_per_write(log).map(|g| (g.value, g.how));
+        assert_eq!(
+            of("[    0.248052] APIC: Switched APIC routing to: physical x2apic\n"),
+            Some((
+                1,
+                "kernel log: 'APIC: Switched APIC routing to: physical x2apic'".into()
+            ))
+        );
+        assert_eq!(
+            of("Switched APIC routing to cluster x2apic.").map(|g| g.0),
+            Some(16)
+        );
+        assert_eq!(
+            of("Switched APIC routing to physical flat.").map(|g| g.0),
+            Some(1)
+        );
+        assert_eq!(of("Setting APIC routing to flat.").map(|g| g.0), Some(8));
+        assert_eq!(of("APIC: Switched APIC routing to: default"), None);
+        assert_eq!(of("x2apic enabled"), None);
     }
 }

@@ -125,6 +125,10 @@ pub(super) fn costs(w: &mut Writer, cx: &Ctx, usable: &Usable) {
         Val::Int(c.ipi_send_cycles as u64),
         "IPI send cost (APIC/GIC register write is privileged)",
     );
+    // Absent (a write per CPU) where the kernel log does not name the driver.
+    if let Some(n) = &f.ipi_cpus_per_write {
+        w.kv("ipi_cpus_per_write", Val::Int(n.value as u64), &n.how);
+    }
 }
 
 /// `[costs.ipi_latency_ns]`: from the library (IPIs cannot be sent from user space).

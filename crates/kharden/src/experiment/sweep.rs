@@ -50,6 +50,10 @@ pub fn scaled(base: &MachineProfile, cpus: u32) -> Result<MachineProfile> {
     m.name = format!("{}-x{cpus}", base.name);
     m.topology.sockets = sockets;
     m.topology.cores_per_socket = cores;
+    // Flat logical destinations reach 8 CPUs; Linux routes more in physical mode.
+    if m.costs.ipi_cpus_per_write == Some(8) && cpus > 8 {
+        m.costs.ipi_cpus_per_write = Some(1);
+    }
     m.validate()
         .map_err(|e| Error::new(format!("{}: {e}", m.name)))?;
     Ok(m)
@@ -152,5 +156,13 @@ mod tests {
         assert!(m.topology.sockets >= 3);
         assert!(scaled(&base, 7).is_err());
         assert_eq!(jobs_for(96), 60);
+    }
+
+    #[test]
+    fn a_flat_logical_desktop_scaled_past_8_cpus_sends_in_physical_mode() {
+        let base = crate::machine::load("haswell-i7-4770").unwrap();
+        assert_eq!(base.costs.ipi_cpus_per_write, Some(8));
+        assert_eq!(scaled(&base, 8).unwrap().costs.ipi_cpus_per_write, Some(8));
+        assert_eq!(scaled(&base, 16).unwrap().costs.ipi_cpus_per_write, Some(1));
     }
 }

@@ -197,6 +197,11 @@ impl MachineProfile {
             if ![1, 8, 16].contains(&n) {
                 return Err(format!("costs.ipi_cpus_per_write: expected 1 (physical destination), 8 (xAPIC flat logical) or 16 (x2APIC cluster), got {n}"));
             }
+            let t = &self.topology;
+            let cpus = t.sockets * t.cores_per_socket * t.threads_per_core;
+            if n == 8 && cpus > 8 {
+                return Err(format!("costs.ipi_cpus_per_write: 8 (xAPIC flat logical) addresses at most 8 CPUs, this machine has {cpus}"));
+            }
         }
         let ns = [
             c.invlpgb_ns.unwrap_or(0.0),
@@ -380,6 +385,12 @@ mod tests {
         let err = parse("x.toml", &bad).unwrap_err().to_string();
         assert!(
             err.contains("costs.ipi_cpus_per_write: expected 1 (physical destination), 8 (xAPIC flat logical) or 16 (x2APIC cluster), got 4"),
+            "{err}"
+        );
+        let bad = good.replace("sockets = 1 ", "sockets = 2 ");
+        let err = parse("x.toml", &bad).unwrap_err().to_string();
+        assert!(
+            err.contains("8 (xAPIC flat logical) addresses at most 8 CPUs, this machine has 16"),
             "{err}"
         );
     }

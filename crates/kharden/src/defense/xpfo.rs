@@ -300,8 +300,9 @@ impl Defense for Xpfo {
         // (v9 13/13). No TLB holds the aliases yet, so nothing needs a flush.
         let cpu = 0;
         if self.policy == Policy::Batched {
+            k.set_direct_map_entries(cpu, frames, false);
+            self.pages.reserve(frames.len());
             for &pfn in frames {
-                k.set_direct_map_entry(cpu, pfn, false);
                 let st = PageState {
                     user: true,
                     unmapped: true,

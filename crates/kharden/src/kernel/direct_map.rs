@@ -68,17 +68,43 @@ impl Kernel {
             self.compute(cpu, self.params.split_cycles, TimeCategory::DirectMap);
             splits += 1;
         }
+        let table = self.pte_table_of(va);
+        self.write_direct_map_pte(cpu, table, pfn, present);
+        splits
+    }
+
+    /// set_direct_map_entry() of every frame of `pfns`, with the same effect, for boot-time
+    /// runs of frames (XPFO's recycled frames): a 2 MiB region's PTE table is found once per
+    /// run of its frames, since after the run's first frame the region is split and the
+    /// others only write their entry.
+    pub fn set_direct_map_entries(&mut self, cpu: CpuId, pfns: &[Pfn], present: bool) {
+        let mut known: Option<(VirtAddr, Pfn)> = None;
+        for &pfn in pfns {
+            let region = self.direct_map_addr(pfn).align_down(PageSize::Size2M);
+            match known {
+                Some((r, table)) if r == region => {
+                    self.write_direct_map_pte(cpu, table, pfn, present)
+                }
+                _ => {
+                    self.set_direct_map_entry(cpu, pfn, present);
+                    known = Some((region, self.pte_table_of(region)));
+                }
+            }
+        }
+    }
+
+    /// Writes `pfn`'s 4 KiB direct-map entry into its PTE table `table`.
+    fn write_direct_map_pte(&mut self, cpu: CpuId, table: Pfn, pfn: Pfn, present: bool) {
         let flags = PteFlags::KERNEL_DATA
             .with_global(self.config.global_kernel == super::KernelGlobal::All);
-        let table = self.pte_table_of(va);
         let pte = if present {
             Pte::leaf(pfn.addr(), PageSize::Size4K, flags)
         } else {
             Pte::EMPTY
         };
-        self.mem.write(table, va.index(1), pte);
+        self.mem
+            .write(table, self.direct_map_addr(pfn).index(1), pte);
         self.compute(cpu, self.params.set_kpte_cycles, TimeCategory::DirectMap);
-        splits
     }
 
     /// Makes the direct-map alias of the 2 MiB block at `pa` read-only, splitting a 1 GiB

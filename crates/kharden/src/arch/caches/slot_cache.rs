@@ -53,6 +53,7 @@ impl SlotCache {
 
     /// The next stamp. When the clock would overflow, every set's valid stamps are
     /// renumbered 1, 2, ... in the same order: LRU decisions only compare stamps of a set.
+    #[inline]
     fn tick(&mut self) -> u32 {
         if self.clock == u32::MAX {
             self.renumber();
@@ -61,6 +62,8 @@ impl SlotCache {
         self.clock
     }
 
+    #[cold]
+    #[inline(never)]
     fn renumber(&mut self) {
         let ways = self.ways;
         let mut order: Vec<usize> = Vec::with_capacity(ways);

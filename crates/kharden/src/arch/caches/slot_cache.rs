@@ -12,7 +12,8 @@ pub(super) struct SlotCache {
     set_mask: u64,
     set_bits: u32,
     /// Per set: `ways` tags (the line's bits above the set index, EMPTY when invalid), then
-    /// `ways` stamps (0 when invalid; a valid slot's stamp is its last use, from 1 up).
+    /// `ways` stamps (0 when invalid; a valid slot's stamp is its last use, from 1 up). A
+    /// slot is named by its tag's index here; its stamp is `ways` further on.
     words: Vec<u32>,
     clock: u32,
     /// Lines filled so far: while it stands still, nothing was evicted.
@@ -43,12 +44,6 @@ impl SlotCache {
             .filter(|&t| t != EMPTY)
             .expect("physical addresses fit the cache tags");
         ((line & self.set_mask) as usize, tag)
-    }
-
-    /// Where slot `slot`'s tag is in `words` (its stamp is `ways` further).
-    fn tag_at(&self, slot: usize) -> usize {
-        let (set, way) = (slot / self.ways, slot % self.ways);
-        set * 2 * self.ways + way
     }
 
     /// The next stamp. When the clock would overflow, every set's valid stamps are
@@ -92,7 +87,7 @@ impl SlotCache {
         for w in 0..ways {
             if tags[w] == tag {
                 stamps[w] = now;
-                return (true, set * ways + w);
+                return (true, base + w);
             }
             if stamps[w] < oldest {
                 (victim, oldest) = (w, stamps[w]);
@@ -101,7 +96,7 @@ impl SlotCache {
         self.fills += 1;
         tags[victim] = tag;
         stamps[victim] = now;
-        (false, set * ways + victim)
+        (false, base + victim)
     }
 
     /// What `lines` other lines passing through evict: with at least as many lines as
@@ -136,18 +131,24 @@ impl SlotCache {
     }
 
     /// Accesses to lines known to be in `slots`, in order: what access() does on those hits.
-    pub(super) fn hits(&mut self, slots: impl Iterator<Item = usize>) {
-        for slot in slots {
-            let now = self.tick();
-            let at = self.tag_at(slot) + self.ways;
-            self.words[at] = now;
+    pub(super) fn hits(&mut self, slots: impl ExactSizeIterator<Item = usize>) {
+        if ((u32::MAX - self.clock) as usize) < slots.len() {
+            self.renumber();
         }
+        // The clock stays in a register: the stores to stamps cannot move it.
+        let (ways, mut clock) = (self.ways, self.clock);
+        for slot in slots {
+            clock += 1;
+            self.words[slot + ways] = clock;
+        }
+        self.clock = clock;
     }
 
     /// Whether `slot` holds `line`.
     pub(super) fn holds(&self, slot: usize, line: u64) -> bool {
-        let (set, tag) = self.place(line);
-        slot / self.ways == set && self.words[self.tag_at(slot)] == tag
+        let set = (line & self.set_mask) as usize;
+        slot.wrapping_sub(set * 2 * self.ways) < self.ways
+            && self.words[slot] as u64 == line >> self.set_bits
     }
 
     /// Each set's lines from the most to the least recently used, without the clock, the
@@ -239,12 +240,18 @@ mod tests {
         // hits, slots and final order.
         let mut fresh = SlotCache::new(4, 4);
         let mut wrapping = SlotCache::new(4, 4);
-        wrapping.clock = u32::MAX - 7;
+        wrapping.clock = u32::MAX - 8;
         let mut x = 12345u64;
-        for _ in 0..200 {
+        for i in 0..200 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let line = (x >> 33) % 40;
-            assert_eq!(fresh.access(line), wrapping.access(line));
+            let (hit, slot) = fresh.access(line);
+            assert_eq!((hit, slot), wrapping.access(line));
+            if i % 7 == 0 {
+                // A replayed run of hits crosses the wrap too.
+                fresh.hits([slot, slot].into_iter());
+                wrapping.hits([slot, slot].into_iter());
+            }
         }
         assert!(wrapping.clock < 1000, "renumbered");
         let (mut a, mut b) = (crate::sim::Canon::default(), crate::sim::Canon::default());

@@ -131,7 +131,7 @@ impl CacheHierarchy {
         &mut self,
         side: L1Side,
         core: usize,
-        slots: impl ExactSizeIterator<Item = usize>,
+        slots: impl Iterator<Item = usize>,
     ) {
         self.l1_mut(side, core).hits(slots);
     }

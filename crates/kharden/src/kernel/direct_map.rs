@@ -199,4 +199,28 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_run_of_frames_unmapped_at_once_leaves_what_unmapping_each_leaves() {
+        let boot = || {
+            let mut k = Kernel::boot(
+                machine::load("xeon-platinum-8160").unwrap(),
+                defense::parse_list("none").unwrap(),
+            );
+            let frames: Vec<_> = (0..1500).map(|_| k.mem.alloc_data(0)).collect();
+            k.cover_direct_map(0);
+            (k, frames)
+        };
+        let ((mut each, frames), (mut run, same)) = (boot(), boot());
+        assert_eq!(frames, same);
+        // Every other frame over three 2 MiB regions, then one of them again.
+        let pick: Vec<_> = frames.iter().step_by(2).chain([&frames[4]]).copied().collect();
+        for &pfn in &pick {
+            each.set_direct_map_entry(0, pfn, false);
+        }
+        run.set_direct_map_entries(0, &pick, false);
+        assert!(run.direct_map_present(frames[1]) && !run.direct_map_present(frames[2]));
+        assert_eq!(each.cpus[0].stats, run.cpus[0].stats, "splits and time alike");
+        assert_eq!(each.canon(), run.canon(), "the same page tables");
+    }
 }

@@ -214,13 +214,21 @@ mod tests {
         let ((mut each, frames), (mut run, same)) = (boot(), boot());
         assert_eq!(frames, same);
         // Every other frame over three 2 MiB regions, then one of them again.
-        let pick: Vec<_> = frames.iter().step_by(2).chain([&frames[4]]).copied().collect();
+        let pick: Vec<_> = frames
+            .iter()
+            .step_by(2)
+            .chain([&frames[4]])
+            .copied()
+            .collect();
         for &pfn in &pick {
             each.set_direct_map_entry(0, pfn, false);
         }
         run.set_direct_map_entries(0, &pick, false);
         assert!(run.direct_map_present(frames[1]) && !run.direct_map_present(frames[2]));
-        assert_eq!(each.cpus[0].stats, run.cpus[0].stats, "splits and time alike");
+        assert_eq!(
+            each.cpus[0].stats, run.cpus[0].stats,
+            "splits and time alike"
+        );
         assert_eq!(each.canon(), run.canon(), "the same page tables");
     }
 }

@@ -336,9 +336,10 @@ impl Kernel {
         Ok(())
     }
 
-    /// The physical address of text page `va`, translated through the ITLB once per page
-    /// the mapping uses (`mapped` keeps the last one: the pages of a 2 MiB text mapping are
-    /// one ITLB entry, and the later ones would hit it).
+    /// The physical address of text page `va`, translated through the ITLB once per entry
+    /// the ITLB keeps (`mapped` keeps the last one: the pages of a 2 MiB text mapping are one
+    /// ITLB entry where the ITLB holds 2 MiB pages, and the later ones would hit it; an ITLB
+    /// of 4 KiB entries only, as Silvermont's, fractures the mapping and looks up each page).
     fn text_page(
         &mut self,
         cpu: CpuId,
@@ -357,10 +358,11 @@ impl Kernel {
                 p.name
             ))
         })?;
-        let len = t.size.bytes();
+        let len = self.cpus[cpu].mmu.l1_entry_size(true, t.size).bytes();
         let start = va.0 & !(len - 1);
-        *mapped = Some((start, len, t.page.0));
-        Ok(t.page.0 + (va.0 - start))
+        let pa = t.page.0 + (start & (t.size.bytes() - 1));
+        *mapped = Some((start, len, pa));
+        Ok(pa + (va.0 - start))
     }
 
     /// Loads (or fetches, for text) the lines at `offsets` from physical `base` on `cpu`'s
@@ -489,6 +491,41 @@ mod tests {
     use crate::kernel::Kernel;
     use crate::sim::{Counter, TimeCategory};
     use crate::{defense, machine};
+
+    /// A path's kernel text, mapped by 2 MiB pages, walks once per 2 MiB page where the ITLB
+    /// holds 2 MiB entries, and once per 4 KiB page where it holds 4 KiB entries only
+    /// (Silvermont's, CPUID leaf 2): the large page is fractured there.
+    #[test]
+    fn text_walks_once_per_entry_the_itlb_keeps() {
+        use crate::arch::x86::InvpcidType;
+        use crate::machine::PageSizeName::{Size2M, Size4K};
+        let walks_after_full_flush = |itlb_sizes: &[crate::machine::PageSizeName]| {
+            let mut m = machine::load("atom-c2750").unwrap();
+            let itlb = m.tlb.iter_mut().find(|a| a.name == "l1i").unwrap();
+            itlb.page_sizes = itlb_sizes.to_vec();
+            let mut k = Kernel::boot(m, defense::parse_list("none").unwrap());
+            let task = k.spawn("t", None);
+            k.switch_to(0, task);
+            let id = k.paths.id("fork").expect("a recorded path");
+            k.run_path(0, id, Some(0.0)).unwrap();
+            k.cpus[0].mmu.invpcid(InvpcidType::AllInclGlobal);
+            let before = k.cpus[0].stats.counter(Counter::PageWalks);
+            k.run_path(0, id, Some(0.0)).unwrap();
+            let text = &k.paths.get(id).text;
+            let pages_4k = text.len() as u64;
+            let mut pages_2m: Vec<u64> = text.iter().map(|(page, _)| page / 512).collect();
+            pages_2m.dedup();
+            let walks = k.cpus[0].stats.counter(Counter::PageWalks) - before;
+            (walks, pages_4k, pages_2m.len() as u64)
+        };
+        let (fractured, pages_4k, pages_2m) = walks_after_full_flush(&[Size4K]);
+        let (whole, _, _) = walks_after_full_flush(&[Size4K, Size2M]);
+        assert!(
+            pages_4k > pages_2m,
+            "the path spans 4 KiB pages of some 2 MiB page twice"
+        );
+        assert_eq!(fractured - whole, pages_4k - pages_2m);
+    }
 
     /// A page cleared with its lines in no cache waits 64 DRAM latencies over the core's
     /// lines in flight; cleared again, its lines are cached and the clear waits for nothing.

@@ -323,6 +323,13 @@ impl Mmu {
     }
 
     /// Every TLB entry currently held (all arrays; an entry can be in L1 and L2 at once).
+    /// The size of the L1 entry (ITLB for `exec`, else DTLB) a translation of a `size` page
+    /// leaves: `size`, or the smaller size the L1 fractures it into.
+    pub fn l1_entry_size(&self, exec: bool, size: PageSize) -> PageSize {
+        let arrays = if exec { &self.l1i } else { &self.l1d };
+        entry_size(arrays, size).unwrap_or(size)
+    }
+
     pub fn tlb_entries(&self) -> impl Iterator<Item = &TlbEntry> {
         self.l1i
             .iter()
@@ -607,30 +614,37 @@ impl Mmu {
     }
 }
 
+/// The size of the entries `arrays` keep for a page of `size`: the size itself where an
+/// array holds it, else the largest smaller size one holds (the hardware "fractures" the
+/// large page), else none.
+fn entry_size(arrays: &[TlbArray], size: PageSize) -> Option<PageSize> {
+    PageSize::ALL
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&s| s <= size)
+        .find(|&s| arrays.iter().any(|a| a.holds(s)))
+}
+
 /// Inserts into the L1 array that holds the entry's size; where none does (e.g. 1 GiB pages
 /// in an ITLB without 1 GiB entries), into the array with the largest smaller size, as the
-/// smaller page containing `va` (the hardware "fractures" the large page).
+/// smaller page containing `va`.
 fn insert_fractured(arrays: &mut [TlbArray], e: TlbEntry, va: VirtAddr) {
     if let Some(a) = arrays.iter_mut().find(|a| a.holds(e.size)) {
         a.insert(e);
         return;
     }
-    let smaller = PageSize::ALL
-        .iter()
-        .rev()
-        .copied()
-        .filter(|&s| s < e.size)
-        .find(|&s| arrays.iter().any(|a| a.holds(s)));
-    if let Some(s) = smaller {
-        let offset = va.align_down(s).0 - va.align_down(e.size).0;
-        let part = TlbEntry {
-            vpn: va.page_number(s),
-            size: s,
-            page: PhysAddr(e.page.0 + offset),
-            ..e
-        };
-        arrays.iter_mut().find(|a| a.holds(s)).unwrap().insert(part);
-    }
+    let Some(s) = entry_size(arrays, e.size) else {
+        return;
+    };
+    let offset = va.align_down(s).0 - va.align_down(e.size).0;
+    let part = TlbEntry {
+        vpn: va.page_number(s),
+        size: s,
+        page: PhysAddr(e.page.0 + offset),
+        ..e
+    };
+    arrays.iter_mut().find(|a| a.holds(s)).unwrap().insert(part);
 }
 
 fn check(

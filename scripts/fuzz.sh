@@ -10,7 +10,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(trace_reader trace_stats replay_trace machine_profile experiment_file sweep_file kernel_footprint)
+  targets=(trace_reader trace_stats replay_trace machine_profile cpuid_dump experiment_file sweep_file kernel_footprint)
 fi
 if ! command -v cargo-fuzz >/dev/null; then
   echo "fuzz: cargo-fuzz is not installed (cargo install cargo-fuzz; it needs a nightly toolchain)" >&2

@@ -563,3 +563,35 @@ fn options_of_another_workload_are_refused() {
         assert_one_line_error(&args, needle);
     }
 }
+
+#[test]
+fn cpuid_tlbs_reads_a_published_dump_and_refuses_what_is_not_one() {
+    let dir = std::env::temp_dir().join(format!("kharden-cpuid-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dump = dir.join("avoton.txt");
+    std::fs::write(
+        &dump,
+        "CPUID Registers (CPU #1):\n\
+         CPUID 00000000: 0000000B-756E6547-6C65746E-49656E69\n\
+         CPUID 00000002: 61B3A001-0000FFC2-00000000-00000000\n",
+    )
+    .unwrap();
+    let dump = dump.to_str().unwrap();
+    let o = kharden(&["machines", "cpuid-tlbs", dump]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert_eq!(out.matches("[[tlb]]").count(), 4, "{out}");
+    assert!(out.contains("entries = 48"), "the 48-entry ITLB: {out}");
+    let bad = dir.join("bad.txt");
+    std::fs::write(&bad, "CPUID 00000000: 0000000B-756E6547\n").unwrap();
+    let bad = bad.to_str().unwrap();
+    assert_one_line_error(
+        &["machines", "cpuid-tlbs", bad],
+        &format!("{bad} line 1: expected 'CPUID LLLLLLLL: EAX-EBX-ECX-EDX'"),
+    );
+    assert_one_line_error(
+        &["machines", "cpuid-tlbs", "/nonexistent/dump.txt"],
+        "/nonexistent/dump.txt",
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

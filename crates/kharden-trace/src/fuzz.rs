@@ -52,6 +52,14 @@ pub fn machine_profile(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Bytes as a published CPUID dump, read for its TLB arrays (`kharden machines cpuid-tlbs`).
+pub fn cpuid_dump(data: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
+    kharden::machine::detect::tlbs_from_cpuid_dump("fuzz.txt", text)
+        .map_err(|e| one_line(e.to_string()))?;
+    Ok(())
+}
+
 /// Bytes as a kernel footprint file: the sampled recording's format, else the traced one
 /// (whichever its `[kernel]` table's keys name).
 pub fn kernel_footprint(data: &[u8]) -> Result<(), String> {

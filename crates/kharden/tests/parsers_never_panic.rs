@@ -66,6 +66,24 @@ proptest! {
     }
 
     #[test]
+    fn cpuid_dumps(text in mutated("CPUID Registers (CPU #1):
+CPUID 00000000: 0000000B-756E6547-6C65746E-49656E69
+CPUID 00000002: 61B3A001-0000FFC2-00000000-00000000
+CPUID 80000000: 80000008-00000000-00000000-00000000
+CPUID 80000005: FF40FF40-FF40FF40-20080140-20080140 [L1D: 32 KB / L1I: 32 KB]
+CPUID 80000006: 48002200-68004200-02006140-08009140
+")) {
+        match machine::detect::tlbs_from_cpuid_dump("d.txt", &text) {
+            Err(e) => {
+                prop_assert!(e.to_string().starts_with("d.txt"));
+                prop_assert!(!e.to_string().contains('\n'));
+            }
+            // What it prints is TOML a profile can take.
+            Ok(tlbs) => prop_assert!(toml::from_str::<toml::Table>(&tlbs).is_ok(), "{tlbs}"),
+        }
+    }
+
+    #[test]
     fn guest_placements(text in mutated(kharden::virt::placement::BUILTIN)) {
         if let Err(e) = kharden::virt::placement::parse("p.toml", &text) {
             prop_assert!(e.to_string().starts_with("p.toml: "));

@@ -1,4 +1,4 @@
-//! `kharden machines [show NAME | detect [FLAGS]]`.
+//! `kharden machines [show NAME | detect [FLAGS] | cpuid-tlbs FILE]`.
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::machine;
@@ -18,6 +18,13 @@ enum Action {
     /// them, user-space timings, and the rest from the closest library profile (each value says
     /// which).
     Detect(DetectArgs),
+    /// Print the `[[tlb]]` arrays a published CPUID dump describes (InstLatx64's or AIDA64's
+    /// text, `CPUID 00000002: EAX-EBX-ECX-EDX` per leaf), to source a profile's TLB geometry
+    /// from the part's own CPUID.
+    CpuidTlbs {
+        /// The dump's text file.
+        file: String,
+    },
 }
 
 /// What `machines detect` was asked to do.
@@ -101,6 +108,11 @@ pub fn run(args: Args) -> kharden::Result<()> {
                     .map_err(|e| machine::detect::write_error(&path, e))?,
                 None => print!("{}", d.text),
             }
+            Ok(())
+        }
+        Some(Action::CpuidTlbs { file }) => {
+            let text = std::fs::read_to_string(&file).map_err(|e| kharden::Error::at(&file, e))?;
+            print!("{}", machine::detect::tlbs_from_cpuid_dump(&file, &text)?);
             Ok(())
         }
         Some(Action::Show { name }) => {

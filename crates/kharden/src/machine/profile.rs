@@ -132,6 +132,28 @@ pub enum PageSizeName {
     Size1G,
 }
 
+impl PageSizeName {
+    /// The size as TOML spells it.
+    pub fn toml_name(self) -> &'static str {
+        match self {
+            PageSizeName::Size4K => "4k",
+            PageSizeName::Size2M => "2m",
+            PageSizeName::Size1G => "1g",
+        }
+    }
+}
+
+impl TlbServes {
+    /// The side as TOML spells it.
+    pub fn toml_name(self) -> &'static str {
+        match self {
+            TlbServes::Data => "data",
+            TlbServes::Instruction => "instruction",
+            TlbServes::Unified => "unified",
+        }
+    }
+}
+
 /// One set-associative TLB array. `ways == entries` means fully associative.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -106,35 +106,11 @@ impl Cpuid {
     }
 }
 
-/// TLB arrays from CPUID: leaf 18H (deterministic address translation parameters) where the
-/// CPU has it, else the leaf 2 descriptors (Intel), else 80000005H/80000006H/80000019H (AMD).
+/// TLB arrays from this processor's CPUID (tlb_leaves::arrays says which leaves).
 pub(crate) fn tlbs(c: &Cpuid) -> Vec<(TlbArray, String)> {
     let regs = |leaf, sub| {
         let r = cpuid(leaf, sub);
         [r.eax, r.ebx, r.ecx, r.edx]
     };
-    if c.vendor == Vendor::Intel && c.max_leaf >= 0x18 {
-        let max_sub = cpuid(0x18, 0).eax;
-        let out: Vec<_> = (0..=max_sub.min(31))
-            .filter_map(|sub| tlb_leaves::leaf18_array(sub, regs(0x18, sub)))
-            .collect();
-        if !out.is_empty() {
-            return out;
-        }
-    }
-    if c.vendor == Vendor::Intel && c.max_leaf >= 2 {
-        let out = tlb_leaves::leaf2_arrays(regs(2, 0));
-        if !out.is_empty() {
-            return out;
-        }
-    }
-    if c.vendor == Vendor::Amd && c.max_ext >= 0x8000_0006 {
-        let eax_ebx = |leaf| {
-            let [eax, ebx, _, _] = regs(leaf, 0);
-            [eax, ebx]
-        };
-        let one_g = (c.max_ext >= 0x8000_0019).then(|| eax_ebx(0x8000_0019));
-        return tlb_leaves::amd_arrays(eax_ebx(0x8000_0005), eax_ebx(0x8000_0006), one_g);
-    }
-    vec![]
+    tlb_leaves::arrays(c.vendor, c.max_leaf, c.max_ext, regs)
 }

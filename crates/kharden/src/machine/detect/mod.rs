@@ -19,6 +19,7 @@
 mod caches;
 #[cfg(target_arch = "x86_64")]
 mod cpuid;
+mod cpuid_dump;
 mod emit;
 mod facts;
 mod library;
@@ -30,6 +31,7 @@ mod uarch;
 
 use super::profile;
 use crate::error::{Error, Result};
+pub use cpuid_dump::tlbs_from_cpuid_dump;
 use facts::HostFacts;
 use std::time::Duration;
 

@@ -4,6 +4,42 @@
 #![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use super::profile::{PageSizeName, TlbArray, TlbServes};
+use super::Vendor;
+
+/// TLB arrays from CPUID registers (`regs(leaf, subleaf)` = [EAX, EBX, ECX, EDX]): leaf 18H
+/// (deterministic address translation parameters) where the CPU has it, else the leaf 2
+/// descriptors (Intel), else 80000005H/80000006H/80000019H (AMD).
+pub(crate) fn arrays(
+    vendor: Vendor,
+    max_leaf: u32,
+    max_ext: u32,
+    regs: impl Fn(u32, u32) -> [u32; 4],
+) -> Vec<(TlbArray, String)> {
+    if vendor == Vendor::Intel && max_leaf >= 0x18 {
+        let max_sub = regs(0x18, 0)[0];
+        let out: Vec<_> = (0..=max_sub.min(31))
+            .filter_map(|sub| leaf18_array(sub, regs(0x18, sub)))
+            .collect();
+        if !out.is_empty() {
+            return out;
+        }
+    }
+    if vendor == Vendor::Intel && max_leaf >= 2 {
+        let out = leaf2_arrays(regs(2, 0));
+        if !out.is_empty() {
+            return out;
+        }
+    }
+    if vendor == Vendor::Amd && max_ext >= 0x8000_0006 {
+        let eax_ebx = |leaf| {
+            let [eax, ebx, _, _] = regs(leaf, 0);
+            [eax, ebx]
+        };
+        let one_g = (max_ext >= 0x8000_0019).then(|| eax_ebx(0x8000_0019));
+        return amd_arrays(eax_ebx(0x8000_0005), eax_ebx(0x8000_0006), one_g);
+    }
+    vec![]
+}
 
 /// One subleaf of leaf 18H ([EAX, EBX, ECX, EDX]) as an array with where it was read, or None
 /// for an invalid or unmodelled subleaf.
@@ -223,6 +259,18 @@ pub(crate) fn leaf2_descriptor(b: u8) -> Vec<(u8, TlbServes, Vec<PageSizeName>, 
     }
 }
 
+/// `base`, or `base-2`, `base-3`, ... : the first not yet in `taken` (which then holds it), so
+/// that arrays CPUID describes alike get names of their own.
+pub(crate) fn unique_name(taken: &mut std::collections::BTreeSet<String>, base: &str) -> String {
+    let mut n = base.to_string();
+    let mut k = 2;
+    while !taken.insert(n.clone()) {
+        n = format!("{base}-{k}");
+        k += 1;
+    }
+    n
+}
+
 /// Makes an array fit the model: entries a multiple of ways and a power-of-two number of sets.
 /// Returns a note when it had to change the geometry.
 pub(crate) fn fit_tlb_geometry(a: &mut TlbArray) -> Option<String> {
@@ -286,14 +334,7 @@ fn name_of(level: u8, serves: TlbServes, sizes: &[PageSizeName]) -> String {
         TlbServes::Instruction => "i",
         TlbServes::Unified => "",
     };
-    let p: Vec<&str> = sizes
-        .iter()
-        .map(|z| match z {
-            PageSizeName::Size4K => "4k",
-            PageSizeName::Size2M => "2m",
-            PageSizeName::Size1G => "1g",
-        })
-        .collect();
+    let p: Vec<&str> = sizes.iter().map(|z| z.toml_name()).collect();
     if level == 2 && serves == TlbServes::Unified {
         format!("stlb-{}", p.join("-"))
     } else {

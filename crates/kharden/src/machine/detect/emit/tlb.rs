@@ -1,8 +1,8 @@
 //! `[[tlb]]`: the arrays CPUID describes (or the library's), fitted to the model's geometry.
 
 use super::Ctx;
-use crate::machine::detect::profile::{PageSizeName, TlbArray, TlbServes};
-use crate::machine::detect::tlb_leaves::fit_tlb_geometry;
+use crate::machine::detect::profile::TlbArray;
+use crate::machine::detect::tlb_leaves::{fit_tlb_geometry, unique_name};
 use crate::machine::detect::toml_text::{cycles, Val, Writer};
 use std::collections::BTreeSet;
 
@@ -31,12 +31,7 @@ pub(super) fn arrays(w: &mut Writer, cx: &Ctx) {
     let mut names = BTreeSet::new();
     for (mut a, how) in tlbs {
         let note = fit_tlb_geometry(&mut a);
-        let mut n = a.name.clone();
-        let mut k = 2;
-        while !names.insert(n.clone()) {
-            n = format!("{}-{k}", a.name);
-            k += 1;
-        }
+        let n = unique_name(&mut names, &a.name);
         w.array_of_tables(&["tlb"]);
         let how = match note {
             Some(note) => format!("{how}; {note}"),
@@ -44,21 +39,11 @@ pub(super) fn arrays(w: &mut Writer, cx: &Ctx) {
         };
         w.kv("name", Val::Str(n), &how);
         w.kv("level", Val::Int(a.level as u64), &how);
-        let serves = match a.serves {
-            TlbServes::Data => "data",
-            TlbServes::Instruction => "instruction",
-            TlbServes::Unified => "unified",
-        };
-        w.kv("serves", Val::Str(serves.into()), &how);
+        w.kv("serves", Val::Str(a.serves.toml_name().into()), &how);
         let sizes = a
             .page_sizes
             .iter()
-            .map(|p| match p {
-                PageSizeName::Size4K => "4k",
-                PageSizeName::Size2M => "2m",
-                PageSizeName::Size1G => "1g",
-            })
-            .map(String::from)
+            .map(|p| p.toml_name().to_string())
             .collect();
         w.kv("page_sizes", Val::List(sizes), &how);
         w.kv("entries", Val::Int(a.entries as u64), &how);

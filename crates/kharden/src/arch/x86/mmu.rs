@@ -322,7 +322,6 @@ impl Mmu {
         }
     }
 
-    /// Every TLB entry currently held (all arrays; an entry can be in L1 and L2 at once).
     /// The size of the L1 entry (ITLB for `exec`, else DTLB) a translation of a `size` page
     /// leaves: `size`, or the smaller size the L1 fractures it into.
     pub fn l1_entry_size(&self, exec: bool, size: PageSize) -> PageSize {
@@ -330,6 +329,7 @@ impl Mmu {
         entry_size(arrays, size).unwrap_or(size)
     }
 
+    /// Every TLB entry currently held (all arrays; an entry can be in L1 and L2 at once).
     pub fn tlb_entries(&self) -> impl Iterator<Item = &TlbEntry> {
         self.l1i
             .iter()

@@ -250,8 +250,8 @@ impl Kernel {
     /// page(s) (PTI's user PGD too). The copies' time with their lines cached is in the fork
     /// path's measured work; what they add is the waits for lines from DRAM (store_lines) and
     /// the lines they bring into this CPU's caches, evicting others (what a loop of forks
-    /// does to the kernel text cached beside them). The objects are fresh memory each time:
-    /// no slab cache hands back the last child's.
+    /// does to the kernel text cached beside them). The objects are fresh memory unless a
+    /// reaped child's came back (kernel/reap.rs): then they are where that child left them.
     fn fork_stores(&mut self, cpu: CpuId, child: TaskId) {
         let task = &self.tasks[child];
         let mm = &self.mms[task.mm];

@@ -5,8 +5,9 @@
 //! fork takes again (a reaped task's id is reused like a pid; a reused mm gets a new
 //! ctx_id, so no TLB tag outlives it).
 //!
-//! Opt-in: nothing calls these during the reproductions, whose ids and frame numbers (and so
-//! cache behaviour) stay as they were.
+//! Opt-in: trace replay, and seed 002's fork loops (workload/kernel_ops.rs), whose children
+//! die on the partner core and whose next fork gets their memory back hot, as the slab and
+//! per-CPU page lists hand it back in Linux. The kbuild windows do not reap.
 
 use super::layout::USER_TEXT;
 use super::layout::{DIRECT_MAP, KERNEL_STACK_BYTES, USER_DATA, USER_LIBC, USER_STACK_TOP};

@@ -293,6 +293,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let mut breakdowns = vec![
         breakdown,
         cold_each_table(e, &m, &specs, &measured, &loops, &next()),
+        published_pairs_table(e, &m, &specs, &measured),
     ];
     if let Some(sweep) = &e.ratio_sweep {
         let at_ratios: Vec<Vec<Measured>> = sweep.ratios.iter().map(|_| next()).collect();
@@ -362,6 +363,72 @@ fn cold_each_table(
         row.extend(r.pairs.iter().map(|(_, p)| format!("{:+.1}", p.gain_pct())));
         row.push(format!("{:.1}", r.gain_pct()));
         t.push(row);
+    }
+    t
+}
+
+/// Whether each operation's published hot and cold gains can both hold. Run hot and cold,
+/// an operation executes the same code; the cold run adds misses, and replication can only
+/// make each of them cheaper or leave it. Where replication does no work of its own in the
+/// operation (no PGD copies), the time it saves cold is then at least the time it saves hot:
+/// cold gain x (cold time / hot time) >= hot gain. The time ratio is the model's, of the base
+/// kernel, the mean over the nodes.
+fn published_pairs_table(
+    e: &Experiment,
+    m: &MachineProfile,
+    specs: &[(Op, Caches)],
+    measured: &[Measured],
+) -> Table {
+    let mut t = Table::new(
+        format!(
+            "
+published hot and cold gains against each other: the cold run saves at least the hot run's time where replication adds no work of its own (cold/hot time: {}, base kernel):",
+            m.name
+        ),
+        &[
+            "operation",
+            "hot gain %",
+            "cold gain %",
+            "cold/hot time",
+            "cold saving, % of hot time",
+            "verdict",
+        ],
+    );
+    let row_of = |op, caches| specs.iter().position(|&s| s == (op, caches));
+    let pgd = crate::defense::registry::counter("text_repl.pgd_copies");
+    for &op in Op::ALL {
+        let (Some(h), Some(c)) = (row_of(op, Caches::Hot), row_of(op, Caches::Cold)) else {
+            continue;
+        };
+        let (hot, cold) = (&measured[h], &measured[c]);
+        let ratio = hot
+            .pairs
+            .iter()
+            .zip(&cold.pairs)
+            .map(|((_, ph), (_, pc))| pc.base.elapsed.ns() / ph.base.elapsed.ns())
+            .sum::<f64>()
+            / hot.pairs.len() as f64;
+        let (gh, gc) = (e.row[h].published, e.row[c].published);
+        let saving = gc * ratio;
+        let own_work = [hot, cold]
+            .iter()
+            .flat_map(|r| &r.pairs)
+            .any(|(_, p)| p.repl.stats.owned(pgd) > 0);
+        let verdict = if own_work {
+            "not checked: replication copies PGDs in it".to_string()
+        } else if saving >= gh {
+            "consistent".to_string()
+        } else {
+            format!("cold saves {:.1} points less than hot", gh - saving)
+        };
+        t.push(vec![
+            op.name().to_string(),
+            format!("{gh:.1}"),
+            format!("{gc:.1}"),
+            format!("{ratio:.2}"),
+            format!("{saving:.1}"),
+            verdict,
+        ]);
     }
     t
 }

@@ -84,7 +84,11 @@ fn text_replication_rows() {
         row.last().unwrap().clone()
     };
     for op in ["open-close", "mmap-lock"] {
-        assert!(verdict(op).starts_with("cold saves"), "{op}: {}", verdict(op));
+        assert!(
+            verdict(op).starts_with("cold saves"),
+            "{op}: {}",
+            verdict(op)
+        );
     }
     for op in ["mmap-munmap", "kill", "mount"] {
         assert_eq!(verdict(op), "consistent", "{op}");

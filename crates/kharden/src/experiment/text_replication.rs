@@ -381,8 +381,7 @@ fn published_pairs_table(
 ) -> Table {
     let mut t = Table::new(
         format!(
-            "
-published hot and cold gains against each other: the cold run saves at least the hot run's time where replication adds no work of its own (cold/hot time: {}, base kernel):",
+            "\npublished hot and cold gains against each other: the cold run saves at least the hot run's time where replication adds no work of its own (cold/hot time: {}, base kernel):",
             m.name
         ),
         &[

@@ -404,7 +404,10 @@ mod tests {
         // Each fork clears a task_struct, an mm_struct and two PGD pages (about 250 lines):
         // a fresh frame's lines would come from DRAM, a reused one's are still cached.
         let from_dram = per_fork(crate::sim::Counter::KernelStoreLinesFromMemory);
-        assert!(from_dram < 10.0, "{from_dram} store lines from DRAM per fork");
+        assert!(
+            from_dram < 10.0,
+            "{from_dram} store lines from DRAM per fork"
+        );
         // No child outlives the loop (the bench and its shell are the two new tasks).
         assert_eq!(k.tasks_in_use(), tasks_before + 2);
     }

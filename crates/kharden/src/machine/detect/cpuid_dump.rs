@@ -30,7 +30,7 @@ fn parse(place: &str, text: &str) -> Result<Leaves> {
         };
         let bad = || {
             Error::at(
-                &format!("{place} line {}", n + 1),
+                format!("{place} line {}", n + 1),
                 "expected 'CPUID LLLLLLLL: EAX-EBX-ECX-EDX' with eight hex digits each",
             )
         };

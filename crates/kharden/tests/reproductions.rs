@@ -43,7 +43,18 @@ fn check(name: &str, max_fitted: u32) -> kharden::report::Reproduction {
 
 #[test]
 fn pti_pcid_rows() {
-    check("pti-pcid", 1);
+    let rep = check("pti-pcid", 1);
+    // Each missing row that writes CR3 says what cost per write its published figure means;
+    // the fitted row (no PTI, no CR3 write) says nothing.
+    let implied = |label: &str| {
+        rep.notes
+            .iter()
+            .filter(|n| n.starts_with(&format!("\"{label}\": were its CR3 writes")))
+            .count()
+    };
+    assert_eq!(implied("PCID, PTI on"), 1);
+    assert_eq!(implied("no PCID, PTI on"), 1);
+    assert_eq!(implied("PCID, PTI off"), 0);
 }
 
 #[test]

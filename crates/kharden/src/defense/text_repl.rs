@@ -49,7 +49,7 @@ pub const FAMILY: Family = Family {
     ],
     params: &[],
     counters: &[
-        ("text_repl.pgd_copies", "PGDs allocated on other nodes for an mm (fork, exec's new mm)"),
+        (PGD_COPIES, "PGDs allocated on other nodes for an mm (fork, exec's new mm)"),
         ("text_repl.pgd_entry_syncs", "top-level user entries written into the other nodes' PGDs"),
     ],
 };
@@ -60,6 +60,9 @@ enum Variant {
     PatchOneReplica,
     WritableReplica,
 }
+
+/// The counter of PGDs allocated on other nodes (the reproduction's breakdowns read it).
+pub const PGD_COPIES: &str = "text_repl.pgd_copies";
 
 /// Bytes replicated: text and rodata, 2 MiB aligned (the series aligns both to huge pages).
 pub const REPLICATED_BYTES: u64 = KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES;
@@ -78,7 +81,7 @@ impl TextReplication {
         TextReplication {
             variant,
             copies: vec![],
-            pgd_copies: registry::counter("text_repl.pgd_copies"),
+            pgd_copies: registry::counter(PGD_COPIES),
             entry_syncs: registry::counter("text_repl.pgd_entry_syncs"),
         }
     }

@@ -394,7 +394,7 @@ fn published_pairs_table(
         ],
     );
     let row_of = |op, caches| specs.iter().position(|&s| s == (op, caches));
-    let pgd = crate::defense::registry::counter("text_repl.pgd_copies");
+    let pgd = crate::defense::registry::counter(crate::defense::text_repl::PGD_COPIES);
     for &op in Op::ALL {
         let (Some(h), Some(c)) = (row_of(op, Caches::Hot), row_of(op, Caches::Cold)) else {
             continue;
@@ -509,7 +509,7 @@ fn breakdown_table(title: &str) -> Table {
 fn push_breakdown(t: &mut Table, label: &str, op: Op, r: &Measured) {
     let n = op.iterations().max(1) as f64;
     let per = |s: &Stats, c: Counter| format!("{:.1}", s.counter(c) as f64 / n);
-    let pgd = crate::defense::registry::counter("text_repl.pgd_copies");
+    let pgd = crate::defense::registry::counter(crate::defense::text_repl::PGD_COPIES);
     // "all (of them remote)", per timed operation
     let of_which =
         |s: &Stats, all: Counter, remote: Counter| format!("{} ({})", per(s, all), per(s, remote));

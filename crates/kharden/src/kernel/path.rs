@@ -82,11 +82,25 @@ pub struct KernelPath {
     pub native_cycles: Option<f64>,
     /// The path's own work in core cycles (module doc), when it was measured.
     pub work_cycles: Option<f64>,
+    /// Samples of each function, and of the whole path (the recording host's own BPF
+    /// programs included, whose time is in the latency): what a function's share of the
+    /// native latency is.
+    function_samples: Vec<(String, u64)>,
+    samples: f64,
 }
 
 impl KernelPath {
     pub fn text_lines(&self) -> usize {
         self.text.iter().map(|(_, l)| l.len()).sum()
+    }
+
+    /// Native cycles the recording loop spent in `function` (its share of the path's
+    /// samples times the latency); None when the latency was not measured or the function
+    /// has no samples.
+    pub fn native_cycles_in(&self, function: &str) -> Option<f64> {
+        let (_, n) = self.function_samples.iter().find(|(f, _)| f == function)?;
+        self.native_cycles
+            .map(|c| c * *n as f64 / self.samples.max(1.0))
     }
 }
 
@@ -221,12 +235,20 @@ fn layout(p: &PathFootprint, f: &Footprints) -> Result<KernelPath> {
         };
         data.push((object, lines));
     }
+    let function_samples = p
+        .functions
+        .iter()
+        .filter(|f| f.samples() > 0)
+        .map(|f| (f.name().to_string(), f.samples()))
+        .collect();
     Ok(KernelPath {
         name: p.name.clone(),
         text,
         data,
         native_cycles: None,
         work_cycles: None,
+        function_samples,
+        samples: p.samples as f64 / (1.0 - p.instrumentation_share()),
     })
 }
 

@@ -128,7 +128,7 @@ impl Kernel {
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.cpus[cpu].stats.count(Counter::PageFaults);
         self.in_kernel(cpu, entry, |k| {
-            k.run_known_path(cpu, "fault-anon", Work::MeasuredLessCopy)?;
+            k.run_known_path(cpu, "fault-anon", Work::MeasuredLess("clear_page_erms"))?;
             let task = k.current_task(cpu);
             let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
             k.copy_page(cpu, pfn, Access::Write, None)?;
@@ -178,7 +178,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.run_known_path(cpu, "read-4k-file", Work::MeasuredLessCopy)?;
+            k.run_known_path(cpu, "read-4k-file", Work::MeasuredLess("_copy_to_iter"))?;
             for i in 0..pages {
                 let pfn = if i < misses || k.page_cache.is_empty() {
                     let p = k.alloc_page(cpu, Gfp::PageCache, None);
@@ -207,7 +207,11 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.run_known_path(cpu, "write-4k-file", Work::MeasuredLessCopy)?;
+            k.run_known_path(
+                cpu,
+                "write-4k-file",
+                Work::MeasuredLess("copy_folio_from_iter_atomic"),
+            )?;
             for i in 0..pages {
                 let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
                 k.page_cache.push(pfn);
@@ -331,11 +335,22 @@ impl Kernel {
             .paths
             .id(name)
             .ok_or_else(|| Error::new(format!("kernel path {name} is not in the footprints")))?;
-        let measured = self.paths.get(id).work_cycles;
+        let path = self.paths.get(id);
+        let measured = path.work_cycles;
         let cycles = match work {
             Work::Measured => measured,
-            // The recorded path copied or zeroed one page, which copy_page() charges.
-            Work::MeasuredLessCopy => measured.map(|w| (w - self.params.copy_page_cycles).max(0.0)),
+            // The recorded loop copied or zeroed one page in `copy`, which copy_page()
+            // charges (its cycles and the lines it waits for); what the loop's copy took
+            // is measured, so that is what leaves the work.
+            Work::MeasuredLess(copy) => match (measured, path.native_cycles_in(copy)) {
+                (Some(w), Some(c)) => Some((w - c).max(0.0)),
+                (None, _) => None,
+                (Some(_), None) => {
+                    return Err(Error::new(format!(
+                        "kernel path {name}: its recording has no samples in {copy}, the page copy the model charges on its own"
+                    )))
+                }
+            },
             Work::Cycles(c) => Some(c),
         };
         self.run_path(cpu, id, cycles)
@@ -347,8 +362,9 @@ impl Kernel {
 pub(crate) enum Work {
     /// Its measured work (kernel/path.rs).
     Measured,
-    /// Its measured work less one page copy, which the caller models.
-    MeasuredLessCopy,
+    /// Its measured work less the time its recording loop spent in the named page-copy
+    /// (or clear) function: the caller models that copy.
+    MeasuredLess(&'static str),
     /// A parameter's cycles (the path has no latency of its own in the recording).
     Cycles(f64),
 }
@@ -357,7 +373,7 @@ pub(crate) enum Work {
 mod tests {
     use crate::arch::x86::Access;
     use crate::kernel::Kernel;
-    use crate::sim::Counter;
+    use crate::sim::{Counter, TimeCategory};
     use crate::{defense, machine};
 
     #[test]
@@ -383,6 +399,48 @@ mod tests {
         k.switch_to(0, s);
         k.exit(0, s).unwrap();
         assert!(k.mms[mm].anon.is_empty(), "the last thread out frees it");
+    }
+
+    /// The recording loop's fault cleared its page in clear_page_erms; the model's fault
+    /// clears its page itself (copy_page: kernel.copy_page_cycles, and the wait for the
+    /// lines that come from memory), so the loop's clear time leaves the path's work. The
+    /// kernel category holds exactly that work plus the modelled clear's cycles.
+    #[test]
+    fn an_anonymous_fault_does_not_pay_its_recorded_clear_twice() {
+        let mut k = Kernel::boot(
+            machine::load("ivybridge-i5-3550").unwrap(),
+            defense::parse_list("none").unwrap(),
+        );
+        let t = k.spawn("task", None);
+        k.switch_to(0, t);
+        k.enter_user(0);
+        let path = k.paths.get(k.paths.id("fault-anon").unwrap()).clone();
+        let (work, clear) = (
+            path.work_cycles.unwrap(),
+            path.native_cycles_in("clear_page_erms").unwrap(),
+        );
+        let share = clear / path.native_cycles.unwrap();
+        assert!(
+            (0.1..0.3).contains(&share),
+            "clear_page_erms took {share:.3} of the recorded fault"
+        );
+        let kernel = |k: &Kernel| {
+            k.clock
+                .to_cycles(k.cpus[0].stats.time(TimeCategory::Kernel))
+        };
+        let before = kernel(&k);
+        k.anon_fault(0).unwrap();
+        let charged = kernel(&k) - before;
+        let expected = work - clear + k.params.copy_page_cycles;
+        assert!(
+            (charged - expected).abs() < 1.0,
+            "charged {charged:.1} kernel cycles, expected {expected:.1}"
+        );
+        assert!(k
+            .paths
+            .get(k.paths.id("fork").unwrap())
+            .native_cycles_in("no_such_function")
+            .is_none());
     }
 
     /// dup_mmap()'s flush_tlb_mm(oldmm): the forking CPU drops the parent's user

@@ -97,12 +97,21 @@ def main():
     ap.add_argument("script", help="perf script -F comm,ip,sym output (- for stdin)")
     ap.add_argument("--anon-faults", type=float, required=True)
     ap.add_argument("--file-faults", type=float, required=True)
+    ap.add_argument("--jobs", type=float,
+                    help="also print user and system seconds per job: the build's compile "
+                         "jobs as the workload profile counts them (cc-option probes included)")
+    ap.add_argument("--freq", type=float, default=4999, help="perf record -F (samples per second)")
     a = ap.parse_args()
     src = sys.stdin if a.script == "-" else open(a.script)
     counts = collections.Counter()
+    user = 0.0
     for comm, frames in samples(src):
-        if comm in JOB_COMMS and frames:
+        if comm not in JOB_COMMS:
+            continue
+        if frames:
             counts[classify(frames)] += JOB_COMMS[comm]
+        else:
+            user += JOB_COMMS[comm]
     common = counts.pop("fault-common", 0)
     anon_share = a.anon_faults / (a.anon_faults + a.file_faults)
     counts["fault-anon"] += common * anon_share
@@ -110,6 +119,9 @@ def main():
     total = sum(counts.values())
     names = ", ".join(f"{c} x{w:g}" if w != 1 else c for c, w in sorted(JOB_COMMS.items()))
     print(f"# {total:.0f} weighted kernel samples of {names}")
+    if a.jobs:
+        print(f"user_seconds = {user / a.freq / a.jobs:.4f}")
+        print(f"system_seconds = {total / a.freq / a.jobs:.4f}")
     for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f'"{name}" = {n / total:.4f}')
 

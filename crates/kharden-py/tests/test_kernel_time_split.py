@@ -73,3 +73,10 @@ def test_a_syscall_without_its_own_frame_is_named_by_the_ksys_helper():
     assert kts.classify(["do_mmap", "vm_mmap_pgoff", "do_syscall_64", "entry_SYSCALL_64"]) == "mmap"
     assert kts.classify(["do_syscall_64", "entry_SYSCALL_64_after_hwframe"]) == "syscall-entry"
     assert kts.classify(["tick_sched_timer", "asm_sysvec_apic_timer_interrupt"]) == "interrupts"
+
+
+def test_jobs_gives_user_and_system_seconds_per_job():
+    # One user-only sample (cc1's last) and 5.5 weighted kernel samples, at 1 sample per
+    # second, over 2 jobs.
+    s = shares("--anon-faults", "3", "--file-faults", "1", "--jobs", "2", "--freq", "1")
+    assert (s["user_seconds"], s["system_seconds"]) == (0.5, 2.75)

@@ -82,9 +82,9 @@ pub struct KernelPath {
     pub native_cycles: Option<f64>,
     /// The path's own work in core cycles (module doc), when it was measured.
     pub work_cycles: Option<f64>,
-    /// Samples of each function, and of the whole path (the recording host's own BPF
-    /// programs included, whose time is in the latency): what a function's share of the
-    /// native latency is.
+    /// Samples of each function (sorted by name: a binary search on every fault), and of
+    /// the whole path (the recording host's own BPF programs included, whose time is in the
+    /// latency): what a function's share of the native latency is.
     function_samples: Vec<(String, u64)>,
     samples: f64,
 }
@@ -98,9 +98,13 @@ impl KernelPath {
     /// samples times the latency); None when the latency was not measured or the function
     /// has no samples.
     pub fn native_cycles_in(&self, function: &str) -> Option<f64> {
-        let (_, n) = self.function_samples.iter().find(|(f, _)| f == function)?;
+        let i = self
+            .function_samples
+            .binary_search_by(|(f, _)| f.as_str().cmp(function))
+            .ok()?;
+        let n = self.function_samples[i].1;
         self.native_cycles
-            .map(|c| c * *n as f64 / self.samples.max(1.0))
+            .map(|c| c * n as f64 / self.samples.max(1.0))
     }
 }
 
@@ -235,12 +239,13 @@ fn layout(p: &PathFootprint, f: &Footprints) -> Result<KernelPath> {
         };
         data.push((object, lines));
     }
-    let function_samples = p
+    let mut function_samples: Vec<(String, u64)> = p
         .functions
         .iter()
         .filter(|f| f.samples() > 0)
         .map(|f| (f.name().to_string(), f.samples()))
         .collect();
+    function_samples.sort();
     Ok(KernelPath {
         name: p.name.clone(),
         text,

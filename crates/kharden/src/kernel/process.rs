@@ -376,12 +376,17 @@ mod tests {
     use crate::sim::{Counter, TimeCategory};
     use crate::{defense, machine};
 
-    #[test]
-    fn threads_share_the_address_space_until_the_last_one_exits() {
-        let mut k = Kernel::boot(
+    /// An unhardened four-core machine.
+    fn boot() -> Kernel {
+        Kernel::boot(
             machine::load("ivybridge-i5-3550").unwrap(),
             defense::parse_list("none").unwrap(),
-        );
+        )
+    }
+
+    #[test]
+    fn threads_share_the_address_space_until_the_last_one_exits() {
+        let mut k = boot();
         let t = k.spawn("leader", None);
         let s = k.spawn_thread(0, t, "sibling");
         let mm = k.tasks[t].mm;
@@ -407,10 +412,7 @@ mod tests {
     /// kernel category holds exactly that work plus the modelled clear's cycles.
     #[test]
     fn an_anonymous_fault_does_not_pay_its_recorded_clear_twice() {
-        let mut k = Kernel::boot(
-            machine::load("ivybridge-i5-3550").unwrap(),
-            defense::parse_list("none").unwrap(),
-        );
+        let mut k = boot();
         let t = k.spawn("task", None);
         k.switch_to(0, t);
         k.enter_user(0);
@@ -447,10 +449,7 @@ mod tests {
     /// translations at once, and every other CPU running the parent's mm is sent the flush.
     #[test]
     fn fork_flushes_the_parents_tlbs_wherever_its_mm_runs() {
-        let mut k = Kernel::boot(
-            machine::load("ivybridge-i5-3550").unwrap(),
-            defense::parse_list("none").unwrap(),
-        );
+        let mut k = boot();
         let t = k.spawn("parent", None);
         let s = k.spawn_thread(1, t, "sibling");
         k.switch_to(1, s);

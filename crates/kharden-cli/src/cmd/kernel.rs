@@ -204,6 +204,14 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             println!(
                 "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {RECORDING_HOST} (kernel/path.rs)"
             );
+            for d in kharden::kernel::derived::DERIVED {
+                if f.path(d.name).is_some() {
+                    println!(
+                        "{}: derived from {}, less the functions its code skips, its latency the share of the samples left, ESTIMATE (kernel/derived.rs): {}",
+                        d.name, d.from, d.why
+                    );
+                }
+            }
             Ok(())
         }
         Some(Show::Show { path, lines }) => {

@@ -183,10 +183,19 @@ impl Footprints {
         }
     }
 
-    /// Parses and validates; `place` names the file in errors.
+    /// Parses and validates; `place` names the file in errors. The paths derived from
+    /// recorded ones (kernel/derived.rs) are added for every recorded path they come from.
     pub fn parse(place: &str, text: &str) -> Result<Footprints> {
-        let f: Footprints = from_toml(place, text)?;
+        let mut f: Footprints = from_toml(place, text)?;
         f.validate().map_err(|e| Error::at(place, e))?;
+        for d in super::derived::DERIVED {
+            if f.path(d.name).is_none() {
+                if let Some(from) = f.path(d.from) {
+                    let derived = super::derived::derive(from, d);
+                    f.path.push(derived);
+                }
+            }
+        }
         Ok(f)
     }
 

@@ -6,6 +6,7 @@ pub mod asid;
 pub mod balance;
 pub mod coherence;
 pub mod cpuset;
+pub mod derived;
 pub mod direct_map;
 pub mod entry;
 pub mod footprint;

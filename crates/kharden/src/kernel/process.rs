@@ -158,11 +158,21 @@ impl Kernel {
     /// (fault-around); its measured work covers those PTE stores. The pages are not tracked
     /// as the task's: nothing allocates, and exit's zap of them is in exit's work.
     pub fn file_fault(&mut self, cpu: CpuId) -> Result<()> {
+        self.mapping_fault(cpu, "fault-file")
+    }
+
+    /// A read of an anonymous page not yet mapped: the kernel maps the shared zero page
+    /// (kernel/derived.rs's fault-zero: the anonymous fault without allocating, clearing,
+    /// charging or adding a page). Nothing is allocated, so nothing is tracked.
+    pub fn zero_page_fault(&mut self, cpu: CpuId) -> Result<()> {
+        self.mapping_fault(cpu, "fault-zero")
+    }
+
+    /// A page fault that runs `path` and allocates nothing the model tracks.
+    fn mapping_fault(&mut self, cpu: CpuId, path: &'static str) -> Result<()> {
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.cpus[cpu].stats.count(Counter::PageFaults);
-        self.in_kernel(cpu, entry, |k| {
-            k.run_known_path(cpu, "fault-file", Work::Measured)
-        })
+        self.in_kernel(cpu, entry, |k| k.run_known_path(cpu, path, Work::Measured))
     }
 
     /// read() of `pages` pages of file data into the user buffer: `misses` of them are not

@@ -39,6 +39,8 @@ pub struct JobSpec {
     pub anon_faults: f64,
     /// Read faults on file mappings (executables, mapped headers) served from the page cache.
     pub file_faults: f64,
+    /// Reads of anonymous pages not yet mapped, which map the shared zero page.
+    pub zero_page_faults: f64,
     /// Pages copied out by read() and how many of them were page-cache misses.
     pub read_pages: f64,
     pub read_misses: f64,
@@ -155,7 +157,7 @@ pub struct Process {
     prefault: u32,
     /// Fractional events carried from chunk to chunk: anonymous faults, file faults, read
     /// pages, read misses, written pages.
-    carry: [f64; 5],
+    carry: [f64; 6],
     /// The same for each syscall of the mix.
     mix_carry: Vec<f64>,
     pending: VecDeque<Op>,
@@ -211,7 +213,7 @@ impl Process {
             chunk,
             execed: done > 0.0,
             prefault,
-            carry: [0.0; 5],
+            carry: [0.0; 6],
             pending: VecDeque::new(),
             children,
             wait_owed: false,
@@ -261,20 +263,24 @@ impl Process {
         let rates = [
             s.anon_faults,
             s.file_faults,
+            s.zero_page_faults,
             s.read_pages,
             s.read_misses,
             s.write_pages,
         ];
-        let mut counts = [0u32; 5];
-        for i in 0..5 {
+        let mut counts = [0u32; 6];
+        for i in 0..rates.len() {
             counts[i] = take_whole(&mut self.carry[i], rates[i] * per_chunk);
         }
-        let [faults, file_faults, reads, misses, writes] = counts;
+        let [faults, file_faults, zero_page_faults, reads, misses, writes] = counts;
         if faults > 0 {
             self.pending.push_back(Op::AnonFaults(faults));
         }
         if file_faults > 0 {
             self.pending.push_back(Op::FileFaults(file_faults));
+        }
+        if zero_page_faults > 0 {
+            self.pending.push_back(Op::ZeroPageFaults(zero_page_faults));
         }
         if reads > 0 {
             self.pending.push_back(Op::FileRead {
@@ -337,6 +343,7 @@ mod tests {
             user_cycles: 3.0e6,
             anon_faults: 60.0,
             file_faults: 6.0,
+            zero_page_faults: 4.0,
             read_pages: 20.0,
             read_misses: 2.0,
             write_pages: 4.0,

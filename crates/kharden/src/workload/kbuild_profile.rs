@@ -12,9 +12,13 @@ use serde::Deserialize;
 pub struct JobProfile {
     pub processes: f64,
     pub user_anon_pages: f64,
-    /// User page faults per job; those beyond `user_anon_pages` found their page in the
-    /// page cache (file faults).
+    /// User page faults per job: one per anonymous page, `file_read_faults` and
+    /// `zero_page_faults` (which must add up to it within 5%).
     pub page_faults: f64,
+    /// Read faults on file mappings, served from the page cache (fault-around).
+    pub file_read_faults: f64,
+    /// Reads of anonymous pages not yet mapped, which map the zero page.
+    pub zero_page_faults: f64,
     pub page_cache_pages: f64,
     pub syscalls: f64,
     pub read_syscall_share: f64,
@@ -88,11 +92,27 @@ impl JobProfile {
                 format!("kernel_time_split: expected shares summing to 1, got {split_sum:.4}"),
             ));
         }
-        if !(p.page_faults >= 0.0 && p.page_faults < 1e9) {
+        for (field, v) in [
+            ("user_anon_pages", p.user_anon_pages),
+            ("page_faults", p.page_faults),
+            ("file_read_faults", p.file_read_faults),
+            ("zero_page_faults", p.zero_page_faults),
+        ] {
+            if !(0.0..1e9).contains(&v) {
+                return Err(Error::at(
+                    place,
+                    format!("{field}: expected a count of faults per job, got {v}"),
+                ));
+            }
+        }
+        // The faults by kind come from another recording than the total: a kind counted
+        // twice, or one left out, shows here.
+        let kinds = p.user_anon_pages + p.file_read_faults + p.zero_page_faults;
+        if (kinds - p.page_faults).abs() > 0.05 * p.page_faults.max(1.0) {
             return Err(Error::at(
                 place,
                 format!(
-                    "page_faults: expected a count of faults per job, got {}",
+                    "user_anon_pages + file_read_faults + zero_page_faults: expected within 5% of page_faults ({}), got {kinds}",
                     p.page_faults
                 ),
             ));
@@ -151,9 +171,9 @@ impl JobProfile {
             processes: self.process.clone(),
             user_cycles: self.user_cycles(),
             anon_faults: self.user_anon_pages,
-            // Every anonymous page (copy-on-write copies too) was one fault; the rest of the
-            // job's faults were served from the page cache.
-            file_faults: (self.page_faults - self.user_anon_pages).max(0.0),
+            // Every anonymous page (copy-on-write copies too) was one fault.
+            file_faults: self.file_read_faults,
+            zero_page_faults: self.zero_page_faults,
             read_pages: self.read_pages,
             // Page-cache pages not explained by the written pages were read misses.
             read_misses: (self.page_cache_pages - self.write_pages).max(0.0),
@@ -213,7 +233,7 @@ fn check_process_tree(processes: &[ProcessSpec]) -> std::result::Result<(), Stri
 mod tests {
     use super::JobProfile;
 
-    const HEAD: &str = "processes = 3.0\nuser_anon_pages = 10.0\npage_faults = 12.0\npage_cache_pages = 1.0\nsyscalls = 10.0\nread_syscall_share = 0.2\nwrite_syscall_share = 0.1\nread_pages = 4.0\nwrite_pages = 1.0\nuser_seconds = 0.5\nsystem_seconds = 0.1\nhost_ghz = 2.5\ntouches_per_chunk = 8\n";
+    const HEAD: &str = "processes = 3.0\nuser_anon_pages = 10.0\npage_faults = 12.0\nfile_read_faults = 1.0\nzero_page_faults = 1.0\npage_cache_pages = 1.0\nsyscalls = 10.0\nread_syscall_share = 0.2\nwrite_syscall_share = 0.1\nread_pages = 4.0\nwrite_pages = 1.0\nuser_seconds = 0.5\nsystem_seconds = 0.1\nhost_ghz = 2.5\ntouches_per_chunk = 8\n";
 
     fn parse(processes: &str) -> Result<JobProfile, String> {
         JobProfile::parse("job.toml", &format!("{HEAD}{processes}")).map_err(|e| e.to_string())
@@ -240,6 +260,36 @@ mod tests {
         assert!(
             (cpu_ms / traced - 1.0).abs() < 0.1,
             "the job's user and system time, {cpu_ms:.0} ms, against the profile's {traced} ms per compile job"
+        );
+    }
+
+    /// The kinds come from a fault tracepoint replayed against the mappings, the total from
+    /// the profile: they must agree, and a profile whose kinds miss its total is refused.
+    #[test]
+    fn the_jobs_faults_by_kind_add_up_to_its_faults() {
+        let job = JobProfile::builtin();
+        let kinds = job.user_anon_pages + job.file_read_faults + job.zero_page_faults;
+        assert!(
+            (kinds / job.page_faults - 1.0).abs() < 0.02,
+            "{kinds} of {}",
+            job.page_faults
+        );
+        let spec = job.spec();
+        assert!(spec.zero_page_faults > spec.file_faults && spec.file_faults > 0.0);
+        let one = "[[process]]\nname = \"sh\"\nshare = 1.0\n";
+        let with = |from: &str, to: &str| {
+            let head = HEAD.replace(from, to);
+            JobProfile::parse("job.toml", &format!("{head}{one}"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            with("zero_page_faults = 1.0", "zero_page_faults = 3.0"),
+            "job.toml: user_anon_pages + file_read_faults + zero_page_faults: expected within 5% of page_faults (12), got 14"
+        );
+        assert_eq!(
+            with("file_read_faults = 1.0", "file_read_faults = -1.0"),
+            "job.toml: file_read_faults: expected a count of faults per job, got -1"
         );
     }
 

@@ -34,6 +34,8 @@ pub enum Op {
     AnonFaults(u32),
     /// `n` read faults on file mappings served from the page cache.
     FileFaults(u32),
+    /// `n` reads of anonymous pages not yet mapped (the zero page).
+    ZeroPageFaults(u32),
     /// An operation that happened before the simulation began (make's first jobs and the
     /// heaps of tasks that start mid-life): it changes state (mappings, allocations,
     /// flushes) but takes no simulated time, so a short warm-up does not have to cover a
@@ -79,6 +81,8 @@ impl Op {
             Op::User { .. } => "interrupts",
             Op::AnonFaults(_) => "fault-anon",
             Op::FileFaults(_) => "fault-file",
+            // do_anonymous_page's: the recorded kernel time split counts it there too.
+            Op::ZeroPageFaults(_) => "fault-anon",
             Op::History(op) => op.label(),
             Op::FileRead { .. } => "read",
             Op::FileWrite { .. } => "write",

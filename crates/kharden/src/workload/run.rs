@@ -267,6 +267,11 @@ impl Runner {
                     k.file_fault(cpu)?;
                 }
             }
+            Op::ZeroPageFaults(n) => {
+                for _ in 0..n {
+                    k.zero_page_fault(cpu)?;
+                }
+            }
             Op::History(op) => {
                 let was = std::mem::replace(&mut k.fast_forward, true);
                 let r = self.execute(cpu, task, *op);

@@ -120,6 +120,129 @@ pub const DERIVED: &[DerivedPath] = &[
         ],
         skips_objects: &["names_cache"],
     },
+    DerivedPath {
+        name: "vfork",
+        from: "fork",
+        why: "clone with CLONE_VM | CLONE_VFORK (vfork, posix_spawn): kernel/fork.c copy_mm \
+              takes a reference on the parent's mm instead of dup_mm, so no mm_struct, page \
+              tables or VMAs are copied, nothing is write-protected and the parent's TLB is \
+              not flushed, and the parent, stopped until the child's exec, takes no \
+              copy-on-write faults. Only functions that run for the address space's copy or \
+              those faults are left out; allocator and accounting functions that the task's \
+              own copy shares stay whole (so the path is an upper bound)",
+        skips: &[
+            // dup_mm: mm_init, pgd_alloc and the page-table pages copy_page_range allocates
+            "mm_init",
+            "pgd_alloc",
+            "__paravirt_pgd_alloc",
+            "__percpu_counter_init_many",
+            "futex_mm_init",
+            "ldt_dup_context",
+            "__pud_alloc",
+            "__pmd_alloc",
+            "__pte_alloc",
+            "pte_alloc_one",
+            "pmd_install",
+            "clear_page_erms",
+            // dup_mmap: the VMAs, their maple tree, anon_vmas, interval trees and the mmap lock
+            "dup_mmap",
+            "dup_mm_exe_file",
+            "uprobe_start_dup_mmap",
+            "uprobe_end_dup_mmap",
+            "uprobe_dup_mmap",
+            "down_write",
+            "down_write_killable",
+            "up_write",
+            "security_vm_enough_memory_mm",
+            "__vm_enough_memory",
+            "bpf_lsm_vm_enough_memory",
+            "cap_vm_enough_memory",
+            "vm_area_dup",
+            "vma_dup_policy",
+            "__vma_start_write",
+            "dup_userfaultfd",
+            "dup_userfaultfd_complete",
+            "anon_vma_fork",
+            "anon_vma_clone",
+            "anon_vma_interval_tree_insert",
+            "__anon_vma_interval_tree_augment_rotate",
+            "vma_interval_tree_insert_after",
+            "vma_interval_tree_augment_rotate",
+            "__mt_dup",
+            "mas_dup_alloc.isra.0",
+            "mas_copy_node.isra.0",
+            "mas_store",
+            "mas_wr_store_type",
+            "mas_wr_store_entry",
+            "mas_next_slot",
+            "mas_find",
+            "mas_ascend",
+            "mas_destroy",
+            // copy_page_range: the page tables, write-protected
+            "copy_page_range",
+            "vm_normal_page",
+            "___pte_offset_map",
+            "__pte_offset_map_lock",
+            "pte_offset_map_rw_nolock",
+            "pte_val",
+            "pte_write",
+            "pfn_pte",
+            "p4d_offset",
+            "pgd_none",
+            "pud_val",
+            "native_set_pte",
+            "native_set_pmd",
+            "native_set_pud",
+            "native_set_p4d",
+            "set_ptes.isra.0",
+            "mksaveddirty_shift",
+            "PageHuge",
+            "pfn_valid",
+            // dup_mmap's flush_tlb_mm of the parent
+            "flush_tlb_mm_range",
+            // the parent's copy-on-write faults after the fork
+            "exc_page_fault",
+            "access_error",
+            "lock_vma_under_rcu",
+            "mas_walk",
+            "handle_mm_fault",
+            "__handle_mm_fault",
+            "do_wp_page",
+            "wp_page_reuse",
+            "__vmf_anon_prepare",
+            "copy_mc_enhanced_fast_string",
+            "copy_mc_to_kernel",
+            "ptep_clear_flush",
+            "ptep_set_access_flags",
+            "pte_mkwrite",
+            "vma_alloc_folio_noprof",
+            "folio_add_new_anon_rmap",
+            "folio_remove_rmap_ptes",
+            "folio_move_anon_rmap",
+            "folio_xchg_last_cpupid",
+            "folio_add_lru_vma",
+            "__folio_batch_add_and_move",
+            "folio_batch_move_lru",
+            "folio_lruvec_lock_irqsave",
+            "folios_put_refs",
+            "free_swap_cache",
+            "__mem_cgroup_charge",
+            "charge_memcg",
+            "__folio_throttle_swaprate",
+            "memcg1_commit_charge",
+            "__lruvec_stat_mod_folio",
+            "mod_memcg_lruvec_state",
+            "__folio_mod_stat",
+            "irqentry_exit_to_user_mode",
+        ],
+        skips_objects: &[
+            "mm_struct",
+            "vm_area_struct",
+            "maple_node",
+            "anon_vma",
+            "page_table_lines",
+        ],
+    },
 ];
 
 /// `d` made from its recorded path `p`.
@@ -229,6 +352,25 @@ mod tests {
             &kept,
             &["link_path_walk", "strncpy_from_user"],
             0.2..0.6,
+        );
+    }
+
+    /// vfork keeps the task's copy (task_struct, credentials, files, signals, the pid) and
+    /// loses the address space's.
+    #[test]
+    fn a_vfork_is_the_fork_without_its_address_space() {
+        let kept = [
+            "copy_process",
+            "dup_fd",
+            "copy_creds",
+            "alloc_pid",
+            "wake_up_new_task",
+        ];
+        check(
+            "vfork",
+            &kept,
+            &["copy_page_range", "dup_mmap", "do_wp_page"],
+            0.2..0.8,
         );
     }
 

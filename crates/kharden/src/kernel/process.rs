@@ -241,18 +241,40 @@ impl Kernel {
 
     /// fork(): a child process with its own address space.
     pub fn fork(&mut self, cpu: CpuId, parent: TaskId, name: &str) -> Result<TaskId> {
+        self.new_process(cpu, parent, name, true)
+    }
+
+    /// vfork() or posix_spawn(): a child that borrows the parent's address space until its
+    /// exec (kernel/derived.rs's vfork path: copy_process without dup_mm). The model gives
+    /// the child its own empty mm at once; the exec that follows frees nothing of the
+    /// parent's, as the real one does not.
+    pub fn vfork(&mut self, cpu: CpuId, parent: TaskId, name: &str) -> Result<TaskId> {
+        self.new_process(cpu, parent, name, false)
+    }
+
+    fn new_process(
+        &mut self,
+        cpu: CpuId,
+        parent: TaskId,
+        name: &str,
+        copy_mm: bool,
+    ) -> Result<TaskId> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Forks);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.run_known_path(cpu, "fork", Work::Measured)?;
+            let path = if copy_mm { "fork" } else { "vfork" };
+            k.run_known_path(cpu, path, Work::Measured)?;
             k.refcount_ops(cpu, k.params.fork_refcount_ops);
             let child = k.spawn_on(cpu, name, Some(parent));
-            k.fork_stores(cpu, child);
-            // dup_mmap() ends with flush_tlb_mm(oldmm), whatever it copied: the parent's
-            // private writable PTEs are now read-only (COW), so its TLBs must drop them.
-            // The write protection itself and the COW faults after it are not modelled.
-            let mm = k.tasks[parent].mm;
-            k.flush_tlb_mm_range(cpu, mm, VirtAddr(0), super::tlbflush::FLUSH_ALL);
+            k.fork_stores(cpu, child, copy_mm);
+            if copy_mm {
+                // dup_mmap() ends with flush_tlb_mm(oldmm), whatever it copied: the
+                // parent's private writable PTEs are now read-only (COW), so its TLBs must
+                // drop them. The write protection itself and the COW faults after it are
+                // not modelled.
+                let mm = k.tasks[parent].mm;
+                k.flush_tlb_mm_range(cpu, mm, VirtAddr(0), super::tlbflush::FLUSH_ALL);
+            }
             k.tasks[child].last_cpu = Some(cpu);
             k.with_defenses(|d, k| d.on_task_forked(k, cpu, parent, child));
             Ok(child)
@@ -260,13 +282,14 @@ impl Kernel {
     }
 
     /// What copy_process() writes for `child`, as cache fills: dup_task_struct()'s copy of
-    /// the whole task_struct, dup_mm()'s copy of mm_struct, and pgd_alloc()'s cleared PGD
-    /// page(s) (PTI's user PGD too). The copies' time with their lines cached is in the fork
-    /// path's measured work; what they add is the waits for lines from DRAM (store_lines) and
-    /// the lines they bring into this CPU's caches, evicting others (what a loop of forks
-    /// does to the kernel text cached beside them). The objects are fresh memory unless a
-    /// reaped child's came back (kernel/reap.rs): then they are where that child left them.
-    fn fork_stores(&mut self, cpu: CpuId, child: TaskId) {
+    /// the whole task_struct, and with `copy_mm` dup_mm()'s copy of mm_struct and
+    /// pgd_alloc()'s cleared PGD page(s) (PTI's user PGD too). The copies' time with their
+    /// lines cached is in the fork path's measured work; what they add is the waits for
+    /// lines from DRAM (store_lines) and the lines they bring into this CPU's caches,
+    /// evicting others (what a loop of forks does to the kernel text cached beside them).
+    /// The objects are fresh memory unless a reaped child's came back (kernel/reap.rs):
+    /// then they are where that child left them.
+    fn fork_stores(&mut self, cpu: CpuId, child: TaskId, copy_mm: bool) {
         let task = &self.tasks[child];
         let mm = &self.mms[task.mm];
         let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
@@ -277,8 +300,11 @@ impl Kernel {
             .collect();
         let line = super::footprint::LINE_BYTES;
         let task_lines = self.paths.objects_bytes("task_struct").div_ceil(line);
-        let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
         self.store_lines(cpu, ts, task_lines);
+        if !copy_mm {
+            return;
+        }
+        let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
         self.store_lines(cpu, mm_struct, mm_lines);
         for pgd in pgds {
             self.store_lines(cpu, pgd, super::footprint::PAGE_BYTES / line);
@@ -457,8 +483,9 @@ mod tests {
 
     /// dup_mmap()'s flush_tlb_mm(oldmm): the forking CPU drops the parent's user
     /// translations at once, and every other CPU running the parent's mm is sent the flush.
+    /// A vfork copies no address space: it flushes nothing and costs less.
     #[test]
-    fn fork_flushes_the_parents_tlbs_wherever_its_mm_runs() {
+    fn a_fork_flushes_the_parents_tlbs_wherever_its_mm_runs_and_a_vfork_nowhere() {
         let mut k = boot();
         let t = k.spawn("parent", None);
         let s = k.spawn_thread(1, t, "sibling");
@@ -473,7 +500,10 @@ mod tests {
         assert!(holds_heap(&k), "the parent's write filled the TLB");
         let flushes = k.cpus[0].stats.counter(Counter::NrTlbLocalFlushAll);
         let ipis = k.cpus[0].stats.counter(Counter::IpisSent);
+        let kernel = |k: &Kernel| k.cpus[0].stats.time(TimeCategory::Kernel);
+        let before = kernel(&k);
         k.fork(0, t, "child").unwrap();
+        let fork = kernel(&k) - before;
         assert!(!holds_heap(&k), "the parent's heap translation is gone");
         assert_eq!(
             k.cpus[0].stats.counter(Counter::NrTlbLocalFlushAll),
@@ -484,5 +514,18 @@ mod tests {
             ipis + 1,
             "the sibling's CPU is sent the flush"
         );
+        k.user_work(0, 0.0, &[(heap, Access::Write)]).unwrap();
+        let before = kernel(&k);
+        k.vfork(0, t, "spawned").unwrap();
+        assert!(
+            holds_heap(&k),
+            "a vfork copies no address space: nothing to flush"
+        );
+        assert_eq!(
+            k.cpus[0].stats.counter(Counter::IpisSent),
+            ipis + 1,
+            "nor to send"
+        );
+        assert!(kernel(&k) - before < fork, "a vfork costs less than a fork");
     }
 }

@@ -25,7 +25,7 @@ pub struct ProcessSpec {
     /// Share of the job's work this process does itself.
     pub share: f64,
     /// The process that runs it (an index into the job's processes); `None` for the job's
-    /// shell, which make forks.
+    /// shell, which make starts.
     pub parent: Option<usize>,
 }
 
@@ -128,7 +128,7 @@ impl Make {
             let phase = if first { rng.unit() } else { 0.0 };
             self.started += 1;
             self.running += 1;
-            let fork = Op::Fork(Box::new(Process::job(self.spec.clone(), phase)));
+            let fork = Op::Vfork(Box::new(Process::job(self.spec.clone(), phase)));
             return if first {
                 Op::History(Box::new(fork))
             } else {
@@ -244,7 +244,7 @@ impl Process {
                 // Forking the way down to where a mid-life job had got is history too.
                 let resume = self.resume.take();
                 self.wait_owed = true;
-                let fork = Op::Fork(Box::new(Process::new(self.spec.clone(), child, resume)));
+                let fork = Op::Vfork(Box::new(Process::new(self.spec.clone(), child, resume)));
                 if resume.is_some() {
                     Op::History(Box::new(fork))
                 } else {
@@ -478,7 +478,7 @@ mod tests {
             }
             match next {
                 Op::History(h) => match *h {
-                    Op::Fork(child) => {
+                    Op::Vfork(child) => {
                         ops.push(format!("fork {}", child.name()));
                         op = child;
                     }

@@ -62,6 +62,10 @@ pub enum Op {
     },
     /// fork() a child that runs `program`.
     Fork(Box<dyn Program>),
+    /// vfork() (posix_spawn) a child that runs `program`, which it starts with an exec: how
+    /// make, sh and gcc start every process of a compile job (raw_syscalls census of the
+    /// profile's build: clone3 with CLONE_VFORK from make, vfork from sh and gcc).
+    Vfork(Box<dyn Program>),
     /// clone(CLONE_VM | CLONE_THREAD): a thread of this task's process that runs `program`.
     /// Nobody waits for it; the process's memory goes when its last thread exits.
     SpawnThread(Box<dyn Program>),
@@ -87,7 +91,7 @@ impl Op {
             Op::FileRead { .. } => "read",
             Op::FileWrite { .. } => "write",
             Op::Syscall { spec, .. } => spec.name.split('-').next().unwrap_or(spec.name),
-            Op::Fork(_) | Op::SpawnThread(_) => "fork",
+            Op::Fork(_) | Op::Vfork(_) | Op::SpawnThread(_) => "fork",
             Op::Exec => "execve",
             Op::WaitChild => "wait4",
             Op::Exit => "exit",

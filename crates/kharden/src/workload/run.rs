@@ -76,6 +76,20 @@ impl Runner {
         r
     }
 
+    /// A child `parent` just created on `cpu`, running `program` from now.
+    fn start_child(
+        &mut self,
+        cpu: CpuId,
+        parent: TaskId,
+        child: TaskId,
+        program: Box<dyn Program>,
+    ) {
+        let now = self.k.cpus[cpu].now;
+        self.adopt(child, program);
+        self.alive_children[parent] += 1;
+        self.wake(child, now);
+    }
+
     fn adopt(&mut self, task: TaskId, program: Box<dyn Program>) {
         let n = task + 1;
         if self.programs.len() < n {
@@ -296,12 +310,12 @@ impl Runner {
                 }
             }
             Op::Fork(program) => {
-                let name = program.name().to_string();
-                let child = k.fork(cpu, task, &name)?;
-                let now = k.cpus[cpu].now;
-                self.adopt(child, program);
-                self.alive_children[task] += 1;
-                self.wake(child, now);
+                let child = k.fork(cpu, task, program.name())?;
+                self.start_child(cpu, task, child, program);
+            }
+            Op::Vfork(program) => {
+                let child = k.vfork(cpu, task, program.name())?;
+                self.start_child(cpu, task, child, program);
             }
             Op::SpawnThread(program) => {
                 let name = program.name().to_string();

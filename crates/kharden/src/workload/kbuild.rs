@@ -128,11 +128,11 @@ impl Make {
             let phase = if first { rng.unit() } else { 0.0 };
             self.started += 1;
             self.running += 1;
-            let fork = Op::Vfork(Box::new(Process::job(self.spec.clone(), phase)));
+            let start = Op::Vfork(Box::new(Process::job(self.spec.clone(), phase)));
             return if first {
-                Op::History(Box::new(fork))
+                Op::History(Box::new(start))
             } else {
-                fork
+                start
             };
         }
         if self.running > 0 {
@@ -244,11 +244,11 @@ impl Process {
                 // Forking the way down to where a mid-life job had got is history too.
                 let resume = self.resume.take();
                 self.wait_owed = true;
-                let fork = Op::Vfork(Box::new(Process::new(self.spec.clone(), child, resume)));
+                let start = Op::Vfork(Box::new(Process::new(self.spec.clone(), child, resume)));
                 if resume.is_some() {
-                    Op::History(Box::new(fork))
+                    Op::History(Box::new(start))
                 } else {
-                    fork
+                    start
                 }
             }
             None => Op::Exit,

@@ -105,8 +105,8 @@ pub fn run(args: Args) -> Result<()> {
         args.scale_jobs
     );
     println!(
-        "recorded:  {} tasks, {} forks, {} threads, {} syscalls ({} flushing the address space), {} anonymous faults",
-        rec.tasks, rec.forks, rec.threads, rec.syscalls, rec.flushing_syscalls, rec.anon_faults
+        "recorded:  {} tasks, {} forks ({} of them vforks or posix_spawns), {} threads, {} syscalls ({} flushing the address space), {} anonymous faults",
+        rec.tasks, rec.forks, rec.vforks, rec.threads, rec.syscalls, rec.flushing_syscalls, rec.anon_faults
     );
     println!("{:<10} {:>12} {:>12}", "", "user s", "system s");
     println!("{:<10} {ru:>12.3} {rs:>12.3}", "recorded");

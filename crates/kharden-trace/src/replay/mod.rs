@@ -40,7 +40,9 @@ pub struct Recorded {
     pub system_ns: u64,
     pub syscalls: u64,
     pub anon_faults: u64,
+    /// New processes, and how many of them were started with vfork or posix_spawn (clone3).
     pub forks: u64,
+    pub vforks: u64,
     pub threads: u64,
     /// Syscalls during which the task flushed part of its address space.
     pub flushing_syscalls: u64,
@@ -66,13 +68,24 @@ mod tests {
     use std::path::Path;
     use std::sync::Arc;
 
+    /// How task 10 starts the other three: as its threads (thread-group id 10), or as child
+    /// processes from inside clone or vfork.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Start {
+        Threads,
+        Clone,
+        Vfork,
+    }
+
     /// Task 10 starts three more tasks that run on other CPUs for 2 ms, then munmaps 4 pages
-    /// twenty times (the recording shows each flush); `threads` makes them its threads
-    /// (thread-group id 10) rather than child processes.
-    fn write_trace(path: &Path, threads: bool) {
+    /// twenty times (the recording shows each flush).
+    fn write_trace(path: &Path, start: Start) {
+        let threads = start == Start::Threads;
         let f = std::io::BufWriter::new(File::create(path).unwrap());
         let mut w = TraceWriter::new(f, &Meta::default()).unwrap();
         w.set_syscall_name(11, "munmap");
+        w.set_syscall_name(56, "clone");
+        w.set_syscall_name(58, "vfork");
         let comm: Arc<str> = Arc::from("app");
         let mut put = |time_ns, tid, op| w.write(&Event { time_ns, tid, op }).unwrap();
         put(
@@ -87,6 +100,8 @@ mod tests {
         put(0, 10, T::SwitchIn { cpu: 0 });
         for (i, tid) in (11..14).enumerate() {
             let pid = if threads { 10 } else { tid };
+            let nr = if start == Start::Vfork { 58 } else { 56 };
+            put(999, 10, T::SysEnter { nr });
             put(
                 1000,
                 tid,
@@ -97,6 +112,14 @@ mod tests {
                 },
             );
             put(1000, tid, T::SwitchIn { cpu: i as u32 + 1 });
+            put(
+                1000,
+                10,
+                T::SysExit {
+                    nr,
+                    ret: tid as i64,
+                },
+            );
         }
         let mut t = 1000;
         for _ in 0..20 {
@@ -121,14 +144,15 @@ mod tests {
         w.finish().unwrap();
     }
 
-    fn replay(threads: bool) -> (Recorded, kharden::sim::Stats) {
+    fn replay(start: Start) -> (Recorded, kharden::sim::Stats) {
+        let threads = start == Start::Threads;
         let dir = std::env::temp_dir().join(format!(
-            "kharden-replay-unit-{}-{threads}",
+            "kharden-replay-unit-{}-{start:?}",
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let trace = dir.join("t.trace");
-        write_trace(&trace, threads);
+        write_trace(&trace, start);
         std::fs::create_dir_all(dir.join("ops")).unwrap();
         let split = split(&trace, &dir.join("ops")).unwrap();
         let program = root_program(&split, 3.0, 1);
@@ -153,17 +177,28 @@ mod tests {
 
     #[test]
     fn threads_share_the_mm_and_their_flushes_reach_the_other_cpus() {
-        let (rec, threaded) = replay(true);
+        let (rec, threaded) = replay(Start::Threads);
         assert_eq!((rec.threads, rec.forks, rec.flushing_syscalls), (3, 0, 20));
         // Each munmap flushes CPU 0 and interrupts the three CPUs running the other threads.
         assert_eq!(threaded.counter(Counter::NrTlbRemoteFlush), 20);
         assert_eq!(threaded.counter(Counter::IpisSent), 60);
-        let (rec, processes) = replay(false);
-        assert_eq!((rec.threads, rec.forks), (0, 3));
+        let (rec, processes) = replay(Start::Clone);
+        assert_eq!((rec.threads, rec.forks, rec.vforks), (0, 3, 0));
         assert_eq!(
             processes.counter(Counter::IpisSent),
             0,
             "separate processes: nobody else runs the mm"
         );
+    }
+
+    /// A child started from inside vfork is replayed as one: no copy of the parent's address
+    /// space, so none of the parent's TLB flushes that each fork's dup_mmap ends with.
+    #[test]
+    fn children_started_by_vfork_are_replayed_as_vforks() {
+        let (rec, vforked) = replay(Start::Vfork);
+        assert_eq!((rec.forks, rec.vforks), (3, 3));
+        let (_, forked) = replay(Start::Clone);
+        let full = |s: &kharden::sim::Stats| s.counter(Counter::NrTlbLocalFlushAll);
+        assert_eq!(full(&forked), full(&vforked) + 3, "one flush per fork");
     }
 }

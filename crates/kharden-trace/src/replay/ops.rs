@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 pub(super) const USER: u8 = 1; // f64 ns
 pub(super) const SYSCALL: u8 = 2; // f64 ns, then optional WAIT and FLUSH markers
 pub(super) const FAULTS: u8 = 3; // u32 pages faulted in
-pub(super) const FORK: u8 = 4; // u32 child task number, u8 reserved
+pub(super) const FORK: u8 = 4; // u32 child task number, u8 1 for a vfork
 pub(super) const EXEC: u8 = 5;
 pub(super) const WAIT: u8 = 6;
 pub(super) const EXIT: u8 = 7;

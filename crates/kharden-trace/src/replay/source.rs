@@ -17,7 +17,8 @@ enum Record {
     /// On-CPU ns, whether it was a wait, pages it flushed from the address space.
     Syscall(f64, bool, u64),
     Faults(u32),
-    Fork(u32),
+    /// A new process, and whether it was a vfork.
+    Fork(u32, bool),
     Thread(u32),
     Exec,
     Exit,
@@ -97,7 +98,7 @@ impl FileSource {
             ops::FAULTS => Record::Faults(u32::from_le_bytes(self.bytes()?)),
             ops::FORK => {
                 let b: [u8; 5] = self.bytes()?;
-                Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), b[4] != 0)
             }
             ops::THREAD => Record::Thread(u32::from_le_bytes(self.bytes()?)),
             ops::EXEC => Record::Exec,
@@ -159,16 +160,22 @@ impl FileSource {
                 op
             }
             Record::Faults(n) => Op::AnonFaults(n),
-            Record::Fork(seq) => {
+            Record::Fork(seq, vfork) => {
                 let copies = if self.is_make && !self.shared.makes.contains(&seq) {
                     self.shared.scale
                 } else {
                     1
                 };
+                let start = |child: FileSource| -> Op {
+                    match vfork {
+                        true => Op::Vfork(Box::new(child)),
+                        false => Op::Fork(Box::new(child)),
+                    }
+                };
                 for _ in 1..copies {
-                    self.pending.push_back(Op::Fork(Box::new(self.child(seq))));
+                    self.pending.push_back(start(self.child(seq)));
                 }
-                Op::Fork(Box::new(self.child(seq)))
+                start(self.child(seq))
             }
             Record::Thread(seq) => Op::SpawnThread(Box::new(self.child(seq))),
             Record::Exec => Op::Exec,

@@ -113,10 +113,16 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                         ps.pending.push(ops::THREAD);
                         ps.pending.extend_from_slice(&seq.to_le_bytes());
                     } else {
+                        // The syscall the parent is in says how: vfork, or clone3, which
+                        // glibc uses for posix_spawn (CLONE_VM | CLONE_VFORK) and threads
+                        // only (its fork is clone), shares the parent's mm until exec.
+                        let how = ps.in_syscall.and_then(|nr| reader.syscall_name(nr));
+                        let vfork = matches!(how.map(|n| &**n), Some("vfork" | "clone3"));
                         rec.forks += 1;
+                        rec.vforks += vfork as u64;
                         ps.pending.push(ops::FORK);
                         ps.pending.extend_from_slice(&seq.to_le_bytes());
-                        ps.pending.push(0);
+                        ps.pending.push(vfork as u8);
                     }
                 }
                 None => root = root.or(Some(seq)),

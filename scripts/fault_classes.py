@@ -29,14 +29,11 @@ Addresses in no recorded mapping (the brk heap, which no MMAP2 event reports, an
 moved by mremap) count as anonymous. Munmap is not recorded: a later mapping over the same
 range replaces the old one and unmaps its pages.
 """
-import argparse
 import collections
 import re
-import sys
 
-# The compile job's processes and their weights, as scripts/kernel_time_split.py has them.
-JOB_COMMS = {"cc1": 1.0, "as": 1.0, "gcc": 1.0, "objtool": 1.0, "fixdep": 1.0, "rm": 1.0,
-             "sh": 0.5}
+from kbuild_job import JOB_COMMS, open_script, per_job_arguments
+
 FAULT_AROUND_PAGES = 16      # mm/memory.c: fault_around_pages, 64 KiB by default
 PTRS_PER_PTE = 512
 KINDS = ["file-read", "file-cow", "anon", "zero-page", "write-protect", "special"]
@@ -149,13 +146,8 @@ def replay(lines):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("script", help="perf script output (- for stdin)")
-    ap.add_argument("--jobs", type=float, required=True,
-                    help="compile jobs in the build (the profile's count, 317 for kernel/ mm/)")
-    a = ap.parse_args()
-    src = sys.stdin if a.script == "-" else open(a.script)
-    counts = replay(src)
+    a = per_job_arguments(__doc__).parse_args()
+    counts = replay(open_script(a.script))
     job = collections.Counter()
     print(f"{'comm':10} " + " ".join(f"{k:>13}" for k in KINDS) + "  pages/file-read")
     for comm in sorted(counts, key=lambda c: -sum(counts[c][k] for k in KINDS)):

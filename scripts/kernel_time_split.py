@@ -19,12 +19,7 @@ import argparse
 import collections
 import sys
 
-# The compile job's own processes (make -> sh -> gcc -> cc1, as; objtool, fixdep, rm), each
-# with the weight of its samples: a recipe has two shells, this job's and
-# check-local-export's, so half of sh's samples are the job's (the rule
-# workloads/kbuild-job.toml's process shares use).
-JOB_COMMS = {"cc1": 1.0, "as": 1.0, "gcc": 1.0, "objtool": 1.0, "fixdep": 1.0, "rm": 1.0,
-             "sh": 0.5}
+from kbuild_job import JOB_COMMS
 
 # Kernel functions that name a syscall when no __x64_sys_* frame is on the stack
 # (x64_sys_call inlines the small ones).

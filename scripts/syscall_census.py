@@ -11,14 +11,11 @@ newfstatat with AT_EMPTY_PATH in its flags (glibc's fstat, which Linux 6.11 and 
 serve without a path walk) is `newfstatat-empty`, and clone3, clone and vfork are listed
 with the process starts, which say whether the build forks or vforks.
 """
-import argparse
 import collections
 import re
-import sys
 
-# The compile job's processes and their weights, as scripts/kernel_time_split.py has them.
-JOB_COMMS = {"cc1": 1.0, "as": 1.0, "gcc": 1.0, "objtool": 1.0, "fixdep": 1.0, "rm": 1.0,
-             "sh": 0.5}
+from kbuild_job import JOB_COMMS, open_script, per_job_arguments
+
 AT_EMPTY_PATH = 0x1000
 # x86-64 numbers (arch/x86/entry/syscalls/syscall_64.tbl) of the calls a compile job makes.
 NAMES = {0: "read", 1: "write", 3: "close", 4: "stat", 5: "fstat", 6: "lstat", 8: "lseek",
@@ -50,14 +47,10 @@ def census(lines):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("script", help="perf script output (- for stdin)")
-    ap.add_argument("--jobs", type=float, required=True,
-                    help="compile jobs in the build (the profile's count, 317 for kernel/ mm/)")
+    ap = per_job_arguments(__doc__)
     ap.add_argument("--top", type=int, default=25, help="calls to list")
     a = ap.parse_args()
-    src = sys.stdin if a.script == "-" else open(a.script)
-    counts = census(src)
+    counts = census(open_script(a.script))
     job = collections.Counter()
     for comm, c in counts.items():
         for name, n in c.items():

@@ -67,6 +67,10 @@ def test_samples_are_split_by_operation_with_common_fault_time_shared_by_count()
 
 
 def test_a_syscall_without_its_own_frame_is_named_by_the_ksys_helper():
+    # Run as a program, the script finds its sibling kbuild_job.py on sys.path; imported,
+    # it needs the scripts directory there too.
+    if str(SCRIPT.parent) not in sys.path:
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("kts", SCRIPT)
     kts = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(kts)

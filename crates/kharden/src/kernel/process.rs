@@ -290,20 +290,20 @@ impl Kernel {
     /// The objects are fresh memory unless a reaped child's came back (kernel/reap.rs):
     /// then they are where that child left them.
     fn fork_stores(&mut self, cpu: CpuId, child: TaskId, copy_mm: bool) {
-        let task = &self.tasks[child];
-        let mm = &self.mms[task.mm];
-        let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
-        let mm_struct = mm.objects[0].0 - super::layout::DIRECT_MAP;
-        let pgds: Vec<u64> = std::iter::once(mm.root)
-            .chain(mm.user_root)
-            .map(|p| p.addr().0)
-            .collect();
         let line = super::footprint::LINE_BYTES;
+        let task = &self.tasks[child];
+        let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
         let task_lines = self.paths.objects_bytes("task_struct").div_ceil(line);
         self.store_lines(cpu, ts, task_lines);
         if !copy_mm {
             return;
         }
+        let mm = &self.mms[self.tasks[child].mm];
+        let mm_struct = mm.objects[0].0 - super::layout::DIRECT_MAP;
+        let pgds: Vec<u64> = std::iter::once(mm.root)
+            .chain(mm.user_root)
+            .map(|p| p.addr().0)
+            .collect();
         let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
         self.store_lines(cpu, mm_struct, mm_lines);
         for pgd in pgds {

@@ -12,6 +12,8 @@
 #   python3 scripts/kernel_ftrace/summarize.py OUT_DIR kernels/linux-6.1.0-ftrace.toml
 # Needs qemu-system-x86, linux-image-6.1.0-*-amd64, busybox-static and a release build of
 # kharden (cargo build --release -p kharden-cli).
+# Other guests reuse it (scripts/kernel_memtrace/run.sh): GUEST_INIT names another /init,
+# QEMU_ARGS adds arguments to qemu's command line, RECORD_PREFIX names the records to count.
 set -eu
 out=$1
 scale=${2:-0.002}
@@ -36,7 +38,7 @@ cc -O2 -static -nostdlib -no-pie -ffreestanding -fno-tree-loop-distribute-patter
     -fno-stack-protector -o "$work/root/exec_chain" "$repo/crates/kharden-footprint/src/exec_chain.c"
 printf '#!/bin/sh\n# The prebuilt exec_chain (run.sh), copied to the -o path the driver names.\nwhile [ "$1" != -o ]; do shift; done\ncp /exec_chain "$2"\n' > "$work/root/bin/cc"
 chmod +x "$work/root/bin/cc"
-cp "$here/init.sh" "$work/root/init"
+cp "${GUEST_INIT:-$here/init.sh}" "$work/root/init"
 cp "$here/reduce.awk" "$work/root/reduce.awk"
 echo "$scale" > "$work/root/scale"
 echo "${SCENARIOS:-syscalls mmap files small faults process execve switch ptrace ipi tick signals mount mmap-locked}" > "$work/root/scenarios"
@@ -45,7 +47,7 @@ chmod +x "$work/root/init"
 # Two CPUs: the IPI and ptrace scenarios pin a thread to the second.
 timeout 3600 qemu-system-x86_64 -accel tcg -cpu max,la57=off -m 3072 -smp 2 -kernel "$kernel" \
     -initrd "$work/initrd.gz" -append "console=ttyS0 nokaslr quiet panic=-1 clocksource=tsc tsc=reliable" \
-    -display none -serial "file:$out/console.txt" -no-reboot &
+    -display none -serial "file:$out/console.txt" -no-reboot ${QEMU_ARGS:-} &
 qemu=$!
 # A TCG guest on a busy host has been seen to hang for good ("soft lockup - CPU#0 stuck for
 # 1252s"); the watchdog repeats its report with a growing figure, so one over 300 s ends the
@@ -59,4 +61,4 @@ while kill -0 "$qemu" 2>/dev/null; do
     fi
 done
 wait "$qemu"
-grep -c '^ftrace-fn:' "$out/console.txt" | sed "s|^|$kernel: records in $out/console.txt: |"
+grep -c "^${RECORD_PREFIX:-ftrace-fn:}" "$out/console.txt" | sed "s|^|$kernel: records in $out/console.txt: |"

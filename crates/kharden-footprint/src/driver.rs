@@ -16,6 +16,8 @@ pub struct Driver {
     /// Loop counts are multiplied by this (1.0: about a second of work per path).
     scale: f64,
     dir: PathBuf,
+    /// Window markers for an emulator plugin (KHARDEN_WINDOW_MARKERS), normally None.
+    markers: Option<crate::marker::Markers>,
 }
 
 pub struct Scenario {
@@ -151,6 +153,7 @@ pub fn drive(scenario: &Scenario, scale: f64, repeats: u32, out: &Path) -> khard
         repeat: 0,
         scale,
         dir: dir.clone(),
+        markers: crate::marker::Markers::from_env().map_err(fail)?,
     };
     let mut result = Ok(());
     for r in 0..repeats {
@@ -167,6 +170,11 @@ pub fn drive(scenario: &Scenario, scale: f64, repeats: u32, out: &Path) -> khard
 }
 
 impl Driver {
+    /// Marks each operation of a window's loop for an emulator plugin (marker.rs).
+    fn ticker(&self) -> crate::marker::Ticker {
+        crate::marker::Ticker(self.markers)
+    }
+
     fn n(&self, base: u64) -> u64 {
         ((base as f64 * self.scale) as u64).max(1)
     }
@@ -179,9 +187,15 @@ impl Driver {
         others: Option<&str>,
         f: impl FnOnce() -> io::Result<u64>,
     ) -> io::Result<()> {
+        if let Some(m) = &self.markers {
+            m.start(self.windows.len());
+        }
         let start_ns = now_ns();
         let ops = f()?;
         let end_ns = now_ns();
+        if let Some(m) = &self.markers {
+            m.end();
+        }
         self.windows.push(Window {
             repeat: self.repeat,
             own: own.map(str::to_string),
@@ -227,11 +241,13 @@ impl Driver {
     ) -> io::Result<()> {
         const CHUNK: u64 = 1000;
         let mut left = self.n(base);
+        let tick = self.ticker();
         while left > 0 {
             let n = left.min(CHUNK);
             left -= n;
             self.window(Some(path), others, || {
                 for _ in 0..n {
+                    tick.op();
                     f()?;
                 }
                 Ok(n * ops)
@@ -419,10 +435,12 @@ fn model_syscalls(d: &mut Driver) -> io::Result<()> {
 fn mmap_paths(d: &mut Driver) -> io::Result<()> {
     const BATCH: usize = 1000;
     let mut maps = Vec::with_capacity(BATCH);
+    let tick = d.ticker();
     for _ in 0..d.n(200) {
         maps.clear();
         d.window(Some("mmap"), None, || {
             for i in 0..BATCH {
+                tick.op();
                 let prot = if i % 2 == 0 {
                     libc::PROT_READ
                 } else {
@@ -434,6 +452,7 @@ fn mmap_paths(d: &mut Driver) -> io::Result<()> {
         })?;
         d.window(Some("munmap"), None, || {
             for &p in &maps {
+                tick.op();
                 unmap(p, 1)?;
             }
             Ok(BATCH as u64)
@@ -463,16 +482,19 @@ fn file_paths(d: &mut Driver) -> io::Result<()> {
     )?;
     const BATCH: usize = 500;
     let mut fds = Vec::with_capacity(BATCH);
+    let tick = d.ticker();
     for _ in 0..d.n(600) {
         fds.clear();
         d.window(Some("openat"), None, || {
             for _ in 0..BATCH {
+                tick.op();
                 fds.push(open(&header, libc::O_RDONLY)?);
             }
             Ok(BATCH as u64)
         })?;
         d.window(Some("close"), None, || {
             for &fd in &fds {
+                tick.op();
                 close(fd)?;
             }
             Ok(BATCH as u64)
@@ -488,6 +510,7 @@ fn file_paths(d: &mut Driver) -> io::Result<()> {
             ok(unsafe { libc::lseek(fd, 0, libc::SEEK_SET) }, "lseek")?;
             d.window(Some(path), None, || {
                 for _ in 0..FILE_PAGES {
+                    tick.op();
                     let n = unsafe {
                         if write {
                             libc::write(fd, b, 4096)
@@ -620,9 +643,18 @@ fn small_syscalls(d: &mut Driver) -> io::Result<()> {
 }
 
 /// Touches every page of `pages` at `p`, writing or reading; returns the minor faults taken.
-fn touch_all(p: *mut u8, pages: usize, write: bool) -> io::Result<u64> {
+/// `tick` marks each touch as an operation (where every touch faults).
+fn touch_all(
+    p: *mut u8,
+    pages: usize,
+    write: bool,
+    tick: Option<crate::marker::Ticker>,
+) -> io::Result<u64> {
     let before = minor_faults();
     for i in 0..pages {
+        if let Some(t) = tick {
+            t.op();
+        }
         // SAFETY: i < pages of a mapping of ours.
         unsafe {
             let a = p.add(i * 4096);
@@ -640,9 +672,10 @@ fn touch_all(p: *mut u8, pages: usize, write: bool) -> io::Result<u64> {
 /// fault-around mapping up to 16 pages per fault), copy-on-write after fork.
 fn faults(d: &mut Driver) -> io::Result<()> {
     const PAGES: usize = 4096;
+    let tick = Some(d.ticker());
     for _ in 0..d.n(30) {
         let p = map(PAGES, libc::PROT_READ | libc::PROT_WRITE, None)?;
-        d.window(Some("fault-anon"), None, || touch_all(p, PAGES, true))?;
+        d.window(Some("fault-anon"), None, || touch_all(p, PAGES, true, tick))?;
         unmap(p, PAGES)?;
     }
     let data = d.file("mapped.bin", PAGES * 4096)?;
@@ -650,13 +683,16 @@ fn faults(d: &mut Driver) -> io::Result<()> {
     // Fault-around maps up to 16 pages per file fault: more rounds for as many faults.
     for _ in 0..d.n(400) {
         let p = map(PAGES, libc::PROT_READ, Some(fd))?;
-        d.window(Some("fault-file"), None, || touch_all(p, PAGES, false))?;
+        // Fault-around maps 16 pages a fault: most touches take none, so none is marked.
+        d.window(Some("fault-file"), None, || {
+            touch_all(p, PAGES, false, None)
+        })?;
         unmap(p, PAGES)?;
     }
     close(fd)?;
     for _ in 0..d.n(20) {
         let p = map(PAGES, libc::PROT_READ | libc::PROT_WRITE, None)?;
-        touch_all(p, PAGES, true)?;
+        touch_all(p, PAGES, true, None)?;
         // A child that holds the pages (blocked on a pipe) until the parent has written them.
         let mut pipe = [0i32; 2];
         // SAFETY: pipe fills two descriptors; the child only reads and exits.
@@ -671,7 +707,7 @@ fn faults(d: &mut Driver) -> io::Result<()> {
                 libc::_exit(0);
             }
         }
-        d.window(Some("fault-cow"), None, || touch_all(p, PAGES, true))?;
+        d.window(Some("fault-cow"), None, || touch_all(p, PAGES, true, tick))?;
         close(pipe[1])?;
         close(pipe[0])?;
         // SAFETY: reaping our own child.
@@ -687,10 +723,12 @@ fn faults(d: &mut Driver) -> io::Result<()> {
 fn process(d: &mut Driver) -> io::Result<()> {
     const BATCH: usize = 32;
     let mut pids = Vec::with_capacity(BATCH);
+    let tick = d.ticker();
     for _ in 0..d.n(300) {
         pids.clear();
         d.window(Some("fork"), Some("exit"), || {
             for _ in 0..BATCH {
+                tick.op();
                 // SAFETY: the child calls only _exit.
                 let pid = unsafe { libc::fork() };
                 if pid == 0 {
@@ -702,6 +740,7 @@ fn process(d: &mut Driver) -> io::Result<()> {
         })?;
         d.window(Some("wait4"), Some("exit"), || {
             for &pid in &pids {
+                tick.op();
                 // SAFETY: reaping our own children.
                 ok(
                     unsafe { libc::wait4(pid, std::ptr::null_mut(), 0, std::ptr::null_mut()) }

@@ -12,6 +12,7 @@ pub mod emit;
 pub mod irqs_off;
 pub mod kallsyms;
 pub mod latency;
+pub mod marker;
 pub mod record;
 pub mod window;
 

@@ -60,13 +60,15 @@ pub fn cpuid_dump(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Bytes as a kernel footprint file: the sampled recording's format, else the traced one
-/// (whichever its `[kernel]` table's keys name).
+/// Bytes as a kernel footprint file: the sampled recording's format, the memtrace one, else
+/// the traced one (whichever their keys name).
 pub fn kernel_footprint(data: &[u8]) -> Result<(), String> {
-    use kharden::kernel::{footprint::Footprints, traced::TracedFootprints};
+    use kharden::kernel::{footprint::Footprints, image_data::ImageData, traced::TracedFootprints};
     let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
     let r = if text.contains("host_ghz") {
         Footprints::parse("fuzz.toml", text).map(|_| ())
+    } else if text.contains("recurring_share") {
+        ImageData::parse("fuzz.toml", text).map(|_| ())
     } else {
         TracedFootprints::parse("fuzz.toml", text).map(|_| ())
     };

@@ -1,5 +1,5 @@
-//! `kharden kernel record-footprint | footprint [show PATH | compare [PATH]] | evict-fault |
-//! drive SCENARIO`.
+//! `kharden kernel record-footprint | footprint [show PATH | compare [PATH] | data [PATH]] |
+//! evict-fault | drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::kernel::footprint::{pages_of, Footprints};
 use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL, RECORDING_HOST};
@@ -53,11 +53,11 @@ struct FootprintArgs {
     #[arg(long, value_name = "FILE")]
     file: Option<String>,
     #[command(subcommand)]
-    show: Option<Show>,
+    show: Option<View>,
 }
 
 #[derive(Subcommand)]
-enum Show {
+enum View {
     /// One path's functions, pages and lines.
     Show {
         path: String,
@@ -72,6 +72,15 @@ enum Show {
         #[arg(long, value_name = "FILE")]
         traced: Option<String>,
         /// List one path's per-operation functions the recording lacks, and the reverse.
+        path: Option<String>,
+    },
+    /// The data lines each path touched on a traced kernel (scripts/kernel_memtrace/), by
+    /// region, beside the lines the model touches.
+    Data {
+        /// A memtrace file (default: the committed kernels/linux-6.1.0-47-amd64-memtrace.toml).
+        #[arg(long, value_name = "FILE")]
+        memtrace: Option<String>,
+        /// Show one path's regions and its rodata, data and bss lines.
         path: Option<String>,
     },
 }
@@ -214,7 +223,7 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             }
             Ok(())
         }
-        Some(Show::Show { path, lines }) => {
+        Some(View::Show { path, lines }) => {
             let p = f.path(&path).ok_or_else(|| {
                 kharden::Error::new(format!(
                     "unknown path '{path}': expected one of {}",
@@ -288,7 +297,10 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             }
             Ok(())
         }
-        Some(Show::Compare { traced, path }) => compare(&f, traced.as_deref(), path.as_deref()),
+        Some(View::Compare { traced, path }) => compare(&f, traced.as_deref(), path.as_deref()),
+        Some(View::Data { memtrace, path }) => {
+            super::footprint_data::show(&paths, memtrace.as_deref(), path.as_deref())
+        }
     }
 }
 

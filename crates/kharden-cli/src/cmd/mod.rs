@@ -2,6 +2,7 @@
 pub mod check;
 pub mod defenses;
 pub mod evict_fault;
+pub mod footprint_data;
 pub mod kernel;
 pub mod kvm;
 pub mod machines;

@@ -402,6 +402,27 @@ mod tests {
         assert!(repl_t < base_t);
     }
 
+    /// The image's rodata lines a path reads (measured under qemu, kernel/image_data.rs)
+    /// come from the node's replica; its data and bss lines stay on node 0 either way.
+    #[test]
+    fn a_cold_mount_on_the_far_node_reads_rodata_from_its_replica_and_data_from_node_0() {
+        let m = machine::load("xeon-e5-2690v3-2s").unwrap();
+        let remote_data = |d: &str| {
+            let mut k = Kernel::boot(m.clone(), defense::parse_list(d).unwrap());
+            let r = kernel_ops::run(&mut k, Op::Mount, Caches::Cold, 1, false).unwrap();
+            r.stats.counter(Counter::KernelLinesFromRemoteMemory)
+                - r.stats.counter(Counter::KernelTextFromRemoteMemory)
+        };
+        let measured = crate::kernel::image_data::ImageData::builtin()
+            .path("mount-proc")
+            .unwrap();
+        let rodata = measured.rodata_lines.len() as u64;
+        let data_bss = (measured.data_lines.len() + measured.bss_lines.len()) as u64;
+        let (base, repl) = (remote_data("pti:linux"), remote_data("pti:linux,text-repl"));
+        assert!(rodata > 0 && repl >= data_bss, "{repl} {data_bss}");
+        assert_eq!(base - repl, rodata);
+    }
+
     #[test]
     fn one_node_has_nothing_to_replicate() {
         let mut k = boot("haswell-i7-4770", "text-repl");

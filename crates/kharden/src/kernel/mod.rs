@@ -11,6 +11,7 @@ pub mod direct_map;
 pub mod entry;
 pub mod footprint;
 pub mod hooks;
+pub mod image_data;
 pub mod ipi;
 pub mod irq_calendar;
 mod l1_replay;

@@ -13,7 +13,11 @@
 //! target's (an ESTIMATE the design note discusses).
 
 use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
-use super::layout::{KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
+use super::image_data::ImageData;
+use super::layout::{
+    KERNEL_BSS, KERNEL_DATA, KERNEL_RODATA, KERNEL_RODATA_BYTES, KERNEL_STACK_BYTES, KERNEL_TEXT,
+    KERNEL_TEXT_BYTES,
+};
 use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
 use crate::arch::x86::{Access, VirtAddr};
@@ -78,6 +82,10 @@ pub struct KernelPath {
     pub text: Vec<(u64, Vec<u64>)>,
     /// Objects touched and how many lines of each.
     pub data: Vec<(Object, u64)>,
+    /// Lines of the image's rodata, data and bss every run reads or writes (measured on
+    /// another kernel, kernel/image_data.rs), grouped by 4 KiB page: (page address, line
+    /// addresses / 64), ascending.
+    pub image: Vec<(u64, Vec<u64>)>,
     /// Native cycles on the recording host (low percentile), when it was measured.
     pub native_cycles: Option<f64>,
     /// The path's own work in core cycles (module doc), when it was measured.
@@ -92,6 +100,10 @@ pub struct KernelPath {
 impl KernelPath {
     pub fn text_lines(&self) -> usize {
         self.text.iter().map(|(_, l)| l.len()).sum()
+    }
+
+    pub fn image_lines(&self) -> usize {
+        self.image.iter().map(|(_, l)| l.len()).sum()
     }
 
     /// Native cycles the recording loop spent in `function` (its share of the path's
@@ -144,8 +156,12 @@ impl KernelPaths {
                 KERNEL_TEXT_BYTES >> 20
             )));
         }
-        let mut paths: Vec<KernelPath> =
-            f.path.iter().map(|p| layout(p, f)).collect::<Result<_>>()?;
+        let image = ImageData::builtin();
+        let mut paths: Vec<KernelPath> = f
+            .path
+            .iter()
+            .map(|p| layout(p, f, image))
+            .collect::<Result<_>>()?;
         let ghz = f.kernel.host_ghz;
         for p in paths.iter_mut() {
             p.native_cycles = f.path(&p.name).and_then(|r| r.latency_cycles(ghz));
@@ -203,15 +219,63 @@ impl KernelPaths {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PathId(pub usize);
 
-fn layout(p: &PathFootprint, f: &Footprints) -> Result<KernelPath> {
-    let mut text: Vec<(u64, Vec<u64>)> = vec![];
-    for line in p.estimated_lines() {
+/// Lines grouped by the 4 KiB page they lie in: (page, lines); `lines` ascending, as
+/// offsets or addresses divided by 64 (a page is then its line * 64 / 4096).
+fn by_page(lines: impl IntoIterator<Item = u64>) -> Vec<(u64, Vec<u64>)> {
+    let mut pages: Vec<(u64, Vec<u64>)> = vec![];
+    for line in lines {
         let page = line * LINE_BYTES / PAGE_BYTES;
-        match text.last_mut() {
+        match pages.last_mut() {
             Some((pg, lines)) if *pg == page => lines.push(line),
-            _ => text.push((page, vec![line])),
+            _ => pages.push((page, vec![line])),
         }
     }
+    pages
+}
+
+/// The image lines `name` touches every run, at the modelled image's addresses: measured
+/// for a recorded path of the same name, or for the path a derived one comes from.
+fn image_lines(name: &str, image: &ImageData) -> Result<Vec<(u64, Vec<u64>)>> {
+    let from = super::derived::DERIVED
+        .iter()
+        .find(|d| d.name == name)
+        .map_or(name, |d| d.from);
+    let Some(measured) = image.path(from) else {
+        return Ok(vec![]);
+    };
+    let mut lines = vec![];
+    for (section, base, room) in [
+        ("rodata", KERNEL_RODATA, KERNEL_RODATA_BYTES),
+        ("data", KERNEL_DATA, KERNEL_BSS - KERNEL_DATA),
+        (
+            "bss",
+            KERNEL_BSS,
+            KERNEL_DATA + super::layout::KERNEL_DATA_BYTES - KERNEL_BSS,
+        ),
+    ] {
+        if image.section_bytes(section) > room {
+            return Err(Error::new(format!(
+                "image data of kernel {}: its {section} ({} bytes) does not fit the modelled {} MiB",
+                image.kernel_release,
+                image.section_bytes(section),
+                room >> 20
+            )));
+        }
+        lines.extend(
+            measured
+                .lines(section)
+                .iter()
+                .map(|l| base / LINE_BYTES + l),
+        );
+    }
+    Ok(by_page(lines)
+        .into_iter()
+        .map(|(page, lines)| (page * PAGE_BYTES, lines))
+        .collect())
+}
+
+fn layout(p: &PathFootprint, f: &Footprints, image: &ImageData) -> Result<KernelPath> {
+    let text = by_page(p.estimated_lines());
     let mut data = vec![];
     for name in &p.data {
         let bytes = f.objects.get(name).copied().unwrap_or(0);
@@ -250,6 +314,7 @@ fn layout(p: &PathFootprint, f: &Footprints) -> Result<KernelPath> {
         name: p.name.clone(),
         text,
         data,
+        image: image_lines(&p.name, image)?,
         native_cycles: None,
         work_cycles: None,
         function_samples,
@@ -296,6 +361,10 @@ fn warm_stall_cycles(p: &KernelPath, caches: &mut CacheHierarchy) -> f64 {
                 stall += line_stall(caches, h, false);
             }
         }
+        for &l in p.image.iter().flat_map(|(_, lines)| lines) {
+            let h = caches.load(0, 0, l * LINE_BYTES - KERNEL_TEXT, false);
+            stall += line_stall(caches, h, false);
+        }
         stall
     };
     run(caches);
@@ -321,14 +390,16 @@ impl Kernel {
         }
         let mut memo = std::mem::take(&mut memos[id.0]);
         memo.text.shape(p.text.len(), p.text_lines());
-        memo.data
-            .shape(p.data.len(), p.data.iter().map(|d| d.1 as usize).sum());
+        memo.data.shape(
+            p.data.len() + p.image.len(),
+            p.data.iter().map(|d| d.1 as usize).sum::<usize>() + p.image_lines(),
+        );
         let mut stall = 0.0;
         let mut mapped = None;
         let mut first = 0;
         for (g, (page, lines)) in p.text.iter().enumerate() {
             let va = VirtAddr(KERNEL_TEXT + page * PAGE_BYTES);
-            let base = self.text_page(cpu, p, va, &mut mapped)?;
+            let base = self.image_page(cpu, p, va, Access::Exec, &mut mapped)?;
             let offsets = lines.iter().enumerate().map(|(i, &l)| {
                 let sequential = i > 0 && lines[i - 1] + 1 == l;
                 (l * LINE_BYTES - page * PAGE_BYTES, sequential)
@@ -352,6 +423,14 @@ impl Kernel {
             stall += self.run_lines(cpu, L1Side::Data, &mut memo.data, g, first, base, offsets);
             first += lines as usize;
         }
+        mapped = None;
+        for (g, (page, lines)) in p.image.iter().enumerate() {
+            let base = self.image_page(cpu, p, VirtAddr(*page), Access::Read, &mut mapped)?;
+            let offsets = lines.iter().map(|&l| (l * LINE_BYTES - page, false));
+            let g = p.data.len() + g;
+            stall += self.run_lines(cpu, L1Side::Data, &mut memo.data, g, first, base, offsets);
+            first += lines.len();
+        }
         self.settle(cpu, L1Side::Data, &mut memo.data);
         self.cpus[cpu].path_memo[id.0] = memo;
         self.compute(cpu, stall, TimeCategory::KernelCacheMiss);
@@ -363,15 +442,17 @@ impl Kernel {
         Ok(())
     }
 
-    /// The physical address of text page `va`, translated through the ITLB once per entry
-    /// the ITLB keeps (`mapped` keeps the last one: the pages of a 2 MiB text mapping are one
-    /// ITLB entry where the ITLB holds 2 MiB pages, and the later ones would hit it; an ITLB
-    /// of 4 KiB entries only, as Silvermont's, fractures the mapping and looks up each page).
-    fn text_page(
+    /// The physical address of image page `va` (text fetched, or rodata and data read),
+    /// translated through the ITLB or DTLB once per entry it keeps (`mapped` keeps the last
+    /// one: the pages of a 2 MiB mapping are one entry where the TLB holds 2 MiB pages, and
+    /// the later ones would hit it; an ITLB of 4 KiB entries only, as Silvermont's, fractures
+    /// the mapping and looks up each page).
+    fn image_page(
         &mut self,
         cpu: CpuId,
         p: &KernelPath,
         va: VirtAddr,
+        access: Access,
         mapped: &mut Option<(u64, u64, u64)>,
     ) -> Result<u64> {
         if let Some((start, len, pa)) = *mapped {
@@ -379,13 +460,14 @@ impl Kernel {
                 return Ok(pa + (va.0 - start));
             }
         }
-        let t = self.touch(cpu, va, Access::Exec).map_err(|f| {
+        let t = self.touch(cpu, va, access).map_err(|f| {
             Error::new(format!(
-                "kernel fault fetching {} text at {va}: {f:?}",
+                "kernel fault on {}'s image page {va} ({access:?}): {f:?}",
                 p.name
             ))
         })?;
-        let len = self.cpus[cpu].mmu.l1_entry_size(true, t.size).bytes();
+        let exec = access == Access::Exec;
+        let len = self.cpus[cpu].mmu.l1_entry_size(exec, t.size).bytes();
         let start = va.0 & !(len - 1);
         let pa = t.page.0 + (start & (t.size.bytes() - 1));
         *mapped = Some((start, len, pa));
@@ -552,6 +634,32 @@ mod tests {
             "the path spans 4 KiB pages of some 2 MiB page twice"
         );
         assert_eq!(fractured - whole, pages_4k - pages_2m);
+    }
+
+    /// Each path carries the image lines measured for it under qemu, inside the modelled
+    /// rodata, data and bss; a derived path carries those of the path it comes from.
+    #[test]
+    fn paths_carry_their_measured_image_lines_and_derived_ones_their_sources() {
+        use super::{KernelPaths, KERNEL_RODATA, LINE_BYTES};
+        use crate::kernel::image_data::ImageData;
+        use crate::kernel::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
+        let paths = KernelPaths::builtin();
+        let path = |n: &str| paths.get(paths.id(n).unwrap());
+        for name in ["getppid", "fork", "mount-proc", "fault-anon"] {
+            let m = ImageData::builtin().path(name).unwrap();
+            let p = path(name);
+            let want = m.rodata_lines.len() + m.data_lines.len() + m.bss_lines.len();
+            assert_eq!(p.image_lines(), want, "{name}");
+            for (page, lines) in &p.image {
+                for &l in lines {
+                    assert_eq!(l * LINE_BYTES / 4096 * 4096, *page);
+                    let va = l * LINE_BYTES;
+                    assert!((KERNEL_RODATA..KERNEL_DATA + KERNEL_DATA_BYTES).contains(&va));
+                }
+            }
+        }
+        assert_eq!(path("vfork").image, path("fork").image);
+        assert_eq!(path("fault-zero").image, path("fault-anon").image);
     }
 
     /// A page cleared with its lines in no cache waits 64 DRAM latencies over the core's

@@ -1,0 +1,112 @@
+//! Window markers for an emulator watching the driver (scripts/kernel_memtrace/): a guest has
+//! no clock an emulator plugin can read, so each window's start and end is a load the plugin
+//! can recognise. It is a one-byte load with a redundant DS prefix (0x3e), which compilers do
+//! not emit, from an address that names the window: `BASE + 64 * slot`, slot 0 for "no
+//! window", slot `1 + scenario * SCENARIO_SLOTS + window` for a window's start, and the slot
+//! after the last window's for each operation of a loop. The plugin charges every kernel memory
+//! access of that vCPU to the window until the next marker, and counts per line the operations
+//! that touched it.
+//!
+//! Off unless `KHARDEN_WINDOW_MARKERS` holds the scenario's number; x86-64 only.
+
+/// Where the marker region starts (user space, far from anything the loader maps).
+pub const BASE: usize = 0x3e00_0000_0000;
+/// Windows one scenario run can mark.
+pub const SCENARIO_SLOTS: usize = 1 << 16;
+/// Scenarios one guest run can mark.
+const SCENARIOS: usize = 32;
+const SLOT_BYTES: usize = 64;
+/// The slot a loop's operation marks.
+const TICK_SLOT: usize = 1 + SCENARIOS * SCENARIO_SLOTS;
+
+#[derive(Clone, Copy)]
+pub struct Markers {
+    scenario: usize,
+}
+
+impl Markers {
+    /// Markers for the scenario `KHARDEN_WINDOW_MARKERS` names, or None when it is unset.
+    pub fn from_env() -> std::io::Result<Option<Markers>> {
+        let Ok(text) = std::env::var("KHARDEN_WINDOW_MARKERS") else {
+            return Ok(None);
+        };
+        let scenario: usize = text
+            .trim()
+            .parse()
+            .ok()
+            .filter(|&s| s < SCENARIOS)
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "KHARDEN_WINDOW_MARKERS: expected a scenario number below {SCENARIOS}, got '{text}'"
+                ))
+            })?;
+        if !cfg!(target_arch = "x86_64") {
+            return Err(std::io::Error::other(
+                "KHARDEN_WINDOW_MARKERS: window markers exist on x86-64 only",
+            ));
+        }
+        let len = SLOT_BYTES * (TICK_SLOT + 1);
+        // SAFETY: a fresh private read-only anonymous mapping at an address nothing else uses
+        // (MAP_FIXED_NOREPLACE fails rather than replace a mapping).
+        let got = unsafe {
+            libc::mmap(
+                BASE as *mut libc::c_void,
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_NORESERVE
+                    | libc::MAP_FIXED_NOREPLACE,
+                -1,
+                0,
+            )
+        };
+        if got != BASE as *mut libc::c_void {
+            return Err(std::io::Error::other(format!(
+                "KHARDEN_WINDOW_MARKERS: cannot map the marker region at {BASE:#x}: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(Some(Markers { scenario }))
+    }
+
+    /// Marks the start of window number `window` of this scenario run.
+    pub fn start(&self, window: usize) {
+        mark(1 + self.scenario * SCENARIO_SLOTS + window % SCENARIO_SLOTS);
+    }
+
+    /// Marks the start of the next operation of the current window's loop.
+    pub fn op(&self) {
+        mark(TICK_SLOT);
+    }
+
+    /// Marks the end of the current window.
+    pub fn end(&self) {
+        mark(0);
+    }
+}
+
+/// What a loop inside a window marks each operation with (nothing without markers): a copy,
+/// so the loop's closure need not borrow the driver.
+#[derive(Clone, Copy)]
+pub struct Ticker(pub Option<Markers>);
+
+impl Ticker {
+    pub fn op(self) {
+        if let Some(m) = self.0 {
+            m.op();
+        }
+    }
+}
+
+fn mark(slot: usize) {
+    let addr = (BASE + slot * SLOT_BYTES) as *const u8;
+    // SAFETY: addr lies in the readable region from_env mapped. The plain read first takes the
+    // page's fault (the zero page mapped), so the marker itself runs no kernel code.
+    unsafe {
+        std::ptr::read_volatile(addr);
+        #[cfg(target_arch = "x86_64")]
+        std::arch::asm!(".byte 0x3e", "mov {0}, byte ptr [{1}]", out(reg_byte) _, in(reg) addr,
+            options(nostack, readonly, preserves_flags));
+    }
+}

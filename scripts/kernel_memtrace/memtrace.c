@@ -1,0 +1,206 @@
+/*
+ * memtrace: a QEMU TCG plugin that records which 64-byte lines kernel code reads and writes
+ * inside the driver's windows (scripts/kernel_memtrace/run.sh).
+ *
+ * The driver marks each window with a DS-prefixed one-byte load from an address that names it
+ * (crates/kharden-footprint/src/marker.rs). Every kernel instruction's data access on that
+ * vCPU, until the next marker, is counted against the window: per (window, line) the reads, the
+ * writes and the operations that touched it (the driver's loops mark each operation with a load
+ * from the tick slot). Instruction fetches are not counted (the text side is recorded already).
+ * At exit the counts go to the file named by the plugin's `out` argument, one line each:
+ *     WINDOW LINE_ADDRESS_HEX READS WRITES OPERATIONS
+ *     T WINDOW TICKS
+ * where WINDOW is the marker slot (1 + scenario * 65536 + window) and TICKS the operations
+ * marked in it (none: the window's loop marks none, and OPERATIONS says nothing).
+ *
+ * Written against QEMU's plugin API version 1 (QEMU 7.2, Debian 12), whose few declarations
+ * are given below so that no QEMU headers are needed:
+ *     cc -O2 -shared -fPIC -o memtrace.so memtrace.c
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The plugin API (include/qemu/qemu-plugin.h of QEMU 7.2). */
+typedef uint64_t qemu_plugin_id_t;
+typedef uint32_t qemu_plugin_meminfo_t;
+struct qemu_plugin_tb;
+struct qemu_plugin_insn;
+struct qemu_info_t;
+enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS };
+enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_RW = 3 };
+typedef void (*tb_trans_cb)(qemu_plugin_id_t, struct qemu_plugin_tb *);
+typedef void (*mem_cb)(unsigned int, qemu_plugin_meminfo_t, uint64_t, void *);
+typedef void (*udata_cb)(qemu_plugin_id_t, void *);
+void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, tb_trans_cb);
+size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *, size_t);
+const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *);
+size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *);
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *, mem_cb, enum qemu_plugin_cb_flags,
+                                      enum qemu_plugin_mem_rw, void *);
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t);
+void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, udata_cb, void *);
+
+__attribute__((visibility("default"))) int qemu_plugin_version = 1;
+
+/* The marker region (marker.rs): BASE + 64 * slot. */
+#define MARKER_BASE 0x3e0000000000ull
+#define MARKER_SLOTS (1ull + 32 * 65536)
+#define TICK_SLOT MARKER_SLOTS
+#define KERNEL_HALF 0xffff800000000000ull
+#define MAX_VCPUS 64
+
+struct entry {
+    uint64_t key; /* window << 42 | (line address bits 6..47); 0 = empty */
+    uint64_t reads, writes;
+    uint32_t last_op; /* the vCPU's operation number + 1 when it last touched the line */
+    uint32_t ops;     /* operations that touched it */
+};
+
+/* One table per vCPU: callbacks of different vCPUs run on different threads (MTTCG). */
+struct vcpu {
+    uint64_t window;
+    uint32_t op;     /* operations ticked on this vCPU */
+    uint32_t *ticks; /* per window slot */
+    struct entry *table;
+    size_t cap, used;
+};
+
+static struct vcpu vcpus[MAX_VCPUS];
+static char *out_path;
+
+static uint64_t key_of(uint64_t window, uint64_t vaddr)
+{
+    /* Kernel addresses are canonical: bits 48..63 are all ones, so 42 bits of line suffice. */
+    return window << 42 | ((vaddr >> 6) & ((1ull << 42) - 1));
+}
+
+static struct entry *slot_for(struct entry *t, size_t cap, uint64_t key)
+{
+    size_t i = (key * 0x9e3779b97f4a7c15ull) >> 20 & (cap - 1);
+    while (t[i].key && t[i].key != key)
+        i = (i + 1) & (cap - 1);
+    return &t[i];
+}
+
+static void grow(struct vcpu *v)
+{
+    size_t cap = v->cap ? v->cap * 2 : 1 << 16;
+    struct entry *t = calloc(cap, sizeof *t);
+    if (!t) {
+        fprintf(stderr, "memtrace: out of memory at %zu entries\n", v->used);
+        abort();
+    }
+    for (size_t i = 0; i < v->cap; i++)
+        if (v->table[i].key)
+            *slot_for(t, cap, v->table[i].key) = v->table[i];
+    free(v->table);
+    v->table = t;
+    v->cap = cap;
+}
+
+static void kernel_access(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *u)
+{
+    struct vcpu *v = &vcpus[cpu % MAX_VCPUS];
+    if (!v->window)
+        return;
+    if (2 * (v->used + 1) > v->cap)
+        grow(v);
+    uint64_t key = key_of(v->window, vaddr);
+    struct entry *e = slot_for(v->table, v->cap, key);
+    if (!e->key) {
+        e->key = key;
+        v->used++;
+    }
+    if (e->last_op != v->op + 1) {
+        e->last_op = v->op + 1;
+        e->ops++;
+    }
+    if (qemu_plugin_mem_is_store(info))
+        e->writes++;
+    else
+        e->reads++;
+}
+
+static void marker(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *u)
+{
+    if (vaddr < MARKER_BASE || vaddr > MARKER_BASE + 64 * TICK_SLOT)
+        return;
+    struct vcpu *v = &vcpus[cpu % MAX_VCPUS];
+    uint64_t slot = (vaddr - MARKER_BASE) / 64;
+    if (slot != TICK_SLOT) {
+        v->window = slot;
+        return;
+    }
+    v->op++;
+    if (!v->window)
+        return;
+    if (!v->ticks && !(v->ticks = calloc(MARKER_SLOTS, sizeof *v->ticks))) {
+        fprintf(stderr, "memtrace: out of memory for tick counts\n");
+        abort();
+    }
+    v->ticks[v->window]++;
+}
+
+static void translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        if (qemu_plugin_insn_vaddr(insn) >= KERNEL_HALF) {
+            qemu_plugin_register_vcpu_mem_cb(insn, kernel_access, QEMU_PLUGIN_CB_NO_REGS,
+                                             QEMU_PLUGIN_MEM_RW, NULL);
+        } else if (qemu_plugin_insn_size(insn) > 0 &&
+                   *(const uint8_t *)qemu_plugin_insn_data(insn) == 0x3e) {
+            /* RW: QEMU 7.2 calls a callback registered for reads alone on no access. */
+            qemu_plugin_register_vcpu_mem_cb(insn, marker, QEMU_PLUGIN_CB_NO_REGS,
+                                             QEMU_PLUGIN_MEM_RW, NULL);
+        }
+    }
+}
+
+static void write_out(qemu_plugin_id_t id, void *u)
+{
+    FILE *f = fopen(out_path, "w");
+    if (!f) {
+        fprintf(stderr, "memtrace: cannot write %s\n", out_path);
+        return;
+    }
+    for (int c = 0; c < MAX_VCPUS; c++)
+        for (size_t i = 0; i < vcpus[c].cap; i++) {
+            struct entry *e = &vcpus[c].table[i];
+            if (!e->key)
+                continue;
+            uint64_t line = (e->key & ((1ull << 42) - 1)) << 6;
+            if (line >> 47 & 1) /* the kernel half: sign-extend (user addresses stay) */
+                line |= 0xffffull << 48;
+            fprintf(f, "%llu %llx %llu %llu %u\n", (unsigned long long)(e->key >> 42),
+                    (unsigned long long)line, (unsigned long long)e->reads,
+                    (unsigned long long)e->writes, e->ops);
+        }
+    for (int c = 0; c < MAX_VCPUS; c++)
+        for (uint64_t w = 0; vcpus[c].ticks && w < MARKER_SLOTS; w++)
+            if (vcpus[c].ticks[w])
+                fprintf(f, "T %llu %u\n", (unsigned long long)w, vcpus[c].ticks[w]);
+    fclose(f);
+}
+
+__attribute__((visibility("default"))) int
+qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_info_t *info, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strncmp(argv[i], "out=", 4))
+            out_path = argv[i] + 4;
+    if (!out_path) {
+        fprintf(stderr, "memtrace: expected the argument out=FILE\n");
+        return -1;
+    }
+    qemu_plugin_register_vcpu_tb_trans_cb(id, translate);
+    qemu_plugin_register_atexit_cb(id, write_out, NULL);
+    return 0;
+}

@@ -64,6 +64,8 @@ pub struct PathData {
     pub rodata_lines: Vec<u64>,
     pub data_lines: Vec<u64>,
     pub bss_lines: Vec<u64>,
+    /// Regions the path touched (none listed: it touched nothing).
+    #[serde(default)]
     pub regions: BTreeMap<String, RegionUse>,
 }
 

@@ -2,8 +2,9 @@
 //!
 //! A path fetches its text through the ITLB (one translation per 4 KiB text page) and the
 //! instruction cache (one fetch per 64-byte line), and touches the kernel objects it uses
-//! through the DTLB and the data caches. What the TLBs and caches hold then decides what a
-//! path costs on a machine: PTI's CR3 writes, global kernel pages, PCIDs, the direct map's
+//! and the image's rodata, data and bss lines measured for it under qemu
+//! (kernel/image_data.rs) through the DTLB and the data caches. What the TLBs and caches
+//! hold then decides what a path costs on a machine: PTI's CR3 writes, global kernel pages, PCIDs, the direct map's
 //! page size and the node a line lives on all act on these touches. The rest of the path's
 //! time is its work: its native latency on the recording host, minus what an empty syscall
 //! costs there (a target machine charges that as its own SYSCALL round trip), minus the
@@ -15,8 +16,8 @@
 use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::image_data::ImageData;
 use super::layout::{
-    KERNEL_BSS, KERNEL_DATA, KERNEL_RODATA, KERNEL_RODATA_BYTES, KERNEL_STACK_BYTES, KERNEL_TEXT,
-    KERNEL_TEXT_BYTES,
+    KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
+    KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
 };
 use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
@@ -157,10 +158,11 @@ impl KernelPaths {
             )));
         }
         let image = ImageData::builtin();
+        let bases = section_bases(image)?;
         let mut paths: Vec<KernelPath> = f
             .path
             .iter()
-            .map(|p| layout(p, f, image))
+            .map(|p| layout(p, f, image, &bases))
             .collect::<Result<_>>()?;
         let ghz = f.kernel.host_ghz;
         for p in paths.iter_mut() {
@@ -233,25 +235,15 @@ fn by_page(lines: impl IntoIterator<Item = u64>) -> Vec<(u64, Vec<u64>)> {
     pages
 }
 
-/// The image lines `name` touches every run, at the modelled image's addresses: measured
-/// for a recorded path of the same name, or for the path a derived one comes from.
-fn image_lines(name: &str, image: &ImageData) -> Result<Vec<(u64, Vec<u64>)>> {
-    let from = super::derived::DERIVED
-        .iter()
-        .find(|d| d.name == name)
-        .map_or(name, |d| d.from);
-    let Some(measured) = image.path(from) else {
-        return Ok(vec![]);
-    };
-    let mut lines = vec![];
-    for (section, base, room) in [
-        ("rodata", KERNEL_RODATA, KERNEL_RODATA_BYTES),
-        ("data", KERNEL_DATA, KERNEL_BSS - KERNEL_DATA),
-        (
-            "bss",
-            KERNEL_BSS,
-            KERNEL_DATA + super::layout::KERNEL_DATA_BYTES - KERNEL_BSS,
-        ),
+/// Where each measured image section starts in the modelled image, checked to fit once.
+type SectionBases = [(&'static str, u64); 3];
+
+fn section_bases(image: &ImageData) -> Result<SectionBases> {
+    let data_end = KERNEL_DATA + KERNEL_DATA_BYTES;
+    for (section, room) in [
+        ("rodata", KERNEL_RODATA_BYTES),
+        ("data", KERNEL_BSS - KERNEL_DATA),
+        ("bss", data_end - KERNEL_BSS),
     ] {
         if image.section_bytes(section) > room {
             return Err(Error::new(format!(
@@ -261,20 +253,42 @@ fn image_lines(name: &str, image: &ImageData) -> Result<Vec<(u64, Vec<u64>)>> {
                 room >> 20
             )));
         }
-        lines.extend(
-            measured
-                .lines(section)
-                .iter()
-                .map(|l| base / LINE_BYTES + l),
-        );
     }
-    Ok(by_page(lines)
-        .into_iter()
-        .map(|(page, lines)| (page * PAGE_BYTES, lines))
-        .collect())
+    Ok([
+        ("rodata", KERNEL_RODATA),
+        ("data", KERNEL_DATA),
+        ("bss", KERNEL_BSS),
+    ])
 }
 
-fn layout(p: &PathFootprint, f: &Footprints, image: &ImageData) -> Result<KernelPath> {
+/// The image lines `name` touches every run, at the modelled image's addresses: measured
+/// for a recorded path of the same name, or for the path a derived one comes from.
+fn image_lines(name: &str, image: &ImageData, bases: &SectionBases) -> Vec<(u64, Vec<u64>)> {
+    let from = super::derived::DERIVED
+        .iter()
+        .find(|d| d.name == name)
+        .map_or(name, |d| d.from);
+    let Some(measured) = image.path(from) else {
+        return vec![];
+    };
+    let lines = bases.iter().flat_map(|&(section, base)| {
+        measured
+            .lines(section)
+            .iter()
+            .map(move |l| base / LINE_BYTES + l)
+    });
+    by_page(lines)
+        .into_iter()
+        .map(|(page, lines)| (page * PAGE_BYTES, lines))
+        .collect()
+}
+
+fn layout(
+    p: &PathFootprint,
+    f: &Footprints,
+    image: &ImageData,
+    bases: &SectionBases,
+) -> Result<KernelPath> {
     let text = by_page(p.estimated_lines());
     let mut data = vec![];
     for name in &p.data {
@@ -314,7 +328,7 @@ fn layout(p: &PathFootprint, f: &Footprints, image: &ImageData) -> Result<Kernel
         name: p.name.clone(),
         text,
         data,
-        image: image_lines(&p.name, image)?,
+        image: image_lines(&p.name, image, bases),
         native_cycles: None,
         work_cycles: None,
         function_samples,

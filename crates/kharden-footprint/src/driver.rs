@@ -2,6 +2,7 @@
 //! window that says which path the kernel is in. `kharden kernel drive SCENARIO` runs one; the
 //! recorder runs it under `perf record`, the latency measurement runs it bare.
 
+use crate::marker::{Ticker, NO_TICKS};
 use crate::window::{gettid, now_ns, Window};
 use std::ffi::CString;
 use std::io;
@@ -171,8 +172,8 @@ pub fn drive(scenario: &Scenario, scale: f64, repeats: u32, out: &Path) -> khard
 
 impl Driver {
     /// Marks each operation of a window's loop for an emulator plugin (marker.rs).
-    fn ticker(&self) -> crate::marker::Ticker {
-        crate::marker::Ticker(self.markers)
+    fn ticker(&self) -> Ticker {
+        Ticker(self.markers)
     }
 
     fn n(&self, base: u64) -> u64 {
@@ -643,18 +644,11 @@ fn small_syscalls(d: &mut Driver) -> io::Result<()> {
 }
 
 /// Touches every page of `pages` at `p`, writing or reading; returns the minor faults taken.
-/// `tick` marks each touch as an operation (where every touch faults).
-fn touch_all(
-    p: *mut u8,
-    pages: usize,
-    write: bool,
-    tick: Option<crate::marker::Ticker>,
-) -> io::Result<u64> {
+/// `tick` marks each touch as an operation (where every touch faults; `NO_TICKS` elsewhere).
+fn touch_all(p: *mut u8, pages: usize, write: bool, tick: Ticker) -> io::Result<u64> {
     let before = minor_faults();
     for i in 0..pages {
-        if let Some(t) = tick {
-            t.op();
-        }
+        tick.op();
         // SAFETY: i < pages of a mapping of ours.
         unsafe {
             let a = p.add(i * 4096);
@@ -672,7 +666,7 @@ fn touch_all(
 /// fault-around mapping up to 16 pages per fault), copy-on-write after fork.
 fn faults(d: &mut Driver) -> io::Result<()> {
     const PAGES: usize = 4096;
-    let tick = Some(d.ticker());
+    let tick = d.ticker();
     for _ in 0..d.n(30) {
         let p = map(PAGES, libc::PROT_READ | libc::PROT_WRITE, None)?;
         d.window(Some("fault-anon"), None, || touch_all(p, PAGES, true, tick))?;
@@ -685,14 +679,14 @@ fn faults(d: &mut Driver) -> io::Result<()> {
         let p = map(PAGES, libc::PROT_READ, Some(fd))?;
         // Fault-around maps 16 pages a fault: most touches take none, so none is marked.
         d.window(Some("fault-file"), None, || {
-            touch_all(p, PAGES, false, None)
+            touch_all(p, PAGES, false, NO_TICKS)
         })?;
         unmap(p, PAGES)?;
     }
     close(fd)?;
     for _ in 0..d.n(20) {
         let p = map(PAGES, libc::PROT_READ | libc::PROT_WRITE, None)?;
-        touch_all(p, PAGES, true, None)?;
+        touch_all(p, PAGES, true, NO_TICKS)?;
         // A child that holds the pages (blocked on a pipe) until the parent has written them.
         let mut pipe = [0i32; 2];
         // SAFETY: pipe fills two descriptors; the child only reads and exits.

@@ -91,6 +91,9 @@ impl Markers {
 #[derive(Clone, Copy)]
 pub struct Ticker(pub Option<Markers>);
 
+/// A loop whose operations are not marked (its touches do not each run the path).
+pub const NO_TICKS: Ticker = Ticker(None);
+
 impl Ticker {
     pub fn op(self) {
         if let Some(m) = self.0 {

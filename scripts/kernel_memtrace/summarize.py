@@ -21,6 +21,7 @@ It prints a table and, with FILE.toml, writes the measurement with the recurring
 data lines of every path as offsets from the section's start.
 """
 import collections
+import functools
 import statistics
 import sys
 
@@ -72,6 +73,7 @@ def parse_console(path):
 def classifier(syms):
     sections = [(syms[a], syms[b], name) for a, b, name in SECTIONS if a in syms and b in syms]
 
+    @functools.lru_cache(maxsize=None)  # each line is classed while counting and again per window
     def region(addr):
         for lo, hi, name in sections:
             if lo <= addr < hi:

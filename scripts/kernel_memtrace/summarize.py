@@ -26,6 +26,7 @@ import statistics
 import sys
 
 RECURRING = 0.5  # share of a window's operations that touch a line for it to be every one's
+STACK_BYTES = 16 << 10  # THREAD_SIZE; vmap'd stacks are THREAD_SIZE aligned (kernel/fork.c)
 
 # Linux x86-64, 4-level paging, no KASLR (the guest boots with nokaslr):
 # Documentation/arch/x86/x86_64/mm.rst.
@@ -128,8 +129,10 @@ def summarize(out_dir):
                 name, base = region(addr)
                 if k >= RECURRING * n:
                     counts[name] += 1
-                    if name in ("rodata", "data", "bss"):
+                    if name in ("rodata", "data", "bss", "direct_map"):
                         recurring_sets[name][(addr - base) // 64] += 1
+                    elif name == "vmalloc":
+                        recurring_sets["stack"][(addr % STACK_BYTES) // 64] += 1
                 else:
                     other[name] += 1
             for r in REGIONS:
@@ -180,10 +183,14 @@ def write_toml(result, syms, info, dest):
 # `other_per_op` are the window's further distinct lines per operation; reads and writes are
 # accesses per operation. `rodata_lines`, `data_lines` and `bss_lines` list the recurring
 # lines as line offsets from the section's start (a line recurring in at least half the
-# path's windows). The guest runs huge pages only where asked for (THP madvise), as the
-# recording host does. What the trace leaves out: accesses by other tasks on the driver's
-# vCPU inside a window are counted (a forked child that runs there, interrupts), accesses of
-# the driver's children and threads on the other vCPU are not (exit, the IPI handlers).
+# path's windows); `direct_map_lines` the recurring direct-map lines as guest physical
+# addresses / 64 (slab objects, per-CPU areas, the task: one guest, so a line two paths
+# share is one object); `stack_lines` the recurring vmalloc lines as offsets / 64 within
+# their 16 KiB (THREAD_SIZE-aligned) kernel stack. The guest runs huge pages only where
+# asked for (THP madvise), as the recording host does. What the trace leaves out: accesses
+# by other tasks on the driver's vCPU inside a window are counted (a forked child that runs
+# there, interrupts), accesses of the driver's children and threads on the other vCPU are
+# not (exit, the IPI handlers).
 kernel_release = "{info['release']}"
 scale = {info['scale']}
 commands = [
@@ -200,7 +207,7 @@ recurring_share = {RECURRING}
                 f.write(f'{name} = {{ start = "{syms[a]:#x}", bytes = {syms[b] - syms[a]} }}\n')
         for path, p in result.items():
             f.write(f'\n[paths."{path}"]\nwindows = {p["windows"]}\nops = {p["ops"]}\n')
-            for name in ("rodata", "data", "bss"):
+            for name in ("rodata", "data", "bss", "direct_map", "stack"):
                 f.write(f"{name}_lines = {p['offsets'].get(name, [])}\n")
             for r, v in p["regions"].items():
                 if any(v.values()):

@@ -54,6 +54,10 @@ def test_lines_touched_by_half_the_operations_recur_and_the_rest_count_per_opera
     # stack line of the first (3 of 4 operations: recurring) are counted where they fall.
     assert getppid["regions"]["direct_map"]["recurring"] == 1
     assert getppid["regions"]["direct_map"]["other_per_op"] == 0.125
+    # It is listed by the guest's physical address / 64; the stack line, recurring in one
+    # of the two windows (half of them), by its offset in the 16 KiB stack / 64.
+    assert getppid["direct_map_lines"] == [0x1000 // 64]
+    assert getppid["stack_lines"] == [0x3fc0 // 64]
     assert getppid["regions"]["vmalloc"]["recurring"] == 0.5
     # A data line of one window only: not recurring there (1 of 4), so not listed.
     assert getppid["data_lines"] == []

@@ -1,8 +1,8 @@
 //! `kharden kernel footprint data [PATH]`: the data lines each path touched on a traced kernel
 //! (kernels/*-memtrace.toml, scripts/kernel_memtrace/) beside what the model touches: the
-//! objects the recording estimates from the source, and the image lines it takes from the
-//! measurement.
-use kharden::kernel::image_data::{ImageData, REGIONS};
+//! image, direct-map (heap) and stack lines it takes from the measurement, and the objects the
+//! recording estimates from the source where the trace saw no direct-map line.
+use kharden::kernel::image_data::{ImageData, LISTED_ELSEWHERE, REGIONS};
 use kharden::kernel::path::KernelPaths;
 use kharden::report::table::Table;
 
@@ -29,7 +29,14 @@ pub fn show(paths: &KernelPaths, file: Option<&str>, path: Option<&str>) -> khar
     }
     let mut cols = vec!["path", "ops"];
     cols.extend(SHOWN);
-    cols.extend(["other regions", "new/op", "model objects", "model image"]);
+    cols.extend([
+        "other regions",
+        "new/op",
+        "model objects",
+        "model image",
+        "model heap",
+        "heap pages",
+    ]);
     let mut t = Table::new("", &cols);
     for (name, p) in &d.paths {
         let mut row = vec![name.clone(), p.ops.to_string()];
@@ -46,8 +53,10 @@ pub fn show(paths: &KernelPaths, file: Option<&str>, path: Option<&str>) -> khar
             Some(k) => row.extend([
                 k.data.iter().map(|d| d.1).sum::<u64>().to_string(),
                 k.image_lines().to_string(),
+                k.heap_lines().to_string(),
+                k.heap_pages().to_string(),
             ]),
-            None => row.extend(["-".to_string(), "-".to_string()]),
+            None => row.extend(["-"; 4].map(String::from)),
         }
         t.push(row);
     }
@@ -57,7 +66,7 @@ pub fn show(paths: &KernelPaths, file: Option<&str>, path: Option<&str>) -> khar
         100.0 * d.recurring_share
     );
     println!(
-        "model objects: the lines of the objects the recording estimates from the source (kernel/path.rs), image: the measured rodata, data and bss lines it runs"
+        "model objects: the stack's measured lines, or the lines of the objects estimated from the source where the trace saw no direct-map line (kernel/path.rs); image: the measured rodata, data and bss lines it runs; heap: the measured direct-map lines it runs, and their 4 KiB pages"
     );
     Ok(())
 }
@@ -91,17 +100,25 @@ fn show_one(d: &ImageData, paths: &KernelPaths, name: &str) -> kharden::Result<(
         ]);
     }
     print!("{t}");
-    for section in kharden::kernel::image_data::LISTED {
+    let listed = kharden::kernel::image_data::LISTED;
+    for section in listed.into_iter().chain(LISTED_ELSEWHERE) {
         let lines: Vec<String> = p.lines(section).iter().map(|l| l.to_string()).collect();
-        println!("{section} lines (offset / 64): {}", lines.join(" "));
+        let unit = match section {
+            "direct_map" => "guest physical address / 64",
+            "stack" => "offset in the 16 KiB stack / 64",
+            _ => "offset / 64",
+        };
+        println!("{section} lines ({unit}): {}", lines.join(" "));
     }
     if let Some(k) = paths.id(name).map(|id| paths.get(id)) {
         let objects: Vec<String> = k.data.iter().map(|(o, n)| format!("{o:?} {n}")).collect();
         println!(
-            "model: objects {} (lines), image {} lines in {} pages",
+            "model: objects {} (lines), image {} lines in {} pages, heap {} lines in {} pages",
             objects.join(", "),
             k.image_lines(),
-            k.image.len()
+            k.image.len(),
+            k.heap_lines(),
+            k.heap_pages()
         );
     }
     Ok(())

@@ -2,11 +2,13 @@
 //! written by scripts/kernel_memtrace/): every data access of kernel code, traced under qemu
 //! TCG by a plugin while the driver's scenarios ran on Debian's 6.1 kernel. The sampled
 //! recording (footprint.rs) sees instructions only; this file gives, per path, the lines of
-//! rodata, data and bss every operation touches (as offsets from the section's start) and how
-//! many lines of each other region (direct map, vmalloc stacks, vmemmap, cpu_entry_area, user
-//! memory) it touches (docs/design/footprints.md section 4).
+//! rodata, data and bss every operation touches (as offsets from the section's start), its
+//! recurring direct-map lines (guest physical addresses) and kernel-stack lines, and how many
+//! lines of each region (direct map, vmalloc stacks, vmemmap, cpu_entry_area, user memory) it
+//! touches (docs/design/footprints.md section 4).
 
 use super::footprint::{from_toml, read_file, LINE_BYTES};
+use super::layout::KERNEL_STACK_BYTES;
 use crate::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -18,6 +20,9 @@ pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.1.0-47-amd64
 
 /// The image sections whose recurring lines are listed by offset.
 pub const LISTED: [&str; 3] = ["rodata", "data", "bss"];
+/// Other places whose recurring lines are listed: the direct map (by guest physical line) and
+/// the kernel stack (by line within it).
+pub const LISTED_ELSEWHERE: [&str; 2] = ["direct_map", "stack"];
 /// Every region a line can be classed in.
 pub const REGIONS: [&str; 12] = [
     "rodata",
@@ -64,6 +69,13 @@ pub struct PathData {
     pub rodata_lines: Vec<u64>,
     pub data_lines: Vec<u64>,
     pub bss_lines: Vec<u64>,
+    /// Recurring direct-map lines (slab objects, per-CPU areas, the task), as the guest's
+    /// physical address / 64, ascending: one guest, so two paths' common line is one object.
+    #[serde(default)]
+    pub direct_map_lines: Vec<u64>,
+    /// Recurring kernel-stack lines, as offset / 64 within the 16 KiB stack, ascending.
+    #[serde(default)]
+    pub stack_lines: Vec<u64>,
     /// Regions the path touched (none listed: it touched nothing).
     #[serde(default)]
     pub regions: BTreeMap<String, RegionUse>,
@@ -88,6 +100,8 @@ impl PathData {
             "rodata" => &self.rodata_lines,
             "data" => &self.data_lines,
             "bss" => &self.bss_lines,
+            "direct_map" => &self.direct_map_lines,
+            "stack" => &self.stack_lines,
             _ => &[],
         }
     }
@@ -158,8 +172,12 @@ impl ImageData {
                     "paths.{name}: expected at least one window and one operation"
                 ));
             }
-            for section in LISTED {
-                let limit = self.section_bytes(section) / LINE_BYTES;
+            for section in LISTED.into_iter().chain(LISTED_ELSEWHERE) {
+                let limit = match section {
+                    "direct_map" => u64::MAX,
+                    "stack" => KERNEL_STACK_BYTES / LINE_BYTES,
+                    s => self.section_bytes(s) / LINE_BYTES,
+                };
                 let lines = p.lines(section);
                 if let Some(w) = lines.windows(2).find(|w| w[0] >= w[1]) {
                     return Err(format!(
@@ -169,7 +187,7 @@ impl ImageData {
                 }
                 if let Some(&l) = lines.iter().find(|&&l| l >= limit) {
                     return Err(format!(
-                        "paths.{name}.{section}_lines: line {l} lies past the section's {limit} lines"
+                        "paths.{name}.{section}_lines: line {l} lies past the {section}'s {limit} lines"
                     ));
                 }
             }
@@ -211,6 +229,8 @@ ops = 10
 rodata_lines = [1, 2]
 data_lines = []
 bss_lines = [63]
+direct_map_lines = [7, 1214216]
+stack_lines = [255]
 regions.direct_map = { recurring = 17, other_per_op = 0.1, reads_per_op = 50, writes_per_op = 30 }
 "#;
 
@@ -236,7 +256,17 @@ regions.direct_map = { recurring = 17, other_per_op = 0.1, reads_per_op = 50, wr
             (
                 "bss_lines = [63]",
                 "bss_lines = [64]",
-                "line 64 lies past the section's 64 lines",
+                "line 64 lies past the bss's 64 lines",
+            ),
+            (
+                "stack_lines = [255]",
+                "stack_lines = [256]",
+                "stack_lines: line 256 lies past the stack's 256 lines",
+            ),
+            (
+                "direct_map_lines = [7, 1214216]",
+                "direct_map_lines = [1214216, 7]",
+                "direct_map_lines: expected ascending offsets",
             ),
             (
                 "rodata_lines = [1, 2]",

@@ -249,6 +249,8 @@ pub struct Kernel {
     pub rng: crate::sim::Pcg32,
     /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
     pub(crate) direct_map_covered: Vec<u64>,
+    /// Per node: the physical base of its copy of the kernel heap (path::KernelHeap).
+    pub(crate) kernel_heap: Vec<u64>,
     /// Contents of patched kernel text, by physical line: the version last written there
     /// (kernel/numa.rs; unpatched lines are version 0).
     pub text_contents: crate::sim::IntMap<u64, u64>,
@@ -325,6 +327,7 @@ impl Kernel {
             rng: crate::sim::Pcg32::new(1, 0x6b68),
             fast_forward: false,
             direct_map_covered: vec![0; machine.numa_nodes() as usize],
+            kernel_heap: vec![],
             text_contents: Default::default(),
             text_patches: Default::default(),
             text_version: 0,
@@ -404,6 +407,11 @@ impl Kernel {
                 0,
             );
         }
+        // The kernel heap, 2 MiB aligned: its regions are mapped as the guest's were.
+        let heap_frames = self.paths.heap.bytes() >> 12;
+        self.kernel_heap = (0..self.mem.nodes())
+            .map(|n| self.mem.alloc_data_contiguous(n, heap_frames, 512).addr().0)
+            .collect();
         for node in 0..self.mem.nodes() {
             self.cover_direct_map(node);
         }

@@ -1,9 +1,11 @@
 //! Kernel paths that run their measured footprint (kernels/linux-*.toml, kernel/footprint.rs).
 //!
 //! A path fetches its text through the ITLB (one translation per 4 KiB text page) and the
-//! instruction cache (one fetch per 64-byte line), and touches the kernel objects it uses
-//! and the image's rodata, data and bss lines measured for it under qemu
-//! (kernel/image_data.rs) through the DTLB and the data caches. What the TLBs and caches
+//! instruction cache (one fetch per 64-byte line), and touches its data through the DTLB and
+//! the data caches: the image's rodata, data and bss lines, the direct-map lines (slab
+//! objects, per-CPU data, the task) and the stack lines measured for it under qemu
+//! (kernel/image_data.rs), or, for a path the trace did not see, the kernel objects chosen
+//! for it from the source (ESTIMATE). What the TLBs and caches
 //! hold then decides what a path costs on a machine: PTI's CR3 writes, global kernel pages, PCIDs, the direct map's
 //! page size and the node a line lives on all act on these touches. The rest of the path's
 //! time is its work: its native latency on the recording host, minus what an empty syscall
@@ -14,9 +16,9 @@
 //! target's (an ESTIMATE the design note discusses).
 
 use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
-use super::image_data::ImageData;
+use super::image_data::{ImageData, PathData};
 use super::layout::{
-    KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
+    direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
     KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
 };
 use super::{CpuId, Kernel};
@@ -81,8 +83,11 @@ pub struct KernelPath {
     /// Text pages touched, each with its lines: (page offset from _text / 4096, lines as
     /// offset / 64), pages ascending.
     pub text: Vec<(u64, Vec<u64>)>,
-    /// Objects touched and how many lines of each.
+    /// Objects touched and how many lines of each: the stack's measured lines, or for a
+    /// path without measured direct-map lines the objects estimated from the source.
     pub data: Vec<(Object, u64)>,
+    /// Direct-map lines measured for the path, in the kernel heap (`KernelHeap`).
+    pub heap: HeapLines,
     /// Lines of the image's rodata, data and bss every run reads or writes (measured on
     /// another kernel, kernel/image_data.rs), grouped by 4 KiB page: (page address, line
     /// addresses / 64), ascending.
@@ -107,6 +112,15 @@ impl KernelPath {
         self.image.iter().map(|(_, l)| l.len()).sum()
     }
 
+    pub fn heap_lines(&self) -> usize {
+        self.heap.lines.len()
+    }
+
+    /// Distinct 4 KiB pages of the heap the path touches.
+    pub fn heap_pages(&self) -> usize {
+        self.heap.pages.len()
+    }
+
     /// Native cycles the recording loop spent in `function` (its share of the path's
     /// samples times the latency); None when the latency was not measured or the function
     /// has no samples.
@@ -121,6 +135,18 @@ impl KernelPath {
     }
 }
 
+/// A path's lines in the kernel heap: the 4 KiB pages whose translations the DTLB is asked
+/// for, and the lines, one group for the caches (each node's heap is physically contiguous
+/// and the direct map's address is the physical one plus a constant, so where a line lies
+/// is known without its translation).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeapLines {
+    /// Heap offsets of the 4 KiB pages touched, ascending.
+    pub pages: Vec<u64>,
+    /// Heap offsets / 64 of the lines touched, ascending.
+    pub lines: Vec<u64>,
+}
+
 /// Every recorded path, compiled.
 #[derive(Debug)]
 pub struct KernelPaths {
@@ -130,6 +156,52 @@ pub struct KernelPaths {
     pub entry_text_offset: u64,
     /// Bytes of each kernel object the recording names ([objects]).
     pub object_bytes: std::collections::BTreeMap<String, u64>,
+    /// Where the measured direct-map lines lie.
+    pub heap: KernelHeap,
+}
+
+/// The kernel heap: the measured direct-map lines of every path, kept at their guest
+/// physical offsets so that a line two paths share (per-CPU data, the task, a dentry) is one
+/// line in the model too, and each 2 MiB region of the guest's that holds any becomes one
+/// 2 MiB region here, in address order (what a large direct-map page covers is then what it
+/// covered in the guest). Each node has its own copy: SLUB and the per-CPU allocator hand a
+/// CPU memory of its own node, and one driver process ran on one CPU.
+#[derive(Debug, Clone, Default)]
+pub struct KernelHeap {
+    /// The guest's 2 MiB regions (physical address >> 21) that hold a measured line,
+    /// ascending; region i lies at heap offset i x 2 MiB.
+    regions: Vec<u64>,
+}
+
+const HEAP_REGION_BYTES: u64 = 2 << 20;
+
+impl KernelHeap {
+    fn of(image: &ImageData) -> KernelHeap {
+        let mut regions: Vec<u64> = image
+            .paths
+            .values()
+            .flat_map(|p| &p.direct_map_lines)
+            .map(|l| l * LINE_BYTES / HEAP_REGION_BYTES)
+            .collect();
+        regions.sort_unstable();
+        regions.dedup();
+        KernelHeap { regions }
+    }
+
+    /// Bytes of each node's copy.
+    pub fn bytes(&self) -> u64 {
+        self.regions.len() as u64 * HEAP_REGION_BYTES
+    }
+
+    /// The heap offset / 64 of guest physical line `line` (one of the measured lines).
+    fn line(&self, line: u64) -> u64 {
+        let pa = line * LINE_BYTES;
+        let region = self
+            .regions
+            .binary_search(&(pa / HEAP_REGION_BYTES))
+            .expect("every measured line's region is in the heap");
+        (region as u64 * HEAP_REGION_BYTES + pa % HEAP_REGION_BYTES) / LINE_BYTES
+    }
 }
 
 impl KernelPaths {
@@ -159,10 +231,11 @@ impl KernelPaths {
         }
         let image = ImageData::builtin();
         let bases = section_bases(image)?;
+        let heap = KernelHeap::of(image);
         let mut paths: Vec<KernelPath> = f
             .path
             .iter()
-            .map(|p| layout(p, f, image, &bases))
+            .map(|p| layout(p, f, image, &bases, &heap))
             .collect::<Result<_>>()?;
         let ghz = f.kernel.host_ghz;
         for p in paths.iter_mut() {
@@ -200,6 +273,7 @@ impl KernelPaths {
             kernel_release: f.kernel.release.clone(),
             entry_text_offset,
             object_bytes: f.objects.clone(),
+            heap,
         })
     }
 
@@ -261,14 +335,19 @@ fn section_bases(image: &ImageData) -> Result<SectionBases> {
     ])
 }
 
-/// The image lines `name` touches every run, at the modelled image's addresses: measured
-/// for a recorded path of the same name, or for the path a derived one comes from.
-fn image_lines(name: &str, image: &ImageData, bases: &SectionBases) -> Vec<(u64, Vec<u64>)> {
+/// What the trace measured for `name`: for a recorded path of the same name, or for the path
+/// a derived one comes from.
+fn measured<'a>(name: &str, image: &'a ImageData) -> Option<&'a PathData> {
     let from = super::derived::DERIVED
         .iter()
         .find(|d| d.name == name)
         .map_or(name, |d| d.from);
-    let Some(measured) = image.path(from) else {
+    image.path(from)
+}
+
+/// The image lines a path touches every run, at the modelled image's addresses.
+fn image_lines(measured: Option<&PathData>, bases: &SectionBases) -> Vec<(u64, Vec<u64>)> {
+    let Some(measured) = measured else {
         return vec![];
     };
     let lines = bases.iter().flat_map(|&(section, base)| {
@@ -283,15 +362,40 @@ fn image_lines(name: &str, image: &ImageData, bases: &SectionBases) -> Vec<(u64,
         .collect()
 }
 
+/// The direct-map lines a path touches every run, at their heap offsets.
+fn heap_lines(measured: Option<&PathData>, heap: &KernelHeap) -> HeapLines {
+    let mut lines: Vec<u64> = measured
+        .map_or(&[][..], |m| &m.direct_map_lines)
+        .iter()
+        .map(|&l| heap.line(l))
+        .collect();
+    lines.sort_unstable();
+    let mut pages: Vec<u64> = lines
+        .iter()
+        .map(|l| l * LINE_BYTES / PAGE_BYTES * PAGE_BYTES)
+        .collect();
+    pages.dedup();
+    HeapLines { pages, lines }
+}
+
 fn layout(
     p: &PathFootprint,
     f: &Footprints,
     image: &ImageData,
     bases: &SectionBases,
+    heap: &KernelHeap,
 ) -> Result<KernelPath> {
     let text = by_page(p.estimated_lines());
+    let measured = measured(&p.name, image);
+    let heap = heap_lines(measured, heap);
     let mut data = vec![];
-    for name in &p.data {
+    if let Some(m) = measured.filter(|_| !heap.lines.is_empty()) {
+        // The trace saw the path's objects: its direct-map lines replace the estimate.
+        if !m.stack_lines.is_empty() {
+            data.push((Object::KernelStack, m.stack_lines.len() as u64));
+        }
+    }
+    for name in p.data.iter().filter(|_| heap.lines.is_empty()) {
         let bytes = f.objects.get(name).copied().unwrap_or(0);
         let lines = bytes.div_ceil(LINE_BYTES);
         let object = match name.as_str() {
@@ -328,7 +432,8 @@ fn layout(
         name: p.name.clone(),
         text,
         data,
-        image: image_lines(&p.name, image, bases),
+        heap,
+        image: image_lines(measured, bases),
         native_cycles: None,
         work_cycles: None,
         function_samples,
@@ -360,6 +465,7 @@ pub fn line_stall(caches: &CacheHierarchy, h: HitLevel, sequential: bool) -> f64
 /// offset, data after the image), which is all the caches need.
 fn warm_stall_cycles(p: &KernelPath, caches: &mut CacheHierarchy) -> f64 {
     let data_base = KERNEL_TEXT_BYTES * 4;
+    let heap_base = 1 << 40;
     let run = |caches: &mut CacheHierarchy| {
         let mut stall = 0.0;
         for (_, lines) in &p.text {
@@ -377,6 +483,10 @@ fn warm_stall_cycles(p: &KernelPath, caches: &mut CacheHierarchy) -> f64 {
         }
         for &l in p.image.iter().flat_map(|(_, lines)| lines) {
             let h = caches.load(0, 0, l * LINE_BYTES - KERNEL_TEXT, false);
+            stall += line_stall(caches, h, false);
+        }
+        for &l in &p.heap.lines {
+            let h = caches.load(0, 0, heap_base + l * LINE_BYTES, false);
             stall += line_stall(caches, h, false);
         }
         stall
@@ -405,15 +515,15 @@ impl Kernel {
         let mut memo = std::mem::take(&mut memos[id.0]);
         memo.text.shape(p.text.len(), p.text_lines());
         memo.data.shape(
-            p.data.len() + p.image.len(),
-            p.data.iter().map(|d| d.1 as usize).sum::<usize>() + p.image_lines(),
+            p.data.len() + p.image.len() + 1,
+            p.data.iter().map(|d| d.1 as usize).sum::<usize>() + p.image_lines() + p.heap_lines(),
         );
         let mut stall = 0.0;
         let mut mapped = None;
         let mut first = 0;
         for (g, (page, lines)) in p.text.iter().enumerate() {
             let va = VirtAddr(KERNEL_TEXT + page * PAGE_BYTES);
-            let base = self.image_page(cpu, p, va, Access::Exec, &mut mapped)?;
+            let base = self.kernel_page(cpu, p, va, Access::Exec, &mut mapped)?;
             let offsets = lines.iter().enumerate().map(|(i, &l)| {
                 let sequential = i > 0 && lines[i - 1] + 1 == l;
                 (l * LINE_BYTES - page * PAGE_BYTES, sequential)
@@ -439,12 +549,26 @@ impl Kernel {
         }
         mapped = None;
         for (g, (page, lines)) in p.image.iter().enumerate() {
-            let base = self.image_page(cpu, p, VirtAddr(*page), Access::Read, &mut mapped)?;
+            let base = self.kernel_page(cpu, p, VirtAddr(*page), Access::Read, &mut mapped)?;
             let offsets = lines.iter().map(|&l| (l * LINE_BYTES - page, false));
             let g = p.data.len() + g;
             stall += self.run_lines(cpu, L1Side::Data, &mut memo.data, g, first, base, offsets);
             first += lines.len();
         }
+        mapped = None;
+        let heap = self.kernel_heap[self.cpus[cpu].mmu.node() as usize];
+        for &page in &p.heap.pages {
+            let va = direct_map(heap + page);
+            // Most pages lie in the entry the last one's translation left.
+            if mapped.is_some_and(|(start, len, _)| (start..start + len).contains(&va.0)) {
+                continue;
+            }
+            let pa = self.kernel_page(cpu, p, va, Access::Write, &mut mapped)?;
+            debug_assert_eq!(pa, heap + page, "the direct map is linear");
+        }
+        let offsets = p.heap.lines.iter().map(|&l| (l * LINE_BYTES, false));
+        let g = p.data.len() + p.image.len();
+        stall += self.run_lines(cpu, L1Side::Data, &mut memo.data, g, first, heap, offsets);
         self.settle(cpu, L1Side::Data, &mut memo.data);
         self.cpus[cpu].path_memo[id.0] = memo;
         self.compute(cpu, stall, TimeCategory::KernelCacheMiss);
@@ -456,12 +580,12 @@ impl Kernel {
         Ok(())
     }
 
-    /// The physical address of image page `va` (text fetched, or rodata and data read),
-    /// translated through the ITLB or DTLB once per entry it keeps (`mapped` keeps the last
-    /// one: the pages of a 2 MiB mapping are one entry where the TLB holds 2 MiB pages, and
-    /// the later ones would hit it; an ITLB of 4 KiB entries only, as Silvermont's, fractures
-    /// the mapping and looks up each page).
-    fn image_page(
+    /// The physical address of kernel page `va` (text fetched, image data read, heap
+    /// written), translated through the ITLB or DTLB once per entry it keeps (`mapped` keeps
+    /// the last one: the pages of a 2 MiB mapping are one entry where the TLB holds 2 MiB
+    /// pages, and the later ones would hit it; an ITLB of 4 KiB entries only, as
+    /// Silvermont's, fractures the mapping and looks up each page).
+    fn kernel_page(
         &mut self,
         cpu: CpuId,
         p: &KernelPath,
@@ -476,7 +600,7 @@ impl Kernel {
         }
         let t = self.touch(cpu, va, access).map_err(|f| {
             Error::new(format!(
-                "kernel fault on {}'s image page {va} ({access:?}): {f:?}",
+                "kernel fault on {}'s page {va} ({access:?}): {f:?}",
                 p.name
             ))
         })?;
@@ -674,6 +798,85 @@ mod tests {
         }
         assert_eq!(path("vfork").image, path("fork").image);
         assert_eq!(path("fault-zero").image, path("fault-anon").image);
+    }
+
+    /// A measured path runs its direct-map lines in the kernel heap, one model line per guest
+    /// line (so two paths' common line, the task or per-CPU data, is one line in the caches),
+    /// its stack's measured lines, and none of the estimated objects; a path the trace did
+    /// not see keeps the estimate.
+    #[test]
+    fn measured_paths_run_their_direct_map_lines_in_the_shared_heap() {
+        use super::{KernelPaths, Object, LINE_BYTES};
+        use crate::kernel::image_data::ImageData;
+        use std::collections::BTreeSet;
+        let paths = KernelPaths::builtin();
+        let path = |n: &str| paths.get(paths.id(n).unwrap());
+        let heap_lines =
+            |n: &str| -> BTreeSet<u64> { path(n).heap.lines.iter().copied().collect() };
+        let guest_lines = |n: &str| -> BTreeSet<u64> {
+            ImageData::builtin()
+                .path(n)
+                .unwrap()
+                .direct_map_lines
+                .iter()
+                .copied()
+                .collect()
+        };
+        for name in ["getppid", "getpid", "open-close", "fork"] {
+            let m = ImageData::builtin().path(name).unwrap();
+            let p = path(name);
+            assert_eq!(p.heap_lines(), m.direct_map_lines.len(), "{name}");
+            assert_eq!(
+                p.data,
+                vec![(Object::KernelStack, m.stack_lines.len() as u64)]
+            );
+            for l in &p.heap.lines {
+                let pa = l * LINE_BYTES;
+                assert!(pa < paths.heap.bytes() && p.heap.pages.contains(&(pa / 4096 * 4096)));
+            }
+        }
+        let common = |a: &str, b: &str| heap_lines(a).intersection(&heap_lines(b)).count();
+        let guest_common = guest_lines("getppid")
+            .intersection(&guest_lines("getpid"))
+            .count();
+        assert!(guest_common > 0);
+        assert_eq!(common("getppid", "getpid"), guest_common);
+        assert_eq!(path("vfork").heap, path("fork").heap);
+        let unseen = path("execve");
+        assert!(unseen.heap.lines.is_empty());
+        assert!(unseen.data.iter().any(|(o, _)| *o == Object::TaskStruct));
+    }
+
+    /// Each node has its own copy of the heap, and a path reads the copy of its CPU's node.
+    #[test]
+    fn a_path_reads_its_own_nodes_heap() {
+        let m = machine::load("xeon-e5-2690v3-2s").unwrap();
+        let mut k = Kernel::boot(m, defense::parse_list("none").unwrap());
+        assert_eq!(k.kernel_heap.len(), 2);
+        let id = k.paths.id("getppid").unwrap();
+        let lines = k.paths.get(id).heap_lines() as u64;
+        let t = k.spawn("t", None);
+        for node in [0, 1] {
+            let cpu = (0..k.cpus.len())
+                .find(|&c| k.cpus[c].mmu.node() == node)
+                .unwrap();
+            k.switch_to(cpu, t);
+            let heap = k.kernel_heap[node as usize];
+            assert_eq!(k.mem.node_of(crate::arch::x86::PhysAddr(heap).pfn()), node);
+            let heap_range = heap..heap + k.paths.heap.bytes();
+            let p = k.paths.get(id).clone();
+            k.run_path(cpu, id, Some(0.0)).unwrap();
+            // Each line run is local, and now in L1 at its heap address.
+            let mut found = 0;
+            for &l in &p.heap.lines {
+                let pa = heap_range.start + l * super::LINE_BYTES;
+                let (core, socket, remote) = k.line_place(cpu, pa);
+                assert!(!remote && heap_range.contains(&pa));
+                let h = k.caches.load(core, socket, pa, remote);
+                found += u64::from(h == crate::arch::caches::HitLevel::L1);
+            }
+            assert_eq!(found, lines, "node {node}");
+        }
     }
 
     /// A page cleared with its lines in no cache waits 64 DRAM latencies over the core's

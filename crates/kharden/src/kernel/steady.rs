@@ -175,6 +175,7 @@ impl Kernel {
             params: _,
             run_params: _,
             paths: _,
+            kernel_heap: _,
             config,
             mem,
             caches,

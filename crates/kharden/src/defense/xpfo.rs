@@ -66,7 +66,16 @@ pub const FAMILY: registry::Family = registry::Family {
         registry::Variant::new("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", true, || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))),
         registry::Variant::new("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true, || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))),
     ],
-    params: &[Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (accounted in time category 'fitted' without delaying anything simulated)").charged_per("xpfo_page_charges")],
+    params: &[
+        Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (accounted in time category 'fitted' without delaying anything simulated)").charged_per("xpfo_page_charges"),
+        Decl {
+            path: "xpfo.split_kernel_heap",
+            unit: Unit::Bool,
+            range: (0.0, 0.0),
+            help: "the kernel heap's direct map is split to 4 KiB pages too, as if slab pages had shared 2 MiB blocks with user pages XPFO unmapped (a what-if: Linux groups them apart)",
+            per_event: None,
+        },
+    ],
     counters: &[
         ("xpfo_page_charges", "user-page allocations charged xpfo.page_cycles"),
         ("xpfo_flushes", "XPFO flush requests (allocations and kunmaps), whatever the policy does with them"),
@@ -94,6 +103,8 @@ pub struct Xpfo {
     policy: Policy,
     /// xpfo.page_cycles.
     page_cycles: f64,
+    /// xpfo.split_kernel_heap.
+    split_kernel_heap: bool,
     counters: Counters,
     pages: IntMap<Pfn, PageState>,
     /// Per task: CPUs that owe a full flush before this task runs there again.
@@ -110,6 +121,7 @@ impl Xpfo {
         Xpfo {
             policy,
             page_cycles: 0.0,
+            split_kernel_heap: false,
             counters: Counters {
                 page_charges: crate::defense::registry::counter("xpfo_page_charges"),
                 flushes: crate::defense::registry::counter("xpfo_flushes"),
@@ -204,6 +216,7 @@ impl Defense for Xpfo {
         let Xpfo {
             policy: _,
             page_cycles: _,
+            split_kernel_heap: _,
             counters: _,
             pages,
             pending,
@@ -231,6 +244,7 @@ impl Defense for Xpfo {
 
     fn configure(&mut self, _config: &mut BootConfig, _machine: &MachineProfile, params: &Params) {
         self.page_cycles = params.num("xpfo.page_cycles");
+        self.split_kernel_heap = params.flag("xpfo.split_kernel_heap");
     }
 
     fn on_page_alloc(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, gfp: Gfp) {
@@ -299,6 +313,14 @@ impl Defense for Xpfo {
         // are never undone. Freeing mapped it back (v7, v8) or left it user and unmapped
         // (v9 13/13). No TLB holds the aliases yet, so nothing needs a flush.
         let cpu = 0;
+        // The what-if: the frames' node's kernel heap was split by its neighbours too.
+        if let Some(&first) = frames.first().filter(|_| self.split_kernel_heap) {
+            let base = k.kernel_heap[k.mem.node_of(first) as usize] >> 12;
+            let heap: Vec<Pfn> = (0..k.paths.heap.bytes() >> 12)
+                .map(|i| Pfn(base + i))
+                .collect();
+            k.set_direct_map_entries(cpu, &heap, true);
+        }
         if self.policy == Policy::Batched {
             k.set_direct_map_entries(cpu, frames, false);
             self.pages.reserve(frames.len());
@@ -534,6 +556,31 @@ mod tests {
                 before,
                 "{d}: splits while reusing recycled frames"
             );
+        }
+    }
+
+    /// The kernel heap keeps its large direct-map pages under XPFO (no user page lives in
+    /// its regions) unless the what-if xpfo.split_kernel_heap splits them with the recycled
+    /// frames' regions.
+    #[test]
+    fn the_kernel_heap_is_split_only_in_the_what_if() {
+        use crate::arch::x86::PageSize;
+        for (d, what_if, split) in [
+            ("xpfo:deferred", "false", false),
+            ("xpfo:deferred", "true", true),
+            ("none", "true", false),
+        ] {
+            let m = machine::load("ivybridge-i5-3550").unwrap();
+            let params = crate::params::Params::linux()
+                .with("xpfo.split_kernel_heap", what_if)
+                .unwrap();
+            let defenses = defense::parse_list(d).unwrap();
+            let mut k = Kernel::boot_with(m, defenses, &params, Default::default());
+            k.recycle_frames(2048);
+            let heap = crate::arch::x86::PhysAddr(k.kernel_heap[0]).pfn();
+            let size = k.direct_map_page_size(heap);
+            assert_eq!(size == Some(PageSize::Size4K), split, "{d} {what_if}");
+            assert!(k.direct_map_present(heap));
         }
     }
 

@@ -378,24 +378,11 @@ fn heap_lines(measured: Option<&PathData>, heap: &KernelHeap) -> HeapLines {
     HeapLines { pages, lines }
 }
 
-fn layout(
-    p: &PathFootprint,
-    f: &Footprints,
-    image: &ImageData,
-    bases: &SectionBases,
-    heap: &KernelHeap,
-) -> Result<KernelPath> {
-    let text = by_page(p.estimated_lines());
-    let measured = measured(&p.name, image);
-    let heap = heap_lines(measured, heap);
+/// The objects the recording lists for a path the trace did not see (ESTIMATE), and how many
+/// lines of each it touches.
+fn estimated_objects(p: &PathFootprint, f: &Footprints) -> Result<Vec<(Object, u64)>> {
     let mut data = vec![];
-    if let Some(m) = measured.filter(|_| !heap.lines.is_empty()) {
-        // The trace saw the path's objects: its direct-map lines replace the estimate.
-        if !m.stack_lines.is_empty() {
-            data.push((Object::KernelStack, m.stack_lines.len() as u64));
-        }
-    }
-    for name in p.data.iter().filter(|_| heap.lines.is_empty()) {
+    for name in &p.data {
         let bytes = f.objects.get(name).copied().unwrap_or(0);
         let lines = bytes.div_ceil(LINE_BYTES);
         let object = match name.as_str() {
@@ -421,6 +408,30 @@ fn layout(
         };
         data.push((object, lines));
     }
+    Ok(data)
+}
+
+fn layout(
+    p: &PathFootprint,
+    f: &Footprints,
+    image: &ImageData,
+    bases: &SectionBases,
+    heap: &KernelHeap,
+) -> Result<KernelPath> {
+    let text = by_page(p.estimated_lines());
+    let measured = measured(&p.name, image);
+    let heap = heap_lines(measured, heap);
+    // Every path's object list is checked, whether or not the measurement replaces it.
+    let estimated = estimated_objects(p, f)?;
+    let data = if heap.lines.is_empty() {
+        estimated
+    } else {
+        // The trace saw the path's objects: its direct-map and stack lines replace the
+        // estimate.
+        let stack = measured.map_or(0, |m| m.stack_lines.len() as u64);
+        let stack = (stack > 0).then_some((Object::KernelStack, stack));
+        stack.into_iter().collect()
+    };
     let mut function_samples: Vec<(String, u64)> = p
         .functions
         .iter()
@@ -559,10 +570,6 @@ impl Kernel {
         let heap = self.kernel_heap[self.cpus[cpu].mmu.node() as usize];
         for &page in &p.heap.pages {
             let va = direct_map(heap + page);
-            // Most pages lie in the entry the last one's translation left.
-            if mapped.is_some_and(|(start, len, _)| (start..start + len).contains(&va.0)) {
-                continue;
-            }
             let pa = self.kernel_page(cpu, p, va, Access::Write, &mut mapped)?;
             debug_assert_eq!(pa, heap + page, "the direct map is linear");
         }
@@ -585,6 +592,7 @@ impl Kernel {
     /// the last one: the pages of a 2 MiB mapping are one entry where the TLB holds 2 MiB
     /// pages, and the later ones would hit it; an ITLB of 4 KiB entries only, as
     /// Silvermont's, fractures the mapping and looks up each page).
+    #[inline]
     fn kernel_page(
         &mut self,
         cpu: CpuId,
@@ -593,11 +601,24 @@ impl Kernel {
         access: Access,
         mapped: &mut Option<(u64, u64, u64)>,
     ) -> Result<u64> {
-        if let Some((start, len, pa)) = *mapped {
-            if va.0 >= start && va.0 < start + len {
-                return Ok(pa + (va.0 - start));
+        match *mapped {
+            Some((start, len, pa)) if (start..start + len).contains(&va.0) => {
+                Ok(pa + (va.0 - start))
             }
+            _ => self.translate_kernel_page(cpu, p, va, access, mapped),
         }
+    }
+
+    /// kernel_page() where `mapped` does not cover `va`: the TLB lookup, and the entry it
+    /// leaves in `mapped`.
+    fn translate_kernel_page(
+        &mut self,
+        cpu: CpuId,
+        p: &KernelPath,
+        va: VirtAddr,
+        access: Access,
+        mapped: &mut Option<(u64, u64, u64)>,
+    ) -> Result<u64> {
         let t = self.touch(cpu, va, access).map_err(|f| {
             Error::new(format!(
                 "kernel fault on {}'s page {va} ({access:?}): {f:?}",

@@ -592,7 +592,6 @@ impl Kernel {
     /// the last one: the pages of a 2 MiB mapping are one entry where the TLB holds 2 MiB
     /// pages, and the later ones would hit it; an ITLB of 4 KiB entries only, as
     /// Silvermont's, fractures the mapping and looks up each page).
-    #[inline]
     fn kernel_page(
         &mut self,
         cpu: CpuId,
@@ -601,24 +600,11 @@ impl Kernel {
         access: Access,
         mapped: &mut Option<(u64, u64, u64)>,
     ) -> Result<u64> {
-        match *mapped {
-            Some((start, len, pa)) if (start..start + len).contains(&va.0) => {
-                Ok(pa + (va.0 - start))
+        if let Some((start, len, pa)) = *mapped {
+            if (start..start + len).contains(&va.0) {
+                return Ok(pa + (va.0 - start));
             }
-            _ => self.translate_kernel_page(cpu, p, va, access, mapped),
         }
-    }
-
-    /// kernel_page() where `mapped` does not cover `va`: the TLB lookup, and the entry it
-    /// leaves in `mapped`.
-    fn translate_kernel_page(
-        &mut self,
-        cpu: CpuId,
-        p: &KernelPath,
-        va: VirtAddr,
-        access: Access,
-        mapped: &mut Option<(u64, u64, u64)>,
-    ) -> Result<u64> {
         let t = self.touch(cpu, va, access).map_err(|f| {
             Error::new(format!(
                 "kernel fault on {}'s page {va} ({access:?}): {f:?}",

@@ -3,7 +3,8 @@
  * inside the driver's windows (scripts/kernel_memtrace/run.sh).
  *
  * The driver marks each window with a DS-prefixed one-byte load from an address that names it
- * (crates/kharden-footprint/src/marker.rs). Every kernel instruction's data access on that
+ * (crates/kharden-footprint/src/marker.rs); the page fault such a load may take first is charged
+ * to no window (a forked child's markers fault). Every kernel instruction's data access on that
  * vCPU, until the next marker, is counted against the window: per (window, line) the reads, the
  * writes and the operations that touched it (the driver's loops mark each operation with a load
  * from the tick slot). Instruction fetches are not counted (the text side is recorded already).
@@ -35,6 +36,7 @@ enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_RW = 3 };
 typedef void (*tb_trans_cb)(qemu_plugin_id_t, struct qemu_plugin_tb *);
 typedef void (*mem_cb)(unsigned int, qemu_plugin_meminfo_t, uint64_t, void *);
 typedef void (*udata_cb)(qemu_plugin_id_t, void *);
+typedef void (*vcpu_udata_cb)(unsigned int, void *);
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, tb_trans_cb);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *, size_t);
@@ -43,6 +45,8 @@ size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *);
 uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *);
 void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *, mem_cb, enum qemu_plugin_cb_flags,
                                       enum qemu_plugin_mem_rw, void *);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *, vcpu_udata_cb,
+                                            enum qemu_plugin_cb_flags, void *);
 bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, udata_cb, void *);
 
@@ -58,15 +62,20 @@ __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 struct entry {
     uint64_t key; /* window << 42 | (line address bits 6..47); 0 = empty */
     uint64_t reads, writes;
-    uint32_t last_op; /* the vCPU's operation number + 1 when it last touched the line */
+    uint32_t last_op; /* the window's operation number + 1 when it last touched the line */
     uint32_t ops;     /* operations that touched it */
 };
 
 /* One table per vCPU: callbacks of different vCPUs run on different threads (MTTCG). */
 struct vcpu {
     uint64_t window;
-    uint32_t op;     /* operations ticked on this vCPU */
-    uint32_t *ticks; /* per window slot */
+    /* Between a marker instruction's start and its load: the page fault a marker's first
+     * load of a page takes (a forked child's first marker) is charged to no window. */
+    bool in_marker;
+    /* Per window slot, the operations ticked in it on this vCPU: a window's own operation
+     * number, so that a child marking its own window's operations on this vCPU in between
+     * does not split the driver's. */
+    uint32_t *ticks;
     struct entry *table;
     size_t cap, used;
 };
@@ -107,7 +116,7 @@ static void grow(struct vcpu *v)
 static void kernel_access(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *u)
 {
     struct vcpu *v = &vcpus[cpu % MAX_VCPUS];
-    if (!v->window)
+    if (!v->window || v->in_marker)
         return;
     if (2 * (v->used + 1) > v->cap)
         grow(v);
@@ -117,8 +126,9 @@ static void kernel_access(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t
         e->key = key;
         v->used++;
     }
-    if (e->last_op != v->op + 1) {
-        e->last_op = v->op + 1;
+    uint32_t op = v->ticks ? v->ticks[v->window] : 0;
+    if (e->last_op != op + 1) {
+        e->last_op = op + 1;
         e->ops++;
     }
     if (qemu_plugin_mem_is_store(info))
@@ -127,17 +137,22 @@ static void kernel_access(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t
         e->reads++;
 }
 
+static void marker_start(unsigned int cpu, void *u)
+{
+    vcpus[cpu % MAX_VCPUS].in_marker = true;
+}
+
 static void marker(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *u)
 {
+    struct vcpu *v = &vcpus[cpu % MAX_VCPUS];
+    v->in_marker = false;
     if (vaddr < MARKER_BASE || vaddr > MARKER_BASE + 64 * TICK_SLOT)
         return;
-    struct vcpu *v = &vcpus[cpu % MAX_VCPUS];
     uint64_t slot = (vaddr - MARKER_BASE) / 64;
     if (slot != TICK_SLOT) {
         v->window = slot;
         return;
     }
-    v->op++;
     if (!v->window)
         return;
     if (!v->ticks && !(v->ticks = calloc(MARKER_SLOTS, sizeof *v->ticks))) {
@@ -145,6 +160,17 @@ static void marker(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
         abort();
     }
     v->ticks[v->window]++;
+}
+
+/* The marker's encoding: DS, an optional REX prefix, MOV r8, r/m8 (0x8a). Other DS-prefixed
+ * instructions (CET's notrack jumps are 3e ff) are not markers. */
+static bool is_marker(struct qemu_plugin_insn *insn)
+{
+    size_t n = qemu_plugin_insn_size(insn);
+    const uint8_t *b = qemu_plugin_insn_data(insn);
+    if (n < 3 || b[0] != 0x3e)
+        return false;
+    return b[1] == 0x8a || ((b[1] & 0xf0) == 0x40 && b[2] == 0x8a);
 }
 
 static void translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
@@ -155,8 +181,9 @@ static void translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         if (qemu_plugin_insn_vaddr(insn) >= KERNEL_HALF) {
             qemu_plugin_register_vcpu_mem_cb(insn, kernel_access, QEMU_PLUGIN_CB_NO_REGS,
                                              QEMU_PLUGIN_MEM_RW, NULL);
-        } else if (qemu_plugin_insn_size(insn) > 0 &&
-                   *(const uint8_t *)qemu_plugin_insn_data(insn) == 0x3e) {
+        } else if (is_marker(insn)) {
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, marker_start, QEMU_PLUGIN_CB_NO_REGS,
+                                                   NULL);
             /* RW: QEMU 7.2 calls a callback registered for reads alone on no access. */
             qemu_plugin_register_vcpu_mem_cb(insn, marker, QEMU_PLUGIN_CB_NO_REGS,
                                              QEMU_PLUGIN_MEM_RW, NULL);

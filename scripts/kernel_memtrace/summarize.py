@@ -12,7 +12,9 @@ image's sections, the direct map, vmalloc, vmemmap, cpu_entry_area, user memory)
   data: its rodata, globals, per-CPU lines, its task's own lines); the median over its windows.
   Where the driver's loop marks its operations (marker.rs), the plugin counts the operations
   that touched each line; elsewhere a line counts when its accesses reach half the window's
-  operations (so lines written many times by one operation can pass);
+  operations (so lines written many times by one operation can pass). A window's other path
+  (exit, the IPI handlers), marked by the children and threads that run it, counts against
+  the window's own operations: one exit per fork, one interrupt per mprotect or membarrier;
 - other per op: the window's remaining lines divided by its operations (objects that change
   from one operation to the next: new slab objects, page tables, pages);
 - reads and writes per operation.
@@ -26,6 +28,7 @@ import statistics
 import sys
 
 RECURRING = 0.5  # share of a window's operations that touch a line for it to be every one's
+OTHERS = 32768  # a window's other path is marked this many slots further (marker.rs)
 STACK_BYTES = 16 << 10  # THREAD_SIZE; vmap'd stacks are THREAD_SIZE aligned (kernel/fork.c)
 
 # Linux x86-64, 4-level paging, no KASLR (the guest boots with nokaslr):
@@ -61,6 +64,12 @@ def parse_console(path):
                     continue
                 slot = 1 + int(w[0]) * 65536 + int(w[2])
                 windows[slot] = {"scenario": w[1], "own": w[4], "ops": int(w[9])}
+                # The children and threads that run the other path mark it themselves, one
+                # operation per child or per interrupted turn of a spin (marker.rs); it ran
+                # once per operation of the window's own path.
+                if w[5] not in ("-", w[4]):
+                    windows[slot + OTHERS] = {"scenario": w[1], "own": w[5], "ops": int(w[9]),
+                                              "others": True}
             elif line.startswith("memtrace-sym: "):
                 addr, _kind, name = line.split()[1:4]
                 syms[name] = int(addr, 16)
@@ -122,7 +131,7 @@ def summarize(out_dir):
         per_region = {r: {"recurring": [], "other": [], "reads": 0, "writes": 0} for r in REGIONS}
         recurring_sets = collections.defaultdict(collections.Counter)
         for s in slots:
-            n = ticks[s] or windows[s]["ops"]
+            n = windows[s]["ops"] if windows[s].get("others") else ticks[s] or windows[s]["ops"]
             counts = collections.Counter()
             other = collections.Counter()
             for addr, k in lines[s].items():
@@ -187,10 +196,13 @@ def write_toml(result, syms, info, dest):
 # addresses / 64 (slab objects, per-CPU areas, the task: one guest, so a line two paths
 # share is one object); `stack_lines` the recurring vmalloc lines as offsets / 64 within
 # their 16 KiB (THREAD_SIZE-aligned) kernel stack. The guest runs huge pages only where
-# asked for (THP madvise), as the recording host does. What the trace leaves out: accesses
+# asked for (THP madvise), as the recording host does. Children and threads of the driver
+# that run a window's other path mark it themselves on whichever vCPU they run: a child's
+# exit (from its return from fork to the next marker on its vCPU) and an interrupt of a
+# spinning thread (the IPI handlers), one operation each. What the trace leaves out: accesses
 # by other tasks on the driver's vCPU inside a window are counted (a forked child that runs
-# there, interrupts), accesses of the driver's children and threads on the other vCPU are
-# not (exit, the IPI handlers).
+# there without marking, interrupts); the execve chain and the traced or signalled children
+# mark nothing, so execve, ptrace-stop and signal delivery have no entry.
 kernel_release = "{info['release']}"
 scale = {info['scale']}
 commands = [

@@ -713,7 +713,7 @@ fn faults(d: &mut Driver) -> io::Result<()> {
 
 /// fork of a batch of children that exit at once, then wait4 for each. The children's
 /// samples (ret_from_fork, their first copy-on-write faults, exit_group and do_exit) are
-/// the exit path.
+/// the exit path; under an emulator each child marks its exit as one operation of it.
 fn process(d: &mut Driver) -> io::Result<()> {
     const BATCH: usize = 32;
     let mut pids = Vec::with_capacity(BATCH);
@@ -726,6 +726,7 @@ fn process(d: &mut Driver) -> io::Result<()> {
                 // SAFETY: the child calls only _exit.
                 let pid = unsafe { libc::fork() };
                 if pid == 0 {
+                    tick.others_op();
                     unsafe { libc::_exit(0) };
                 }
                 pids.push(ok(pid as i64, "fork")? as i32);
@@ -881,9 +882,13 @@ fn ipis(d: &mut Driver) -> io::Result<()> {
     use std::sync::Arc;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    // Under an emulator the spinner marks an operation of the window's other path at every
+    // turn, so each interrupt it takes is an operation of its own.
+    let tick = d.ticker();
     let spinner = std::thread::spawn(move || {
         let pinned = pin_to_cpu(1);
         while !flag.load(Ordering::Relaxed) {
+            tick.others_op();
             std::hint::spin_loop();
         }
         pinned

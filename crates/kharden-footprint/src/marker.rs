@@ -2,22 +2,35 @@
 //! no clock an emulator plugin can read, so each window's start and end is a load the plugin
 //! can recognise. It is a one-byte load with a redundant DS prefix (0x3e), which compilers do
 //! not emit, from an address that names the window: `BASE + 64 * slot`, slot 0 for "no
-//! window", slot `1 + scenario * SCENARIO_SLOTS + window` for a window's start, and the slot
-//! after the last window's for each operation of a loop. The plugin charges every kernel memory
-//! access of that vCPU to the window until the next marker, and counts per line the operations
-//! that touched it.
+//! window", slot `1 + scenario * SCENARIO_SLOTS + window` for a window's start, the slot
+//! `OTHERS` further for the window's other path (what the driver's children and threads run
+//! meanwhile, which they mark themselves on whichever vCPU they run), and the slot after the
+//! last window's for each operation of a loop. The plugin charges every kernel memory access
+//! of that vCPU to the window until the next marker, and counts per line the operations that
+//! touched it.
+//!
+//! A marker's first load of a page faults (the zero page is mapped); the plugin charges that
+//! fault to no window, so a forked child, which does not inherit the mapped pages, can mark.
 //!
 //! Off unless `KHARDEN_WINDOW_MARKERS` holds the scenario's number; x86-64 only.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// Where the marker region starts (user space, far from anything the loader maps).
 pub const BASE: usize = 0x3e00_0000_0000;
-/// Windows one scenario run can mark.
+/// Windows one scenario run can mark: the first half its own, the second the others'.
 pub const SCENARIO_SLOTS: usize = 1 << 16;
+const OTHERS: usize = SCENARIO_SLOTS / 2;
 /// Scenarios one guest run can mark.
 const SCENARIOS: usize = 32;
 const SLOT_BYTES: usize = 64;
 /// The slot a loop's operation marks.
 const TICK_SLOT: usize = 1 + SCENARIOS * SCENARIO_SLOTS;
+const REGION_BYTES: usize = SLOT_BYTES * (TICK_SLOT + 1);
+
+/// The slot of the window open in this process (0: none): what an operation re-marks, and what
+/// a child or thread marks the other path of.
+static OPEN: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Clone, Copy)]
 pub struct Markers {
@@ -45,13 +58,12 @@ impl Markers {
                 "KHARDEN_WINDOW_MARKERS: window markers exist on x86-64 only",
             ));
         }
-        let len = SLOT_BYTES * (TICK_SLOT + 1);
         // SAFETY: a fresh private read-only anonymous mapping at an address nothing else uses
         // (MAP_FIXED_NOREPLACE fails rather than replace a mapping).
         let got = unsafe {
             libc::mmap(
                 BASE as *mut libc::c_void,
-                len,
+                REGION_BYTES,
                 libc::PROT_READ,
                 libc::MAP_PRIVATE
                     | libc::MAP_ANONYMOUS
@@ -72,16 +84,29 @@ impl Markers {
 
     /// Marks the start of window number `window` of this scenario run.
     pub fn start(&self, window: usize) {
-        mark(1 + self.scenario * SCENARIO_SLOTS + window % SCENARIO_SLOTS);
+        let slot = 1 + self.scenario * SCENARIO_SLOTS + window % OTHERS;
+        OPEN.store(slot, Ordering::Relaxed);
+        mark(slot);
     }
 
-    /// Marks the start of the next operation of the current window's loop.
+    /// Marks the start of the next operation of the current window's loop, naming the window
+    /// again: a child or thread may have marked its own on this vCPU since.
     pub fn op(&self) {
+        mark(OPEN.load(Ordering::Relaxed));
+        mark(TICK_SLOT);
+    }
+
+    /// In a child or thread of the driver: marks the start of one operation of the open
+    /// window's other path (no window: nothing is charged until the next marker).
+    pub fn others_op(&self) {
+        let open = OPEN.load(Ordering::Relaxed);
+        mark(if open == 0 { 0 } else { open + OTHERS });
         mark(TICK_SLOT);
     }
 
     /// Marks the end of the current window.
     pub fn end(&self) {
+        OPEN.store(0, Ordering::Relaxed);
         mark(0);
     }
 }
@@ -100,14 +125,19 @@ impl Ticker {
             m.op();
         }
     }
+
+    /// An operation of the other path, marked by the child or thread that runs it.
+    pub fn others_op(self) {
+        if let Some(m) = self.0 {
+            m.others_op();
+        }
+    }
 }
 
 fn mark(slot: usize) {
     let addr = (BASE + slot * SLOT_BYTES) as *const u8;
-    // SAFETY: addr lies in the readable region from_env mapped. The plain read first takes the
-    // page's fault (the zero page mapped), so the marker itself runs no kernel code.
+    // SAFETY: addr lies in the readable region from_env mapped.
     unsafe {
-        std::ptr::read_volatile(addr);
         #[cfg(target_arch = "x86_64")]
         std::arch::asm!(".byte 0x3e", "mov {0}, byte ptr [{1}]", out(reg_byte) _, in(reg) addr,
             options(nostack, readonly, preserves_flags));

@@ -21,7 +21,9 @@ memtrace-sym: ffffffff8331d000 B __bss_stop
 """
 
 # Slots: 1 + scenario * 65536 + window. getppid's windows tick their 4 operations; fork's
-# does not, so its lines count by accesses against its 2 operations.
+# does not, so its lines count by accesses against its 2 operations. Its other path, exit,
+# is marked 32768 slots further by the children, with ticks of their own (50, as a spinning
+# thread's turns would be): it ran once per fork, 2 operations.
 LINES = """\
 1 ffffffff82000040 4 0 4
 1 ffff888000001000 3 1 4
@@ -32,7 +34,9 @@ LINES = """\
 2 ffffffff82a00080 1 0 1
 65537 ffffffff8330d0c0 1 1 2
 65537 ffffea0000000040 1 0 1
+98305 ffff888000005000 3 2 2
 T 1 4
+T 98305 50
 T 2 4
 """
 
@@ -66,3 +70,9 @@ def test_lines_touched_by_half_the_operations_recur_and_the_rest_count_per_opera
     fork = d["paths"]["fork"]
     assert fork["bss_lines"] == [3]
     assert fork["regions"]["vmemmap"]["recurring"] == 1
+    # The children's exit: its line, touched by both operations, recurs against the fork
+    # window's 2 operations (not against the 50 ticks).
+    exit_path = d["paths"]["exit"]
+    assert (exit_path["windows"], exit_path["ops"]) == (1, 2)
+    assert exit_path["direct_map_lines"] == [0x5000 // 64]
+    assert exit_path["regions"]["direct_map"]["writes_per_op"] == 1

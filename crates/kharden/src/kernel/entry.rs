@@ -131,20 +131,15 @@ impl Kernel {
 
     /// Where a symbolic kernel touch lands for the task on `cpu`.
     pub fn resolve(&self, cpu: CpuId, t: KTouch) -> (VirtAddr, Access) {
-        let task = &self.tasks[self.current_task(cpu)];
         match t {
-            KTouch::ParentTaskStruct => (
-                task.parent
-                    .map_or(task.task_struct, |p| self.tasks[p].task_struct),
-                Access::Read,
-            ),
-            // Per-CPU variables live in the kernel image's .data..percpu for the boot CPU and
-            // in per-CPU chunks after it; a path touches one page of its CPU's chunk (room
-            // for 4096 CPUs below the end of the data segment).
-            KTouch::PerCpu => (
-                VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000),
-                Access::Write,
-            ),
+            KTouch::ParentTaskStruct => {
+                let task = &self.tasks[self.current_task(cpu)];
+                let parent = task
+                    .parent
+                    .map_or(task.task_struct, |p| self.tasks[p].task_struct);
+                (parent, Access::Read)
+            }
+            KTouch::PerCpu => (per_cpu_page(cpu), Access::Write),
             KTouch::UserBufferWrite(n) => (VirtAddr(USER_DATA + n * 4096), Access::Write),
             KTouch::UserBufferRead(n) => (VirtAddr(USER_DATA + n * 4096), Access::Read),
         }
@@ -223,4 +218,11 @@ impl Kernel {
         }
         Ok(())
     }
+}
+
+/// The CPU's per-CPU page. Per-CPU variables live in the kernel image's .data..percpu for the
+/// boot CPU and in per-CPU chunks after it; a path touches one page of its CPU's chunk (room
+/// for 4096 CPUs below the end of the data segment).
+pub(super) fn per_cpu_page(cpu: CpuId) -> VirtAddr {
+    VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000)
 }

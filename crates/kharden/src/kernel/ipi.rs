@@ -31,6 +31,18 @@ pub enum IpiWork {
     SyncCore,
 }
 
+impl IpiWork {
+    /// The recorded handler path (kernels/): the interrupt's entry and exit, the queue's
+    /// drain and the callback. A text patch's do_sync_core() has no recording of its own;
+    /// membarrier's ipi_mb() is the nearest, a callback that does nothing but a barrier.
+    fn handler_path(self) -> &'static str {
+        match self {
+            IpiWork::FlushTlbMm { .. } | IpiWork::FlushTlbKernel { .. } => "ipi-tlb-flush",
+            IpiWork::SyncCore => "ipi-membarrier",
+        }
+    }
+}
+
 /// How far apart two CPUs are (Kernel::distance).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Distance {
@@ -214,11 +226,17 @@ impl Kernel {
             // llist_del_all() of the queue the initiator wrote.
             self.stall(t, transfer, TimeCategory::IpiHandler);
         }
-        self.compute(
-            t,
-            self.params.call_function_handler_cycles,
-            TimeCategory::IpiHandler,
-        );
+        // The handler's recorded code and data through the target's TLBs and caches, with
+        // the estimated callback work; a drained request runs the callback alone.
+        let handler = self.params.call_function_handler_cycles;
+        if booking.drained {
+            self.compute(t, handler, TimeCategory::Kernel);
+        } else {
+            let path = work.handler_path();
+            if let Err(e) = self.run_known_path(t, path, super::process::Work::Cycles(handler)) {
+                panic!("IPI handler: {e}");
+            }
+        }
         self.stall(
             t,
             transfer * self.params.ipi_lines_per_request as u64,
@@ -367,6 +385,30 @@ mod tests {
                 1,
                 "events are counted whoever pays"
             );
+        }
+    }
+
+    /// The handler runs the recorded ipi-tlb-flush path, on a CPU running a task and on an
+    /// idle one (whose handler stack is the CPU's own).
+    #[test]
+    fn a_handler_runs_its_recorded_path_on_a_busy_or_an_idle_cpu() {
+        use crate::sim::Counter::KernelTextLines;
+        let busy = target_stats(IrqTime::TaskSystem);
+        let mut k = Kernel::boot(
+            machine::load("ivybridge-i5-3550").unwrap(),
+            defense::parse_list("none").unwrap(),
+        );
+        let path = k.paths.get(k.paths.id("ipi-tlb-flush").unwrap()).clone();
+        assert!(
+            path.heap_lines() > 0,
+            "the trace measured the handler's data"
+        );
+        let t = k.spawn("t0", None);
+        k.switch_to(0, t);
+        k.flush_tlb_kernel_range(0, VirtAddr(layout::DIRECT_MAP), 1);
+        let idle = &k.cpus[1].idle_stats;
+        for s in [&busy, idle] {
+            assert_eq!(s.counter(KernelTextLines), path.text_lines() as u64);
         }
     }
 

@@ -724,11 +724,23 @@ impl Kernel {
     /// Where the first of the `lines` a path touches of `object` lies, for the task
     /// running on `cpu` (the stack's used part is its top).
     fn object_va(&self, cpu: CpuId, object: Object, lines: u64) -> VirtAddr {
-        let task = &self.tasks[self.current_task(cpu)];
+        let Some(task) = self.cpus[cpu].current.map(|t| &self.tasks[t]) else {
+            // An interrupt on an idle CPU: its handler's stack is the CPU's hardirq stack,
+            // which the model keeps at the end of the CPU's per-CPU page (Linux gives it 16
+            // KiB of its own); what else it touches is the CPU's.
+            return match object {
+                Object::KernelStack => super::entry::per_cpu_page(cpu)
+                    .offset(PAGE_BYTES - lines.min(PAGE_BYTES / LINE_BYTES) * LINE_BYTES),
+                Object::PerCpu => super::entry::per_cpu_page(cpu),
+                Object::TaskStruct | Object::Process(_) => {
+                    panic!("a path with task objects ran on idle CPU {cpu}")
+                }
+            };
+        };
         match object {
             Object::TaskStruct => task.task_struct,
             Object::KernelStack => task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES),
-            Object::PerCpu => self.resolve(cpu, super::syscall::KTouch::PerCpu).0,
+            Object::PerCpu => super::entry::per_cpu_page(cpu),
             Object::Process(slot) => {
                 let slot = slot as u64;
                 let per_page = PAGE_BYTES / (SLOT_LINES * LINE_BYTES);
@@ -829,7 +841,14 @@ mod tests {
                 .copied()
                 .collect()
         };
-        for name in ["getppid", "getpid", "open-close", "fork"] {
+        for name in [
+            "getppid",
+            "getpid",
+            "open-close",
+            "fork",
+            "exit",
+            "ipi-tlb-flush",
+        ] {
             let m = ImageData::builtin().path(name).unwrap();
             let p = path(name);
             assert_eq!(p.heap_lines(), m.direct_map_lines.len(), "{name}");

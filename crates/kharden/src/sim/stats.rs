@@ -46,7 +46,9 @@ named_enum! {
         IpiSend = "ipi-send",
         /// Waiting for other CPUs to acknowledge a shootdown.
         IpiWait = "ipi-wait",
-        /// Running another CPU's IPI handler (flush work included separately).
+        /// An IPI handler's waits for the lines the initiator wrote (its call queue, the
+        /// request); the handler's own code, data and work are its kernel path's (kernel,
+        /// kernel-cache-miss), the flush its own.
         IpiHandler = "ipi-handler",
         /// Direct-map changes (set_kpte, splitting large pages).
         DirectMap = "direct-map",

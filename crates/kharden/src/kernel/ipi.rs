@@ -216,7 +216,11 @@ impl Kernel {
         }
         self.cpus[t].user_mode = false;
         let transfer = self.line_transfer(initiator, t);
-        if !booking.drained {
+        let handler = self.params.call_function_handler_cycles;
+        if booking.drained {
+            // The interrupt already running drains the request: the callback's work alone.
+            self.compute(t, handler, TimeCategory::Kernel);
+        } else {
             let entry =
                 self.machine.costs.interrupt_entry_cycles as f64 + self.params.irq_path_cycles;
             self.compute(t, entry, TimeCategory::InterruptEntry);
@@ -225,13 +229,8 @@ impl Kernel {
             }
             // llist_del_all() of the queue the initiator wrote.
             self.stall(t, transfer, TimeCategory::IpiHandler);
-        }
-        // The handler's recorded code and data through the target's TLBs and caches, with
-        // the estimated callback work; a drained request runs the callback alone.
-        let handler = self.params.call_function_handler_cycles;
-        if booking.drained {
-            self.compute(t, handler, TimeCategory::Kernel);
-        } else {
+            // The handler's recorded code and data through the target's TLBs and caches,
+            // with the estimated callback work.
             let path = work.handler_path();
             if let Err(e) = self.run_known_path(t, path, super::process::Work::Cycles(handler)) {
                 panic!("IPI handler: {e}");

@@ -724,28 +724,26 @@ impl Kernel {
     /// Where the first of the `lines` a path touches of `object` lies, for the task
     /// running on `cpu` (the stack's used part is its top).
     fn object_va(&self, cpu: CpuId, object: Object, lines: u64) -> VirtAddr {
-        let Some(task) = self.cpus[cpu].current.map(|t| &self.tasks[t]) else {
+        let task = self.cpus[cpu].current.map(|t| &self.tasks[t]);
+        match (object, task) {
+            (Object::PerCpu, _) => super::entry::per_cpu_page(cpu),
+            (Object::KernelStack, Some(task)) => {
+                task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES)
+            }
             // An interrupt on an idle CPU: its handler's stack is the CPU's hardirq stack,
             // which the model keeps at the end of the CPU's per-CPU page (Linux gives it 16
-            // KiB of its own); what else it touches is the CPU's.
-            return match object {
-                Object::KernelStack => super::entry::per_cpu_page(cpu)
-                    .offset(PAGE_BYTES - lines.min(PAGE_BYTES / LINE_BYTES) * LINE_BYTES),
-                Object::PerCpu => super::entry::per_cpu_page(cpu),
-                Object::TaskStruct | Object::Process(_) => {
-                    panic!("a path with task objects ran on idle CPU {cpu}")
-                }
-            };
-        };
-        match object {
-            Object::TaskStruct => task.task_struct,
-            Object::KernelStack => task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES),
-            Object::PerCpu => super::entry::per_cpu_page(cpu),
-            Object::Process(slot) => {
+            // KiB of its own).
+            (Object::KernelStack, None) => super::entry::per_cpu_page(cpu)
+                .offset(PAGE_BYTES - lines.min(PAGE_BYTES / LINE_BYTES) * LINE_BYTES),
+            (Object::TaskStruct, Some(task)) => task.task_struct,
+            (Object::Process(slot), Some(task)) => {
                 let slot = slot as u64;
                 let per_page = PAGE_BYTES / (SLOT_LINES * LINE_BYTES);
                 let page = self.mms[task.mm].objects[(slot / per_page) as usize];
                 page.offset((slot % per_page) * SLOT_LINES * LINE_BYTES)
+            }
+            (Object::TaskStruct | Object::Process(_), None) => {
+                panic!("a path with task objects ran on idle CPU {cpu}")
             }
         }
     }

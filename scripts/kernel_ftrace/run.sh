@@ -33,10 +33,19 @@ for lib in $(ldd "$kharden" | grep -o '/[^ ]*'); do
     cp -L "$lib" "$work/root$lib"
 done
 # The execve scenario builds its static exec_chain with `cc`, which the guest lacks: build it
-# here with the driver's flags, and give the guest a `cc` that hands over this build.
-cc -O2 -static -nostdlib -no-pie -ffreestanding -fno-tree-loop-distribute-patterns \
-    -fno-stack-protector -o "$work/root/exec_chain" "$repo/crates/kharden-footprint/src/exec_chain.c"
-printf '#!/bin/sh\n# The prebuilt exec_chain (run.sh), copied to the -o path the driver names.\nwhile [ "$1" != -o ]; do shift; done\ncp /exec_chain "$2"\n' > "$work/root/bin/cc"
+# here with the driver's flags (with window markers too, for the memtrace guest), and give
+# the guest a `cc` that hands over the build its flags ask for.
+chain_src=$repo/crates/kharden-footprint/src/exec_chain.c
+cc $("$kharden" kernel exec-chain-flags) -o "$work/root/exec_chain" "$chain_src"
+cc $("$kharden" kernel exec-chain-flags --markers) -o "$work/root/exec_chain_markers" "$chain_src"
+cat > "$work/root/bin/cc" <<'SHIM'
+#!/bin/sh
+# The prebuilt exec_chain (run.sh) its flags ask for, copied to the -o path the driver names.
+build=/exec_chain
+case "$*" in *-DMARKER_BYTES=*) build=/exec_chain_markers ;; esac
+while [ "$1" != -o ]; do shift; done
+cp "$build" "$2"
+SHIM
 chmod +x "$work/root/bin/cc"
 cp "${GUEST_INIT:-$here/init.sh}" "$work/root/init"
 cp "$here/reduce.awk" "$work/root/reduce.awk"

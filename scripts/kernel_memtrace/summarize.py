@@ -198,11 +198,15 @@ def write_toml(result, syms, info, dest):
 # their 16 KiB (THREAD_SIZE-aligned) kernel stack. The guest runs huge pages only where
 # asked for (THP madvise), as the recording host does. Children and threads of the driver
 # that run a window's other path mark it themselves on whichever vCPU they run: a child's
-# exit (from its return from fork to the next marker on its vCPU) and an interrupt of a
-# spinning thread (the IPI handlers), one operation each. What the trace leaves out: accesses
-# by other tasks on the driver's vCPU inside a window are counted (a forked child that runs
-# there without marking, interrupts); the execve chain and the traced or signalled children
-# mark nothing, so execve, ptrace-stop and signal delivery have no entry.
+# exit (from its return from fork to the next marker on its vCPU), an interrupt of a
+# spinning thread (the IPI handlers), and an image of the execve chain (from its markers to
+# the next image's: the execve, with the old mm's teardown and the new image's first
+# faults), one operation each. signal-deliver runs from before the unblocking
+# rt_sigprocmask (whose own lines it includes) to the handler's end, rt_sigreturn from there
+# to the return. What the trace leaves out: accesses by other tasks on the driver's vCPU
+# inside a window are counted (a forked child that runs there without marking,
+# interrupts); the traced child, stopped at every instruction, marks nothing, so ptrace-stop
+# has no entry.
 kernel_release = "{info['release']}"
 scale = {info['scale']}
 commands = [

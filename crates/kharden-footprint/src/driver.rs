@@ -749,6 +749,28 @@ fn process(d: &mut Driver) -> io::Result<()> {
     Ok(())
 }
 
+/// The cc flags exec_chain.c is built with (before `-o BIN SRC`); with window markers, its
+/// .bss is linked at the marker region so that each image marks its own execve.
+pub fn exec_chain_flags(markers: bool) -> Vec<String> {
+    let mut flags: Vec<String> = [
+        "-O2",
+        "-static",
+        "-nostdlib",
+        "-no-pie",
+        "-ffreestanding",
+        "-fno-tree-loop-distribute-patterns",
+        "-fno-stack-protector",
+    ]
+    .map(String::from)
+    .to_vec();
+    if markers {
+        use crate::marker::{BASE, REGION_BYTES};
+        flags.push(format!("-DMARKER_BYTES={REGION_BYTES}"));
+        flags.push(format!("-Wl,-Tbss={BASE:#x}"));
+    }
+    flags
+}
+
 /// execve of a static program without libc that execs itself (src/exec_chain.c, built here
 /// with the host's cc): the child runs nothing but execve and the new image's first faults.
 fn execve(d: &mut Driver) -> io::Result<()> {
@@ -756,16 +778,8 @@ fn execve(d: &mut Driver) -> io::Result<()> {
     let bin = d.dir.join("exec_chain");
     std::fs::write(&src, include_str!("exec_chain.c"))?;
     let status = std::process::Command::new("cc")
-        .args([
-            "-O2",
-            "-static",
-            "-nostdlib",
-            "-no-pie",
-            "-ffreestanding",
-            "-fno-tree-loop-distribute-patterns",
-            "-fno-stack-protector",
-            "-o",
-        ])
+        .args(exec_chain_flags(d.markers.is_some()))
+        .arg("-o")
         .arg(&bin)
         .arg(&src)
         .status()
@@ -779,10 +793,14 @@ fn execve(d: &mut Driver) -> io::Result<()> {
         return Err(io::Error::other("cc could not build exec_chain.c"));
     }
     let n = d.n(3000);
+    let markers = d.markers;
     d.window(None, Some("execve"), || {
-        let status = std::process::Command::new(&bin)
-            .arg(format!("{n:08}"))
-            .status()?;
+        let mut chain = std::process::Command::new(&bin);
+        chain.arg(format!("{n:08}"));
+        if let Some(m) = markers {
+            chain.args(m.others_op_addresses().map(|a| a.to_string()));
+        }
+        let status = chain.status()?;
         if !status.success() {
             return Err(io::Error::other("exec_chain failed"));
         }

@@ -26,7 +26,8 @@ const SCENARIOS: usize = 32;
 const SLOT_BYTES: usize = 64;
 /// The slot a loop's operation marks.
 const TICK_SLOT: usize = 1 + SCENARIOS * SCENARIO_SLOTS;
-const REGION_BYTES: usize = SLOT_BYTES * (TICK_SLOT + 1);
+/// Bytes of the marker region from BASE.
+pub const REGION_BYTES: usize = SLOT_BYTES * (TICK_SLOT + 1);
 
 /// The slot of the window open in this process (0: none): what an operation re-marks, and what
 /// a child or thread marks the other path of.
@@ -99,9 +100,21 @@ impl Markers {
     /// In a child or thread of the driver: marks the start of one operation of the open
     /// window's other path (no window: nothing is charged until the next marker).
     pub fn others_op(&self) {
+        let (others, tick) = self.others_op_slots();
+        mark(others);
+        mark(tick);
+    }
+
+    /// The addresses others_op() loads, for a program of another image that marks them
+    /// itself (exec_chain.c).
+    pub fn others_op_addresses(&self) -> [usize; 2] {
+        let (others, tick) = self.others_op_slots();
+        [others, tick].map(|slot| BASE + slot * SLOT_BYTES)
+    }
+
+    fn others_op_slots(&self) -> (usize, usize) {
         let open = OPEN.load(Ordering::Relaxed);
-        mark(if open == 0 { 0 } else { open + OTHERS });
-        mark(TICK_SLOT);
+        (if open == 0 { 0 } else { open + OTHERS }, TICK_SLOT)
     }
 
     /// Marks the end of the current window.

@@ -26,6 +26,14 @@ enum Action {
     /// Run one driver scenario and write its windows (the recorder runs this under perf).
     #[command(hide = true)]
     Drive(DriveArgs),
+    /// Print the cc flags the execve scenario builds its exec_chain with, for a guest without
+    /// a compiler (scripts/kernel_ftrace/run.sh prebuilds it).
+    #[command(hide = true)]
+    ExecChainFlags {
+        /// With window markers (KHARDEN_WINDOW_MARKERS set: scripts/kernel_memtrace/).
+        #[arg(long)]
+        markers: bool,
+    },
 }
 
 #[derive(ClapArgs)]
@@ -101,6 +109,13 @@ pub fn run(args: Args) -> kharden::Result<()> {
         Action::RecordFootprint(a) => record(a),
         Action::Footprint(a) => footprint(a),
         Action::EvictFault(a) => super::evict_fault::run(a),
+        Action::ExecChainFlags { markers } => {
+            println!(
+                "{}",
+                kharden_footprint::driver::exec_chain_flags(markers).join(" ")
+            );
+            Ok(())
+        }
         Action::Drive(a) => {
             if !(a.scale > 0.0 && a.scale.is_finite()) {
                 return Err(kharden::Error::at("--scale", "expected a positive number"));

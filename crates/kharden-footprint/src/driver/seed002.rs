@@ -5,10 +5,12 @@
 //! unmount, the munmap) runs outside any window, so no sample of it is kept.
 
 use super::{ok, pin_to_cpu, unmap, unpin, Driver};
+use crate::marker::Markers;
 use crate::window::{gettid, now_ns, Window};
 use std::ffi::CString;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// One operation in a window of `path`.
 fn once(d: &mut Driver, path: &str, f: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
@@ -163,10 +165,17 @@ fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
 /// Handler entry and exit times of the timed handler (the driver is one thread).
 static HANDLER_IN_NS: AtomicU64 = AtomicU64::new(0);
 static HANDLER_OUT_NS: AtomicU64 = AtomicU64::new(0);
+/// With window markers: the markers, and the rt_sigreturn window the handler's last
+/// instruction opens.
+static HANDLER_MARKERS: OnceLock<Markers> = OnceLock::new();
+static SIGRETURN_WINDOW: AtomicUsize = AtomicUsize::new(0);
 
 extern "C" fn timed_handler(_: libc::c_int) {
     HANDLER_IN_NS.store(now_ns(), Ordering::Relaxed);
     HANDLER_OUT_NS.store(now_ns(), Ordering::Relaxed);
+    if let Some(m) = HANDLER_MARKERS.get() {
+        m.start(SIGRETURN_WINDOW.load(Ordering::Relaxed));
+    }
 }
 
 /// The receiver's side in one task, timed: SIGUSR1 is sent to itself while blocked (queued,
@@ -180,7 +189,13 @@ extern "C" fn timed_handler(_: libc::c_int) {
 /// mask change (rt_sigprocmask's own path, about 140 ns p10 on the recording host) plus the
 /// delivery. `rt_sigreturn` is the handler's return (glibc's restorer) up to the
 /// interrupted code: a syscall of its own, timed from the handler's last instruction.
+/// Under an emulator the same two windows are marked (marker.rs): `signal-deliver` from
+/// before the unblocking call to the handler's end (so its data lines include
+/// rt_sigprocmask's own), `rt_sigreturn` from there to the return.
 fn deliver_and_return(d: &mut Driver) -> io::Result<()> {
+    if let Some(m) = d.markers {
+        let _ = HANDLER_MARKERS.set(m);
+    }
     on_sigusr1(timed_handler)?;
     let usr1 = sigusr1_set();
     // SAFETY: getpid has no arguments.
@@ -189,9 +204,16 @@ fn deliver_and_return(d: &mut Driver) -> io::Result<()> {
         set_mask(libc::SIG_BLOCK, &usr1)?;
         // SAFETY: signalling ourselves; SIGUSR1 is blocked and has a handler.
         ok(unsafe { libc::kill(me, libc::SIGUSR1) } as i64, "kill")?;
+        if let Some(m) = d.markers {
+            SIGRETURN_WINDOW.store(d.windows.len() + 1, Ordering::Relaxed);
+            m.start(d.windows.len());
+        }
         let start = now_ns();
         set_mask(libc::SIG_UNBLOCK, &usr1)?;
         let end = now_ns();
+        if let Some(m) = d.markers {
+            m.end();
+        }
         push_window(
             d,
             "signal-deliver",

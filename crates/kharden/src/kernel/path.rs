@@ -866,7 +866,7 @@ mod tests {
         assert!(guest_common > 0);
         assert_eq!(common("getppid", "getpid"), guest_common);
         assert_eq!(path("vfork").heap, path("fork").heap);
-        let unseen = path("execve");
+        let unseen = path("ptrace-stop");
         assert!(unseen.heap.lines.is_empty());
         assert!(unseen.data.iter().any(|(o, _)| *o == Object::TaskStruct));
     }

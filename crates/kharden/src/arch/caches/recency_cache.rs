@@ -46,9 +46,7 @@ impl RecencyCache {
         let hit = set.iter().position(|&t| t == tag);
         // Move the line to the front; on a miss the last (least recent) way drops out.
         let end = hit.unwrap_or(set.len() - 1);
-        for i in (1..=end).rev() {
-            set[i] = set[i - 1];
-        }
+        set[..=end].rotate_right(1);
         set[0] = tag;
         hit.is_some()
     }

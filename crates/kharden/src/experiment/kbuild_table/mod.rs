@@ -237,9 +237,19 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             continue;
         }
         let v = rows.fit(f, &base_label)?;
-        let help = rows.params.get(&f.parameter).map_or("", |p| p.decl.help);
+        let decl = rows.params.get(&f.parameter).map(|p| p.decl);
+        let help = decl.map_or("", |d| d.help);
+        // A fit stopped at its range's end leaves the row off its figure (its table shows by
+        // how much): what the parameter stands for is not there to fit.
+        let bound = match decl.map(|d| d.range) {
+            Some((lo, _)) if v <= lo => {
+                ", at its lower bound: the row is over its figure without it"
+            }
+            Some((_, hi)) if v >= hi => ", at its upper bound: the row is under its figure",
+            _ => "",
+        };
         fitted.push(format!(
-            "{} = {v:.0} ({help}), fitted to \"{}\"",
+            "{} = {v:.0} ({help}), fitted to \"{}\"{bound}",
             f.parameter, f.row
         ));
         fitted_rows.push(f.row.clone());

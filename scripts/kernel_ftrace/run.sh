@@ -14,6 +14,8 @@
 # kharden (cargo build --release -p kharden-cli).
 # Other guests reuse it (scripts/kernel_memtrace/run.sh): GUEST_INIT names another /init,
 # QEMU_ARGS adds arguments to qemu's command line, RECORD_PREFIX names the records to count.
+# GUEST_TIMEOUT (seconds, default 3600) ends a guest that has not powered off by then (exit
+# status 124): a TCG guest has been seen to stop making progress without a soft-lockup report.
 set -eu
 out=$1
 scale=${2:-0.002}
@@ -54,7 +56,7 @@ echo "${SCENARIOS:-syscalls mmap files small faults process execve switch ptrace
 chmod +x "$work/root/init"
 (cd "$work/root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$work/initrd.gz"
 # Two CPUs: the IPI and ptrace scenarios pin a thread to the second.
-timeout 3600 qemu-system-x86_64 -accel tcg -cpu max,la57=off -m 3072 -smp 2 -kernel "$kernel" \
+timeout "${GUEST_TIMEOUT:-3600}" qemu-system-x86_64 -accel tcg -cpu max,la57=off -m 3072 -smp 2 -kernel "$kernel" \
     -initrd "$work/initrd.gz" -append "console=ttyS0 nokaslr quiet panic=-1 clocksource=tsc tsc=reliable" \
     -display none -serial "file:$out/console.txt" -no-reboot ${QEMU_ARGS:-} &
 qemu=$!

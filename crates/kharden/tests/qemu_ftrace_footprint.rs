@@ -14,13 +14,21 @@ fn qemu_ftrace_lists_each_syscall_handler_once_per_call() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = std::env::temp_dir().join(format!("kharden-ftrace-{}", std::process::id()));
     let file = out.join("traced.toml");
+    // The run takes 2-5 minutes; a guest that has not finished in 15 has stopped making
+    // progress (a TCG hang, seen once on a loaded host: no console output after boot).
     let run = Command::new("bash")
         .arg(root.join("scripts/kernel_ftrace/run.sh"))
         .arg(&out)
         .arg("0.001")
         .env("SCENARIOS", "syscalls")
+        .env("GUEST_TIMEOUT", "900")
         .status()
         .expect("bash runs");
+    assert!(
+        run.code() != Some(124),
+        "the guest did not finish in 900 s (see {}/console.txt)",
+        out.display()
+    );
     assert!(run.success(), "run.sh failed");
     let summary = Command::new("python3")
         .arg(root.join("scripts/kernel_ftrace/summarize.py"))

@@ -7,10 +7,6 @@
  * mapped by the ELF loader as part of its execve, and argv[2] and argv[3] (decimal
  * addresses) are the two markers each image loads first: the window's other path, then an
  * operation. One execve is then the kernel's work from one image's markers to the next's. */
-#ifdef MARKER_BYTES
-static char marker_region[MARKER_BYTES] __attribute__((used));
-#endif
-
 static long sys3(long n, long a, long b, long c)
 {
 	long r;
@@ -19,6 +15,8 @@ static long sys3(long n, long a, long b, long c)
 }
 
 #ifdef MARKER_BYTES
+static char marker_region[MARKER_BYTES] __attribute__((used));
+
 static unsigned long decimal(const char *s)
 {
 	unsigned long v = 0;

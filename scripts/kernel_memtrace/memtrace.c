@@ -7,7 +7,8 @@
  * to no window (a forked child's markers fault). Every kernel instruction's data access on that
  * vCPU, until the next marker, is counted against the window: per (window, line) the reads, the
  * writes and the operations that touched it (the driver's loops mark each operation with a load
- * from the tick slot). Instruction fetches are not counted (the text side is recorded already).
+ * from the tick slot, or from byte 1 of the window's slot, which opens the window too).
+ * Instruction fetches are not counted (the text side is recorded already).
  * At exit the counts go to the file named by the plugin's `out` argument, one line each:
  *     WINDOW LINE_ADDRESS_HEX READS WRITES OPERATIONS
  *     T WINDOW TICKS
@@ -149,11 +150,12 @@ static void marker(unsigned int cpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
     if (vaddr < MARKER_BASE || vaddr > MARKER_BASE + 64 * TICK_SLOT)
         return;
     uint64_t slot = (vaddr - MARKER_BASE) / 64;
-    if (slot != TICK_SLOT) {
+    /* Byte 1 of a window's slot opens the window and ticks it (a single-stepped child marks
+     * one operation per instruction). */
+    bool tick = slot == TICK_SLOT || (vaddr - MARKER_BASE) % 64 == 1;
+    if (slot != TICK_SLOT)
         v->window = slot;
-        return;
-    }
-    if (!v->window)
+    if (!tick || !v->window)
         return;
     if (!v->ticks && !(v->ticks = calloc(MARKER_SLOTS, sizeof *v->ticks))) {
         fprintf(stderr, "memtrace: out of memory for tick counts\n");

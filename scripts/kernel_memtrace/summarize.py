@@ -203,10 +203,10 @@ def write_toml(result, syms, info, dest):
 # the next image's: the execve, with the old mm's teardown and the new image's first
 # faults), one operation each. signal-deliver runs from before the unblocking
 # rt_sigprocmask (whose own lines it includes) to the handler's end, rt_sigreturn from there
-# to the return. What the trace leaves out: accesses by other tasks on the driver's vCPU
-# inside a window are counted (a forked child that runs there without marking,
-# interrupts); the traced child, stopped at every instruction, marks nothing, so ptrace-stop
-# has no entry.
+# to the return; the traced child of the ptrace scenario, stopped at every instruction,
+# marks ptrace-stop once per instruction (from its trap to the tracer's next operation).
+# What the trace leaves out: accesses by other tasks on the driver's vCPU inside a window
+# are counted (a forked child that runs there without marking, interrupts).
 kernel_release = "{info['release']}"
 scale = {info['scale']}
 commands = [

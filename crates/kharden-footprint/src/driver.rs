@@ -848,16 +848,17 @@ fn context_switch(d: &mut Driver) -> io::Result<()> {
 /// (the child's path).
 fn ptrace_singlestep(d: &mut Driver) -> io::Result<()> {
     pin_to_cpu(0)?;
+    // Under an emulator every instruction the child is stepped through marks one operation
+    // of ptrace-stop: from it to the tracer's next operation, the child's trap and stop.
+    let tick = d.ticker();
     // SAFETY: the child stops itself for its tracer and then spins until killed.
     let child = ok(unsafe { libc::fork() } as i64, "fork")? as i32;
     if child == 0 {
         unsafe {
             libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
             libc::raise(libc::SIGSTOP);
-            loop {
-                std::hint::spin_loop();
-            }
         }
+        tick.stepped_others_ops();
     }
     let wait_stop = || -> io::Result<()> {
         let mut status = 0;

@@ -9,6 +9,9 @@
 //! of that vCPU to the window until the next marker, and counts per line the operations that
 //! touched it.
 //!
+//! A load from byte 1 of a window's slot (OPEN_AND_TICK) opens the window and marks an
+//! operation of it at once: a single-stepped child runs one instruction per operation.
+//!
 //! A marker's first load of a page faults (the zero page is mapped); the plugin charges that
 //! fault to no window, so a forked child, which does not inherit the mapped pages, can mark.
 //!
@@ -29,9 +32,16 @@ const TICK_SLOT: usize = 1 + SCENARIOS * SCENARIO_SLOTS;
 /// Bytes of the marker region from BASE.
 pub const REGION_BYTES: usize = SLOT_BYTES * (TICK_SLOT + 1);
 
+/// Byte offset within a window's slot whose load also ticks an operation of the window.
+const OPEN_AND_TICK: usize = 1;
+
 /// The slot of the window open in this process (0: none): what an operation re-marks, and what
 /// a child or thread marks the other path of.
 static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// OPEN again, in a page shared with forked children: one that marks the parent's windows
+/// long after the fork (a single-stepped tracee) reads the window open now.
+static SHARED_OPEN: std::sync::OnceLock<&'static AtomicUsize> = std::sync::OnceLock::new();
 
 #[derive(Clone, Copy)]
 pub struct Markers {
@@ -80,13 +90,40 @@ impl Markers {
                 std::io::Error::last_os_error()
             )));
         }
+        // SAFETY: a fresh shared anonymous page, never unmapped, holding one atomic word.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(std::io::Error::other(format!(
+                "KHARDEN_WINDOW_MARKERS: cannot map a shared page for the open window: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: the page is zeroed, aligned and lives as long as the process.
+        let shared: &'static AtomicUsize = unsafe { &*(page as *const AtomicUsize) };
+        let _ = SHARED_OPEN.set(shared);
         Ok(Some(Markers { scenario }))
+    }
+
+    fn set_open(slot: usize) {
+        OPEN.store(slot, Ordering::Relaxed);
+        if let Some(shared) = SHARED_OPEN.get() {
+            shared.store(slot, Ordering::Relaxed);
+        }
     }
 
     /// Marks the start of window number `window` of this scenario run.
     pub fn start(&self, window: usize) {
         let slot = 1 + self.scenario * SCENARIO_SLOTS + window % OTHERS;
-        OPEN.store(slot, Ordering::Relaxed);
+        Self::set_open(slot);
         mark(slot);
     }
 
@@ -119,8 +156,29 @@ impl Markers {
 
     /// Marks the end of the current window.
     pub fn end(&self) {
-        OPEN.store(0, Ordering::Relaxed);
+        Self::set_open(0);
         mark(0);
+    }
+
+    /// In a forked child that its tracer single-steps: marks operations of the other path
+    /// of whichever window the parent has open, one per instruction, forever. Each turn
+    /// reads the window and then runs 256 markers, so about 2% of the steps (the turn's own
+    /// instructions) are left to the window's own path.
+    pub fn stepped_others_ops(&self) -> ! {
+        let shared = SHARED_OPEN.get().expect("from_env mapped the shared page");
+        loop {
+            let open = shared.load(Ordering::Relaxed);
+            let slot = if open == 0 { 0 } else { open + OTHERS };
+            let addr = BASE + slot * SLOT_BYTES + OPEN_AND_TICK;
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: addr lies in the readable region from_env mapped (inherited at fork).
+            unsafe {
+                std::arch::asm!(".rept 256", ".byte 0x3e", "mov {0}, byte ptr [{1}]", ".endr",
+                    out(reg_byte) _, in(reg) addr, options(nostack, readonly, preserves_flags));
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = addr;
+        }
     }
 }
 
@@ -143,6 +201,16 @@ impl Ticker {
     pub fn others_op(self) {
         if let Some(m) = self.0 {
             m.others_op();
+        }
+    }
+
+    /// A single-stepped child's loop: Markers::stepped_others_ops, or a plain spin.
+    pub fn stepped_others_ops(self) -> ! {
+        match self.0 {
+            Some(m) => m.stepped_others_ops(),
+            None => loop {
+                std::hint::spin_loop();
+            },
         }
     }
 }

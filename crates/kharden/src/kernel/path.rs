@@ -866,7 +866,15 @@ mod tests {
         assert!(guest_common > 0);
         assert_eq!(common("getppid", "getpid"), guest_common);
         assert_eq!(path("vfork").heap, path("fork").heap);
-        let unseen = path("ptrace-stop");
+        // Every recorded path has a window in the trace now: ptrace-stop laid out without
+        // its entry stands for one that had none.
+        let mut image = ImageData::builtin().clone();
+        image.paths.remove("ptrace-stop");
+        let f = super::Footprints::builtin();
+        let bases = super::section_bases(&image).unwrap();
+        let stop = f.path("ptrace-stop").unwrap();
+        let unseen = super::layout(stop, f, &image, &bases, &super::KernelHeap::of(&image));
+        let unseen = unseen.unwrap();
         assert!(unseen.heap.lines.is_empty());
         assert!(unseen.data.iter().any(|(o, _)| *o == Object::TaskStruct));
     }

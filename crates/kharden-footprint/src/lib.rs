@@ -14,6 +14,7 @@ pub mod kallsyms;
 pub mod latency;
 pub mod marker;
 pub mod record;
+pub mod shared;
 pub mod window;
 
 use std::collections::BTreeMap;

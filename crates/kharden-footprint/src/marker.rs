@@ -17,6 +17,7 @@
 //!
 //! Off unless `KHARDEN_WINDOW_MARKERS` holds the scenario's number; x86-64 only.
 
+use crate::shared::SharedWord;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Where the marker region starts (user space, far from anything the loader maps).
@@ -41,7 +42,7 @@ static OPEN: AtomicUsize = AtomicUsize::new(0);
 
 /// OPEN again, in a page shared with forked children: one that marks the parent's windows
 /// long after the fork (a single-stepped tracee) reads the window open now.
-static SHARED_OPEN: std::sync::OnceLock<&'static AtomicUsize> = std::sync::OnceLock::new();
+static SHARED_OPEN: std::sync::OnceLock<&'static SharedWord> = std::sync::OnceLock::new();
 
 #[derive(Clone, Copy)]
 pub struct Markers {
@@ -90,33 +91,19 @@ impl Markers {
                 std::io::Error::last_os_error()
             )));
         }
-        // SAFETY: a fresh shared anonymous page, never unmapped, holding one atomic word.
-        let page = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            return Err(std::io::Error::other(format!(
-                "KHARDEN_WINDOW_MARKERS: cannot map a shared page for the open window: {}",
-                std::io::Error::last_os_error()
-            )));
-        }
-        // SAFETY: the page is zeroed, aligned and lives as long as the process.
-        let shared: &'static AtomicUsize = unsafe { &*(page as *const AtomicUsize) };
-        let _ = SHARED_OPEN.set(shared);
+        let shared = crate::shared::SharedWord::new().map_err(|e| {
+            std::io::Error::other(format!(
+                "KHARDEN_WINDOW_MARKERS: cannot map a shared page for the open window: {e}"
+            ))
+        })?;
+        let _ = SHARED_OPEN.set(Box::leak(Box::new(shared)));
         Ok(Some(Markers { scenario }))
     }
 
     fn set_open(slot: usize) {
         OPEN.store(slot, Ordering::Relaxed);
         if let Some(shared) = SHARED_OPEN.get() {
-            shared.store(slot, Ordering::Relaxed);
+            shared.store(slot as u64, Ordering::Relaxed);
         }
     }
 
@@ -167,7 +154,7 @@ impl Markers {
     pub fn stepped_others_ops(&self) -> ! {
         let shared = SHARED_OPEN.get().expect("from_env mapped the shared page");
         loop {
-            let open = shared.load(Ordering::Relaxed);
+            let open = shared.load(Ordering::Relaxed) as usize;
             let slot = if open == 0 { 0 } else { open + OTHERS };
             let addr = BASE + slot * SLOT_BYTES + OPEN_AND_TICK;
             #[cfg(target_arch = "x86_64")]

@@ -81,22 +81,8 @@ extern "C" fn empty_handler(_: libc::c_int) {}
 fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
     pin_to_cpu(0)?;
     on_sigusr1(empty_handler)?;
-    // SAFETY: a shared anonymous page holding the child's acknowledgement counter.
-    let shared = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if shared == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the page is 4096 bytes, zeroed, aligned for an AtomicU64.
-    let acks = unsafe { &*(shared as *const AtomicU64) };
+    // The child's acknowledgement counter.
+    let acks = crate::shared::SharedWord::new()?;
     let usr1 = sigusr1_set();
     // SIGUSR1 stays blocked outside sigsuspend: it can only arrive while the child sleeps.
     set_mask(libc::SIG_BLOCK, &usr1)?;
@@ -151,11 +137,10 @@ fn kill_sleeping_child(d: &mut Driver) -> io::Result<()> {
         }
         super::close(fd)
     })();
-    // SAFETY: ending and reaping our own child; unmapping our page.
+    // SAFETY: ending and reaping our own child (the shared page is unmapped as acks drops).
     unsafe {
         libc::kill(child, libc::SIGKILL);
         libc::waitpid(child, std::ptr::null_mut(), 0);
-        libc::munmap(shared, 4096);
     }
     set_mask(libc::SIG_UNBLOCK, &usr1)?;
     unpin()?;

@@ -41,7 +41,10 @@ const OPEN_AND_TICK: usize = 1;
 static OPEN: AtomicUsize = AtomicUsize::new(0);
 
 /// OPEN again, in a page shared with forked children: one that marks the parent's windows
-/// long after the fork (a single-stepped tracee) reads the window open now.
+/// long after the fork (a single-stepped tracee) reads the window open now. The others read
+/// their copy of OPEN, the window open at the fork: a child's exit belongs to the window that
+/// forked it, even when it runs after the parent's next window opened (with one shared word
+/// the exits of a fork batch were split between the fork and wait4 windows, counted twice).
 static SHARED_OPEN: std::sync::OnceLock<&'static SharedWord> = std::sync::OnceLock::new();
 
 #[derive(Clone, Copy)]

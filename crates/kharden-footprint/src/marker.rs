@@ -140,8 +140,7 @@ impl Markers {
     }
 
     fn others_op_slots(&self) -> (usize, usize) {
-        let open = OPEN.load(Ordering::Relaxed);
-        (if open == 0 { 0 } else { open + OTHERS }, TICK_SLOT)
+        (others_slot(OPEN.load(Ordering::Relaxed)), TICK_SLOT)
     }
 
     /// Marks the end of the current window.
@@ -157,9 +156,7 @@ impl Markers {
     pub fn stepped_others_ops(&self) -> ! {
         let shared = SHARED_OPEN.get().expect("from_env mapped the shared page");
         loop {
-            let open = shared.load(Ordering::Relaxed) as usize;
-            let slot = if open == 0 { 0 } else { open + OTHERS };
-            let addr = BASE + slot * SLOT_BYTES + OPEN_AND_TICK;
+            let addr = stepped_marker(shared.load(Ordering::Relaxed) as usize);
             #[cfg(target_arch = "x86_64")]
             // SAFETY: addr lies in the readable region from_env mapped (inherited at fork).
             unsafe {
@@ -205,6 +202,21 @@ impl Ticker {
     }
 }
 
+/// The slot of the other path of the window in slot `open` (0, no window, stays 0).
+fn others_slot(open: usize) -> usize {
+    if open == 0 {
+        0
+    } else {
+        open + OTHERS
+    }
+}
+
+/// What a single-stepped child loads to mark one operation of the other path of the window
+/// in slot `open`: byte OPEN_AND_TICK of that path's slot.
+fn stepped_marker(open: usize) -> usize {
+    BASE + others_slot(open) * SLOT_BYTES + OPEN_AND_TICK
+}
+
 fn mark(slot: usize) {
     let addr = (BASE + slot * SLOT_BYTES) as *const u8;
     // SAFETY: addr lies in the readable region from_env mapped.
@@ -212,5 +224,23 @@ fn mark(slot: usize) {
         #[cfg(target_arch = "x86_64")]
         std::arch::asm!(".byte 0x3e", "mov {0}, byte ptr [{1}]", out(reg_byte) _, in(reg) addr,
             options(nostack, readonly, preserves_flags));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// memtrace.c reads byte 1 of a window's slot as the window and an operation of it, and
+    /// slot 0 (no window) as nothing: the stepped child's loads are those, at the address
+    /// others_op() marks the same window's other path with.
+    #[test]
+    fn a_stepped_marker_is_byte_one_of_the_other_paths_slot() {
+        let window = 1 + 3 * SCENARIO_SLOTS + 7;
+        let addr = stepped_marker(window);
+        assert_eq!((addr - BASE) % SLOT_BYTES, 1);
+        assert_eq!((addr - BASE) / SLOT_BYTES, window + OTHERS);
+        assert!((addr - BASE) / SLOT_BYTES < TICK_SLOT);
+        assert_eq!(stepped_marker(0), BASE + 1);
     }
 }

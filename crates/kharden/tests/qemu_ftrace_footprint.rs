@@ -15,7 +15,8 @@ fn qemu_ftrace_lists_each_syscall_handler_once_per_call() {
     let out = std::env::temp_dir().join(format!("kharden-ftrace-{}", std::process::id()));
     let file = out.join("traced.toml");
     // The run takes 2-5 minutes; a guest that has not finished in 15 has stopped making
-    // progress (a TCG hang, seen once on a loaded host: no console output after boot).
+    // progress (TCG hangs were seen with a host thread per vCPU, before run.sh ran both
+    // vCPUs in one: no console output after boot, or a soft lockup run.sh ends).
     let run = Command::new("bash")
         .arg(root.join("scripts/kernel_ftrace/run.sh"))
         .arg(&out)

@@ -103,8 +103,9 @@ impl<'a> Rows<'a> {
     /// parameter the row's time grows with almost linearly, from `f.start` (or the current
     /// value and four times it). A cost charged per counted event may start from one value:
     /// its first step is Newton's, the slope being the events counted there (each adds the
-    /// cost once), which saves a simulation.
-    pub fn fit(&mut self, f: &Fit, base: &str) -> Result<f64> {
+    /// cost once), which saves a simulation. Returns the value and, when the samples and
+    /// the last step allow it, its standard error (sampling_error_of_fit).
+    pub fn fit(&mut self, f: &Fit, base: &str) -> Result<(f64, Option<f64>)> {
         let build_user_cycles =
             self.e.row_named(base).published / self.row(base)?.system_per_user_cycle();
         let published = self.e.row_named(&f.row).published;
@@ -158,6 +159,58 @@ impl<'a> Rows<'a> {
             fb = error(self, b)?;
         }
         self.params.set_num("[[fit]]", path, b, fitted())?;
-        Ok(b)
+        // The row's error grows by (fb - fa) / (b - a) per unit of the parameter near b.
+        let slope = (b != a).then(|| (fb - fa) / (b - a));
+        let error = match slope {
+            Some(slope) => self.sampling_error_of_fit(f, base, b, slope)?,
+            None => None,
+        };
+        Ok((b, error))
     }
+
+    /// How far `f`'s fitted value `v` moves with the sampling (per_seed_standard_error).
+    fn sampling_error_of_fit(
+        &mut self,
+        f: &Fit,
+        base: &str,
+        v: f64,
+        slope: f64,
+    ) -> Result<Option<f64>> {
+        let (row, base_row) = (self.row(&f.row)?, self.row(base)?);
+        let scale = self.e.row_named(base).published / self.e.row_named(&f.row).published;
+        Ok(per_seed_standard_error(
+            &row.sample_ratios(),
+            &base_row.sample_ratios(),
+            scale,
+            v,
+            slope,
+        ))
+    }
+}
+
+/// Each seed's windows fit on their own: the fitted row's system time per user cycle
+/// `row[i]` against its baseline's `base[i]` (scaled by `scale`, the two rows' published
+/// ratio) misses by `row[i] / base[i] * scale - 1`, which one linear step of `slope` (the
+/// miss per unit of the parameter) takes from `v`; the standard error of those values.
+/// The rows run the same seeds, so where a seed's build weighs on both rows alike, that
+/// part cancels. None with fewer than two seeds or no slope.
+pub(super) fn per_seed_standard_error(
+    row: &[f64],
+    base: &[f64],
+    scale: f64,
+    v: f64,
+    slope: f64,
+) -> Option<f64> {
+    let values: Vec<f64> = row
+        .iter()
+        .zip(base)
+        .map(|(r, b)| v - (r / b * scale - 1.0) / slope)
+        .collect();
+    let n = values.len() as f64;
+    if n < 2.0 || slope == 0.0 || !slope.is_finite() {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some((var / n).sqrt())
 }

@@ -236,7 +236,8 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         if overrides.software.iter().any(|(p, _)| *p == f.parameter) {
             continue;
         }
-        let v = rows.fit(f, &base_label)?;
+        let (v, error) = rows.fit(f, &base_label)?;
+        let error = error.map_or(String::new(), |se| format!(" ± {se:.0}"));
         let decl = rows.params.get(&f.parameter).map(|p| p.decl);
         let help = decl.map_or("", |d| d.help);
         // A fit stopped at its range's end leaves the row off its figure (its table shows by
@@ -249,7 +250,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             _ => "",
         };
         fitted.push(format!(
-            "{} = {v:.0} ({help}), fitted to \"{}\"{bound}",
+            "{} = {v:.0}{error} ({help}), fitted to \"{}\"{bound}",
             f.parameter, f.row
         ));
         fitted_rows.push(f.row.clone());
@@ -307,7 +308,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     }
     let mut notes = rows.kernel_share_notes();
     notes.push(report::EVENT_COLUMNS.to_string());
-    notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work; {} independent windows (seeds) are pooled per row, and sampling ± is the standard error of their mean", e.warmup_ms, e.window_cpu_ms, e.samples));
+    notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work; {} independent windows (seeds) are pooled per row, and sampling ± is the standard error of their mean; a fitted parameter's ± is the standard error of the values each seed's windows give it on their own (that seed's fitted row against its baseline)", e.warmup_ms, e.window_cpu_ms, e.samples));
     notes.push("IPI delivery latency comes from one published measurement, a Skylake-SP server's (the Xeon 8160's own microarchitecture, the nearest measured part for the other Intel profiles); the ICR write and interrupt-entry costs are unsourced estimates; see the profiles' comments".into());
     Ok(Reproduction {
         experiment: e.name.clone(),

@@ -219,3 +219,55 @@ fn counted_charges_give_the_slope_of_a_per_event_cost() {
         "system per user cycle at 2000: {s1}, from the slope: {predicted}"
     );
 }
+
+/// Two seeds that fit 100 and 300 on their own: their mean's standard error is half their
+/// distance, whatever the fitted value they are taken from; one seed gives none.
+#[test]
+fn a_fitted_value_carries_the_standard_error_of_each_seeds_own_fit() {
+    // At v = 200 with a miss of 0.001 per unit, a seed 0.1 under its figure fits 100 more
+    // and one 0.1 over fits 100 less.
+    let (scale, slope) = (2.0, 0.001);
+    let base = [0.5, 0.25];
+    let row = [0.9 / (scale / base[0]), 1.1 / (scale / base[1])];
+    let se = fit::per_seed_standard_error(&row, &base, scale, 200.0, slope).unwrap();
+    assert!((se - 100.0).abs() < 1e-9, "{se}");
+    assert_eq!(
+        fit::per_seed_standard_error(&row[..1], &base[..1], scale, 200.0, slope),
+        None
+    );
+    assert_eq!(
+        fit::per_seed_standard_error(&row, &base, scale, 200.0, 0.0),
+        None
+    );
+}
+
+/// The report gives a fitted kernel cost with its ± when the rows pool several seeds.
+#[test]
+fn the_report_gives_a_fitted_cost_with_its_sampling_error() {
+    let text = |samples: u32| {
+        format!(
+            "samples = {samples}\n{}",
+            ROWS.replace("xpfo:immediate", "xpfo:deferred")
+                .replace("1600.0", "700.0")
+        ) + "[[fit]]\nparameter = \"build_user_cycles\"\nrow = \"base\"\n"
+            + "[[fit]]\nparameter = \"xpfo.page_cycles\"\nrow = \"xpfo\"\nstart = [0]\n"
+    };
+    let fitted = |samples| {
+        let e = parse("t.toml", &text(samples)).unwrap();
+        let r = run(&e, &crate::params::Overrides::default()).unwrap();
+        r.fitted
+            .iter()
+            .find(|f| f.starts_with("xpfo.page_cycles"))
+            .cloned()
+            .unwrap()
+    };
+    let (one, two) = (fitted(1), fitted(2));
+    assert!(!one.contains('±'), "{one}");
+    let se: f64 = two
+        .split("± ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no ± in {two}"));
+    assert!(se > 0.0, "{two}");
+}

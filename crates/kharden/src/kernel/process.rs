@@ -346,7 +346,9 @@ impl Kernel {
     }
 
     /// Unmaps and frees every anonymous page of the task's mm (exit_mmap / exec's mm swap),
-    /// with the single full flush the mmu_gather ends with.
+    /// with the single full flush the mmu_gather ends with; each page's teardown work
+    /// (kernel.exit_page_cycles, timed natively) beside the struct page lines free_page
+    /// touches.
     fn release_user_memory(&mut self, cpu: CpuId, task: TaskId) {
         let mm = self.tasks[task].mm;
         let pages = std::mem::take(&mut self.mms[mm].anon);
@@ -358,9 +360,11 @@ impl Kernel {
         for i in 0..pages.len() as u64 {
             crate::arch::x86::paging::unmap(&mut self.mem, root, heap.offset(i * 4096));
         }
+        let teardown = pages.len() as f64 * self.params.exit_page_cycles;
         for pfn in pages {
             self.free_page(cpu, pfn);
         }
+        self.compute(cpu, teardown, TimeCategory::Kernel);
         self.mms[mm].heap_pages = 0;
         self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
     }

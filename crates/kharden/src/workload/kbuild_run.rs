@@ -43,14 +43,7 @@ impl Measured {
     /// Standard error of system_per_user_cycle() from the spread of the samples, as a
     /// fraction of it; `None` with a single sample.
     pub fn sampling_error(&self) -> Option<f64> {
-        let ratios = self.sample_ratios();
-        let n = ratios.len() as f64;
-        if n < 2.0 {
-            return None;
-        }
-        let mean = ratios.iter().sum::<f64>() / n;
-        let var = ratios.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-        Some((var / n).sqrt() / self.system_per_user_cycle())
+        standard_error(&self.sample_ratios()).map(|se| se / self.system_per_user_cycle())
     }
 
     /// Accounts `cycles` per `counter` event to the fitted time of every sample and of the
@@ -94,6 +87,17 @@ impl Default for Sampling {
             samples: 1,
         }
     }
+}
+
+/// The standard error of the mean of independent `values`; None with fewer than two.
+pub fn standard_error(values: &[f64]) -> Option<f64> {
+    let n = values.len() as f64;
+    if n < 2.0 {
+        return None;
+    }
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    Some((var / n).sqrt())
 }
 
 /// Simulates the build's steady state on `m` under `defenses` with `params`.

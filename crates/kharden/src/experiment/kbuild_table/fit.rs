@@ -9,7 +9,9 @@ use crate::experiment::Fit;
 use crate::machine::MachineProfile;
 use crate::params::{Params, Provenance};
 use crate::workload::kbuild_profile::JobProfile;
-use crate::workload::kbuild_run::{kernel_share_note, simulate, Measured, Sampling};
+use crate::workload::kbuild_run::{
+    kernel_share_note, simulate, standard_error, Measured, Sampling,
+};
 use std::collections::BTreeMap;
 
 /// The values of the parameters a simulation depends on.
@@ -201,16 +203,13 @@ pub(super) fn per_seed_standard_error(
     v: f64,
     slope: f64,
 ) -> Option<f64> {
+    if slope == 0.0 || !slope.is_finite() {
+        return None;
+    }
     let values: Vec<f64> = row
         .iter()
         .zip(base)
         .map(|(r, b)| v - (r / b * scale - 1.0) / slope)
         .collect();
-    let n = values.len() as f64;
-    if n < 2.0 || slope == 0.0 || !slope.is_finite() {
-        return None;
-    }
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    Some((var / n).sqrt())
+    standard_error(&values)
 }

@@ -446,6 +446,38 @@ mod tests {
         assert!(k.mms[mm].anon.is_empty(), "the last thread out frees it");
     }
 
+    /// exit_mmap's teardown: the last exit charges kernel.exit_page_cycles for each page the
+    /// address space held, on top of what an exit of no pages costs.
+    #[test]
+    fn the_last_exit_tears_down_each_page_at_the_measured_cost() {
+        let exit_kernel_cycles = |pages: usize| {
+            let mut k = boot();
+            let t = k.spawn("task", None);
+            k.switch_to(0, t);
+            k.enter_user(0);
+            for _ in 0..pages {
+                k.anon_fault(0).unwrap();
+            }
+            assert_eq!(k.mms[k.tasks[t].mm].anon.len(), pages);
+            let kernel = |k: &Kernel| {
+                k.clock
+                    .to_cycles(k.cpus[0].stats.time(TimeCategory::Kernel))
+            };
+            let before = kernel(&k);
+            k.exit(0, t).unwrap();
+            (kernel(&k) - before, k.params.exit_page_cycles)
+        };
+        let ((one, per_page), (nine, _)) = (exit_kernel_cycles(1), exit_kernel_cycles(9));
+        assert!(per_page > 0.0);
+        // Eight more pages: eight teardowns, and whatever their struct page lines add (to
+        // within a cycle of rounding).
+        let extra = nine - one - 8.0 * per_page;
+        assert!(
+            (-1.0..8.0 * 0.2 * per_page).contains(&extra),
+            "9 pages cost {nine:.0} kernel cycles to exit, 1 page {one:.0}, {per_page} a page"
+        );
+    }
+
     /// The recording loop's fault cleared its page in clear_page_erms; the model's fault
     /// clears its page itself (copy_page: kernel.copy_page_cycles, and the wait for the
     /// lines that come from memory), so the loop's clear time leaves the path's work. The

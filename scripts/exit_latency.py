@@ -24,7 +24,7 @@ SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)")
 
 def exit_times(lines):
     """(ns from entry to last switch, ns of it on a CPU) per exit, sorted."""
-    # tid -> [entry time, switched in at (None while off the CPU), ns on a CPU so far]
+    # tid -> [entry time, switched in at (None while off the CPU), seconds on a CPU so far]
     exiting, times = {}, []
     for line in lines:
         m = EVENT.match(line)

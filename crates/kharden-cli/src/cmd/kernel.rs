@@ -228,6 +228,16 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             println!(
                 "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {RECORDING_HOST} (kernel/path.rs)"
             );
+            let params = kharden::params::Params::linux();
+            for &(name, param) in kharden::kernel::params::LATENCIES_TIMED_APART {
+                if let Some(id) = paths.id(name) {
+                    let ns = params.num(param);
+                    println!(
+                        "{name}: the model's work is derived by the same rule from {param} = {ns:.0} ns (kernels/linux.toml), timed apart from the recording: {:.0} cycles",
+                        paths.work_from_native_ns(id, ns)
+                    );
+                }
+            }
             for d in kharden::kernel::derived::DERIVED {
                 if f.path(d.name).is_some() {
                     println!(

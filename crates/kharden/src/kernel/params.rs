@@ -11,8 +11,10 @@ pub const DECLS: &[Decl] = &[
     Decl::num("kernel.irq_path_cycles", Unit::Cycles, (0.0, 100_000.0), "Linux's hard-IRQ path on top of the exception entry and return (APIC EOI, irq_enter/irq_exit)"),
     Decl::choice("kernel.irq_time", &["task-system", "tick", "excluded"], "whose time a hard interrupt's handler is: the interrupted task's system time, tick-sampled, or no task's (CONFIG_IRQ_TIME_ACCOUNTING)"),
     Decl::num("kernel.tlb_single_page_flush_ceiling", Unit::Count, (0.0, 1e6), "above this many pages a range flush becomes a full flush"),
-    Decl::num("kernel.exit_cycles", Unit::Cycles, CYC, "exit() beyond freeing pages"),
+    Decl::num("kernel.exit_latency_ns", Unit::Ns, (0.0, 1e7), "a minimal process's exit timed on the recording host, from which the exit path's work is derived (its pages' teardown apart)"),
     Decl::num("kernel.exit_page_cycles", Unit::Cycles, CYC, "tearing down one anonymous page of an address space (exit_mmap: unmap, rmap, memcg uncharge, free)"),
+    Decl::num("kernel.fork_latency_ns", Unit::Ns, (0.0, 1e7), "fork() of a minimal parent timed on the recording host, from which the fork path's work is derived (the parent's pages apart)"),
+    Decl::num("kernel.fork_page_cycles", Unit::Cycles, CYC, "copying one of the parent's anonymous page mappings at fork (copy_page_range: both PTEs write-protected, the page's map count)"),
     Decl::num("kernel.fork_refcount_ops", Unit::Count, (0.0, 1e4), "refcount_t operations of copy_process()"),
     Decl::num("kernel.exit_refcount_ops", Unit::Count, (0.0, 1e4), "refcount_t operations of exit()"),
     Decl::num("kernel.exec_refcount_ops", Unit::Count, (0.0, 1e4), "refcount_t operations of execve()"),
@@ -25,14 +27,24 @@ pub const DECLS: &[Decl] = &[
     Decl::num("kernel.sched.timeslice_ms", Unit::Ms, (0.01, 1000.0), "time a runnable task gets before preemption by a waiting one"),
 ];
 
+/// Paths whose work the model derives from a latency timed apart from the recording, not
+/// from the recording's own: (path, parameter in ns). The recording cannot loop an exit,
+/// and its fork is the recording driver's.
+pub const LATENCIES_TIMED_APART: &[(&str, &str)] = &[
+    ("fork", "kernel.fork_latency_ns"),
+    ("exit", "kernel.exit_latency_ns"),
+];
+
 /// The kernel's parameters, resolved. Read on hot paths, so plain fields.
 #[derive(Debug, Clone)]
 pub struct KernelParams {
     pub irq_path_cycles: f64,
     pub irq_time: IrqTime,
     pub tlb_single_page_flush_ceiling: u64,
-    pub exit_cycles: f64,
+    pub exit_latency_ns: f64,
     pub exit_page_cycles: f64,
+    pub fork_latency_ns: f64,
+    pub fork_page_cycles: f64,
     pub fork_refcount_ops: u32,
     pub exit_refcount_ops: u32,
     pub exec_refcount_ops: u32,
@@ -55,8 +67,10 @@ impl KernelParams {
                 .find(|t| t.name() == p.word("kernel.irq_time"))
                 .expect("the declaration lists the same words"),
             tlb_single_page_flush_ceiling: p.num("kernel.tlb_single_page_flush_ceiling") as u64,
-            exit_cycles: p.num("kernel.exit_cycles"),
+            exit_latency_ns: p.num("kernel.exit_latency_ns"),
             exit_page_cycles: p.num("kernel.exit_page_cycles"),
+            fork_latency_ns: p.num("kernel.fork_latency_ns"),
+            fork_page_cycles: p.num("kernel.fork_page_cycles"),
             fork_refcount_ops: count("kernel.fork_refcount_ops"),
             exit_refcount_ops: count("kernel.exit_refcount_ops"),
             exec_refcount_ops: count("kernel.exec_refcount_ops"),

@@ -158,6 +158,19 @@ pub struct KernelPaths {
     pub object_bytes: std::collections::BTreeMap<String, u64>,
     /// Where the measured direct-map lines lie.
     pub heap: KernelHeap,
+    /// What every path's work is derived against (`work_from_native`).
+    work_basis: WorkBasis,
+}
+
+/// The recording host's figures a path's work is derived against: its clock, the empty
+/// syscall's native cycles and modelled memory time, and each path's modelled memory time
+/// in a warm loop.
+#[derive(Debug, Clone)]
+struct WorkBasis {
+    host_ghz: f64,
+    base_native: f64,
+    base_stall: f64,
+    stall: Vec<f64>,
 }
 
 /// The kernel heap: the measured direct-map lines of every path, kept at their guest
@@ -251,10 +264,14 @@ impl KernelPaths {
             Some(i) => (paths[i].native_cycles.unwrap_or(0.0), stall[i]),
             None => (0.0, 0.0),
         };
-        for (p, s) in paths.iter_mut().zip(&stall) {
-            p.work_cycles = p
-                .native_cycles
-                .map(|n| (n - base_native - (s - base_stall)).max(0.0));
+        let work_basis = WorkBasis {
+            host_ghz: ghz,
+            base_native,
+            base_stall,
+            stall,
+        };
+        for (i, p) in paths.iter_mut().enumerate() {
+            p.work_cycles = p.native_cycles.map(|n| work_basis.work(i, n));
         }
         let entry_text_offset = f
             .path
@@ -274,7 +291,15 @@ impl KernelPaths {
             entry_text_offset,
             object_bytes: f.objects.clone(),
             heap,
+            work_basis,
         })
+    }
+
+    /// The work of path `id` had its native latency on the recording host been `ns` (a
+    /// latency timed apart from the recording, as exit's): derived by the same rule as a
+    /// recorded latency's.
+    pub fn work_from_native_ns(&self, id: PathId, ns: f64) -> f64 {
+        self.work_basis.work(id.0, ns * self.work_basis.host_ghz)
     }
 
     pub fn id(&self, name: &str) -> Option<PathId> {
@@ -288,6 +313,14 @@ impl KernelPaths {
     /// Bytes of kernel object `name` in the recording (0 when it names none).
     pub fn objects_bytes(&self, name: &str) -> u64 {
         self.object_bytes.get(name).copied().unwrap_or(0)
+    }
+}
+
+impl WorkBasis {
+    /// Path `i`'s work from its native cycles: less the empty syscall's, and less the
+    /// memory time the model gives the path beyond the empty syscall's (module doc).
+    fn work(&self, i: usize, native: f64) -> f64 {
+        (native - self.base_native - (self.stall[i] - self.base_stall)).max(0.0)
     }
 }
 
@@ -755,6 +788,26 @@ mod tests {
     use crate::kernel::Kernel;
     use crate::sim::{Counter, TimeCategory};
     use crate::{defense, machine};
+
+    /// A latency timed apart from the recording gives a path the work its recorded latency
+    /// would: the recorded one gives back the path's own work, and each ns more is a
+    /// recording-host cycle's worth more work.
+    #[test]
+    fn a_latency_timed_apart_derives_work_by_the_recordings_rule() {
+        let paths = super::KernelPaths::builtin();
+        let ghz = super::Footprints::builtin().kernel.host_ghz;
+        let id = paths.id("getppid").unwrap();
+        let p = paths.get(id);
+        let ns = p.native_cycles.unwrap() / ghz;
+        let work = paths.work_from_native_ns(id, ns);
+        assert!(
+            (work - p.work_cycles.unwrap()).abs() < 1e-6,
+            "{work} cycles"
+        );
+        let more = paths.work_from_native_ns(id, ns + 1000.0) - work;
+        assert!((more - 1000.0 * ghz).abs() < 1e-6, "{more} cycles for 1 us");
+        assert_eq!(paths.work_from_native_ns(id, 0.0), 0.0, "never negative");
+    }
 
     /// A path's kernel text, mapped by 2 MiB pages, walks once per 2 MiB page where the ITLB
     /// holds 2 MiB entries, and once per 4 KiB page where it holds 4 KiB entries only

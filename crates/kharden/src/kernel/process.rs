@@ -262,8 +262,16 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Forks);
         self.in_kernel(cpu, roundtrip, |k| {
-            let path = if copy_mm { "fork" } else { "vfork" };
-            k.run_known_path(cpu, path, Work::Measured)?;
+            if copy_mm {
+                // The recorded fork's latency is the recording driver's (35 mappings, about
+                // 140 anonymous pages): the work is a minimal parent's, and each page the
+                // parent has mapped adds its copy.
+                k.run_known_path(cpu, "fork", Work::NativeNs(k.params.fork_latency_ns))?;
+                let pages = k.mms[k.tasks[parent].mm].anon.len() as f64;
+                k.compute(cpu, pages * k.params.fork_page_cycles, TimeCategory::Kernel);
+            } else {
+                k.run_known_path(cpu, "vfork", Work::Measured)?;
+            }
             k.refcount_ops(cpu, k.params.fork_refcount_ops);
             let child = k.spawn_on(cpu, name, Some(parent));
             k.fork_stores(cpu, child, copy_mm);
@@ -332,7 +340,7 @@ impl Kernel {
     pub fn exit(&mut self, cpu: CpuId, task: TaskId) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.in_kernel(cpu, roundtrip, |k| {
-            k.run_known_path(cpu, "exit", Work::Cycles(k.params.exit_cycles))?;
+            k.run_known_path(cpu, "exit", Work::NativeNs(k.params.exit_latency_ns))?;
             k.refcount_ops(cpu, k.params.exit_refcount_ops);
             let mm = k.tasks[task].mm;
             k.mms[mm].users = k.mms[mm].users.saturating_sub(1);
@@ -392,6 +400,7 @@ impl Kernel {
                 }
             },
             Work::Cycles(c) => Some(c),
+            Work::NativeNs(ns) => Some(self.paths.work_from_native_ns(id, ns)),
         };
         self.run_path(cpu, id, cycles)
     }
@@ -407,6 +416,9 @@ pub(crate) enum Work {
     MeasuredLess(&'static str),
     /// A parameter's cycles (the path has no latency of its own in the recording).
     Cycles(f64),
+    /// The work derived from a native latency in ns timed apart from the recording (as
+    /// the recording's are derived: kernel/path.rs).
+    NativeNs(f64),
 }
 
 #[cfg(test)]
@@ -446,28 +458,40 @@ mod tests {
         assert!(k.mms[mm].anon.is_empty(), "the last thread out frees it");
     }
 
+    /// A task on CPU 0, in user mode, that has faulted in `pages` anonymous pages.
+    fn task_with_pages(k: &mut Kernel, pages: usize) -> crate::kernel::TaskId {
+        let t = k.spawn("task", None);
+        k.switch_to(0, t);
+        k.enter_user(0);
+        for _ in 0..pages {
+            k.anon_fault(0).unwrap();
+        }
+        assert_eq!(k.mms[k.tasks[t].mm].anon.len(), pages);
+        t
+    }
+
+    /// Kernel cycles CPU 0 spends in `op`.
+    fn kernel_cycles_of(k: &mut Kernel, op: impl FnOnce(&mut Kernel)) -> f64 {
+        let kernel = |k: &Kernel| {
+            k.clock
+                .to_cycles(k.cpus[0].stats.time(TimeCategory::Kernel))
+        };
+        let before = kernel(k);
+        op(k);
+        kernel(k) - before
+    }
+
     /// exit_mmap's teardown: the last exit charges kernel.exit_page_cycles for each page the
     /// address space held, on top of what an exit of no pages costs.
     #[test]
     fn the_last_exit_tears_down_each_page_at_the_measured_cost() {
         let exit_kernel_cycles = |pages: usize| {
             let mut k = boot();
-            let t = k.spawn("task", None);
-            k.switch_to(0, t);
-            k.enter_user(0);
-            for _ in 0..pages {
-                k.anon_fault(0).unwrap();
-            }
-            assert_eq!(k.mms[k.tasks[t].mm].anon.len(), pages);
-            let kernel = |k: &Kernel| {
-                k.clock
-                    .to_cycles(k.cpus[0].stats.time(TimeCategory::Kernel))
-            };
-            let before = kernel(&k);
-            k.exit(0, t).unwrap();
-            (kernel(&k) - before, k.params.exit_page_cycles)
+            let t = task_with_pages(&mut k, pages);
+            kernel_cycles_of(&mut k, |k| k.exit(0, t).unwrap())
         };
-        let ((one, per_page), (nine, _)) = (exit_kernel_cycles(1), exit_kernel_cycles(9));
+        let per_page = boot().params.exit_page_cycles;
+        let (one, nine) = (exit_kernel_cycles(1), exit_kernel_cycles(9));
         assert!(per_page > 0.0);
         // Eight more pages: eight teardowns, and whatever their struct page lines add (to
         // within a cycle of rounding).
@@ -476,6 +500,44 @@ mod tests {
             (-1.0..8.0 * 0.2 * per_page).contains(&extra),
             "9 pages cost {nine:.0} kernel cycles to exit, 1 page {one:.0}, {per_page} a page"
         );
+    }
+
+    /// copy_page_range(): a fork charges kernel.fork_page_cycles for each anonymous page
+    /// its parent has mapped, on top of a minimal parent's fork.
+    #[test]
+    fn fork_copies_each_of_the_parents_pages_at_the_measured_cost() {
+        let fork_kernel_cycles = |pages: usize| {
+            let mut k = boot();
+            let t = task_with_pages(&mut k, pages);
+            kernel_cycles_of(&mut k, |k| {
+                k.fork(0, t, "child").unwrap();
+            })
+        };
+        let per_page = boot().params.fork_page_cycles;
+        let (one, nine) = (fork_kernel_cycles(1), fork_kernel_cycles(9));
+        assert!(per_page > 0.0);
+        let extra = nine - one - 8.0 * per_page;
+        assert!(
+            extra.abs() < 1.0,
+            "a parent of 9 pages forks in {nine:.0} kernel cycles, of 1 page {one:.0}, {per_page} a page"
+        );
+    }
+
+    /// exit's work is derived from kernel.exit_latency_ns: 1 us more of it is a recording
+    /// host's microsecond more of kernel work in every exit.
+    #[test]
+    fn exit_work_follows_its_timed_latency() {
+        let exit_kernel_cycles = |extra_ns: f64| {
+            let mut k = boot();
+            k.params.exit_latency_ns += extra_ns;
+            let t = task_with_pages(&mut k, 0);
+            kernel_cycles_of(&mut k, |k| k.exit(0, t).unwrap())
+        };
+        let ghz = crate::kernel::footprint::Footprints::builtin()
+            .kernel
+            .host_ghz;
+        let more = exit_kernel_cycles(1000.0) - exit_kernel_cycles(0.0);
+        assert!((more - 1000.0 * ghz).abs() < 1.0, "{more} cycles");
     }
 
     /// The recording loop's fault cleared its page in clear_page_erms; the model's fault

@@ -158,7 +158,7 @@ pub struct KernelPaths {
     pub object_bytes: std::collections::BTreeMap<String, u64>,
     /// Where the measured direct-map lines lie.
     pub heap: KernelHeap,
-    /// What every path's work is derived against (`work_from_native`).
+    /// What every path's work is derived against (`work_from_native_ns`).
     work_basis: WorkBasis,
 }
 

@@ -22,18 +22,17 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
-#[test]
-#[ignore = "needs perf sampling kernel IPs as root: scripts/test.sh runs it where perf records"]
-fn perf_records_the_syscall_paths_of_this_kernel() {
-    let d = scratch("record");
+/// Records one scenario at `scale` into a scratch directory (perf, as root), parsed.
+fn record_scenario(scenario: &str, scale: &str) -> (PathBuf, Footprints) {
+    let d = scratch(&format!("record-{scenario}"));
     let out = d.join("k.toml");
     let o = kharden(&[
         "kernel",
         "record-footprint",
         "--scenario",
-        "syscalls",
+        scenario,
         "--scale",
-        "0.05",
+        scale,
         "--latency-repeats",
         "2",
         "-o",
@@ -41,7 +40,13 @@ fn perf_records_the_syscall_paths_of_this_kernel() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&out).unwrap();
-    let f = Footprints::parse("k.toml", &text).unwrap();
+    (d, Footprints::parse("k.toml", &text).unwrap())
+}
+
+#[test]
+#[ignore = "needs perf sampling kernel IPs as root: scripts/test.sh runs it where perf records"]
+fn perf_records_the_syscall_paths_of_this_kernel() {
+    let (d, f) = record_scenario("syscalls", "0.05");
     let getppid = f.path("getppid").unwrap();
     assert!(getppid.samples > 100, "only {} samples", getppid.samples);
     assert!(
@@ -177,28 +182,34 @@ fn compare_sorts_what_the_recording_lacks_by_cause() {
     );
 }
 
+/// The process scenario is recorded on every CPU: a child's own perf events close in
+/// do_exit() before exit_mm(), so only a system-wide recording sees its exit tear down the
+/// address space.
+#[test]
+#[ignore = "needs perf sampling kernel IPs as root: scripts/test.sh runs it where perf records"]
+fn perf_records_the_whole_exit_system_wide() {
+    let (d, f) = record_scenario("process", "0.25");
+    let exit = f.path("exit").unwrap();
+    let sampled = |name: &str| {
+        exit.functions
+            .iter()
+            .any(|u| u.name() == name && u.samples() > 0)
+    };
+    assert!(
+        sampled("exit_mmap") && sampled("unmap_page_range"),
+        "exit's {} samples miss exit_mmap's teardown",
+        exit.samples
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 /// The scheduler's core runs with interrupts off, where no cpu-clock sample lands: the
 /// recorder lists it from the source (irqs_off.rs), as the ftrace trace of 6.1 showed it
 /// missing, so a context switch's recording holds the pick of the next task.
 #[test]
 #[ignore = "needs perf sampling kernel IPs as root: scripts/test.sh runs it where perf records"]
 fn perf_the_switch_recording_lists_the_interrupts_off_scheduler() {
-    let d = scratch("switch");
-    let out = d.join("k.toml");
-    let o = kharden(&[
-        "kernel",
-        "record-footprint",
-        "--scenario",
-        "switch",
-        "--scale",
-        "0.05",
-        "--latency-repeats",
-        "2",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let f = Footprints::parse("k.toml", &std::fs::read_to_string(&out).unwrap()).unwrap();
+    let (d, f) = record_scenario("switch", "0.05");
     let switch = f.path("context-switch").unwrap();
     for name in ["pick_next_task_fair", "update_curr", "__switch_to"] {
         assert!(

@@ -28,6 +28,18 @@ pub struct Scenario {
     run: fn(&mut Driver) -> io::Result<()>,
 }
 
+/// Scenarios recorded system-wide (`perf record -a`, samples kept for the driver's command
+/// name): a task's own perf events close in do_exit() before exit_mm() (perf_event_exit_task
+/// comes first, Linux 6.1 to 6.18), so a per-task recording of a child's exit stops there and
+/// misses the address space's teardown, exit_files and exit_notify.
+const SYSTEM_WIDE: &[&str] = &["process"];
+
+impl Scenario {
+    pub fn system_wide(&self) -> bool {
+        SYSTEM_WIDE.contains(&self.name)
+    }
+}
+
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "syscalls",

@@ -74,6 +74,7 @@ pub fn record_all(opts: &Options, mut progress: impl FnMut(&str)) -> kharden::Re
     let example = record::perf_record_command(
         Path::new("kharden"),
         "SCENARIO",
+        false,
         opts.scale,
         Path::new("WORK/SCENARIO.data"),
         Path::new("WORK/SCENARIO.windows"),
@@ -90,7 +91,16 @@ pub fn record_all(opts: &Options, mut progress: impl FnMut(&str)) -> kharden::Re
         commands: vec![
             opts.invocation.clone(),
             format!("for SCENARIO in {}: {perf_line}", names.join(" ")),
-            "perf script -F pid,tid,time,ip --ns -i WORK/SCENARIO.data".to_string(),
+            format!(
+                "with -a (every CPU) for SCENARIO in {}, keeping the samples of the driver's command name (its children's exits run after their own perf events close)",
+                scenarios
+                    .iter()
+                    .filter(|s| s.system_wide())
+                    .map(|s| s.name)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            "perf script -F comm,pid,tid,time,ip --ns -i WORK/SCENARIO.data".to_string(),
             format!(
                 "kharden kernel drive SCENARIO --scale {} --repeats {} --windows WORK/SCENARIO.latency (bare, no perf)",
                 opts.latency_scale, opts.latency_repeats

@@ -157,18 +157,23 @@ pub struct PathRecord {
     pub excluded: BTreeMap<&'static str, u64>,
 }
 
-/// The perf command that records `scenario` (driven by `exe`) into `data`.
+/// The perf command that records `scenario` (driven by `exe`) into `data`, on every CPU
+/// with `system_wide` (Scenario::system_wide).
 pub fn perf_record_command(
     exe: &Path,
     scenario: &str,
+    system_wide: bool,
     scale: f64,
     data: &Path,
     windows: &Path,
 ) -> Command {
     let mut c = Command::new("perf");
     c.args(["record", "-q", "-g", "-e", "cpu-clock:k", "-c"])
-        .arg(PERIOD_NS.to_string())
-        .args(["-k", "mono", "-o"])
+        .arg(PERIOD_NS.to_string());
+    if system_wide {
+        c.arg("-a");
+    }
+    c.args(["-k", "mono", "-o"])
         .arg(data)
         .arg("--")
         .arg(exe)
@@ -179,14 +184,18 @@ pub fn perf_record_command(
     c
 }
 
-/// Parses a `perf script -F pid,tid,time,ip --ns` sample header: `pid/tid secs.nanos:`.
-pub fn parse_header(line: &str) -> Option<(i32, u64)> {
-    let mut f = line.split_whitespace();
-    let ids = f.next()?;
+/// Parses a `perf script -F comm,pid,tid,time,ip --ns` sample header, `comm pid/tid
+/// secs.nanos:`, into (comm, tid, ns). The command name may hold spaces, so the fields are
+/// taken from the right; a header without one gives an empty comm.
+pub fn parse_header(line: &str) -> Option<(String, i32, u64)> {
+    let mut f = line.split_whitespace().rev();
     let time = f.next()?.strip_suffix(':')?;
+    let ids = f.next()?;
+    let comm: Vec<&str> = f.rev().collect();
     let tid = ids.rsplit('/').next()?.parse().ok()?;
     let (s, ns) = time.split_once('.')?;
     Some((
+        comm.join(" "),
         tid,
         s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
     ))
@@ -194,8 +203,12 @@ pub fn parse_header(line: &str) -> Option<(i32, u64)> {
 
 /// Parses `perf script` output of call-chain samples: a header line, then one indented
 /// address per frame (the sampled IP first), then a blank line. `flag` gives each kernel
-/// address's context flag.
-pub fn parse_script(lines: impl Iterator<Item = String>, flag: impl Fn(u64) -> u8) -> Vec<Sample> {
+/// address's context flag; samples of a command `keep` refuses are dropped.
+pub fn parse_script(
+    lines: impl Iterator<Item = String>,
+    flag: impl Fn(u64) -> u8,
+    keep: impl Fn(&str) -> bool,
+) -> Vec<Sample> {
     let mut out = Vec::new();
     let mut cur: Option<Sample> = None;
     let mut frames = 0;
@@ -208,12 +221,14 @@ pub fn parse_script(lines: impl Iterator<Item = String>, flag: impl Fn(u64) -> u
             if let Some(s) = cur.take().filter(|_| frames > 0) {
                 out.push(s);
             }
-            cur = parse_header(&line).map(|(tid, time_ns)| Sample {
-                tid,
-                time_ns,
-                ip: 0,
-                context: 0,
-            });
+            cur = parse_header(&line)
+                .filter(|(comm, _, _)| keep(comm))
+                .map(|(_, tid, time_ns)| Sample {
+                    tid,
+                    time_ns,
+                    ip: 0,
+                    context: 0,
+                });
             frames = 0;
             continue;
         }
@@ -233,10 +248,12 @@ pub fn parse_script(lines: impl Iterator<Item = String>, flag: impl Fn(u64) -> u
     out
 }
 
-/// Reads the samples of a perf.data file through `perf script`.
-pub fn read_samples(data: &Path, k: &Kallsyms) -> kharden::Result<Vec<Sample>> {
+/// Reads the samples of a perf.data file through `perf script`, only those of command `comm`
+/// when given (a system-wide recording's: the driver and its children, not perf, idle or
+/// other tasks).
+pub fn read_samples(data: &Path, k: &Kallsyms, comm: Option<&str>) -> kharden::Result<Vec<Sample>> {
     let mut child = Command::new("perf")
-        .args(["script", "-F", "pid,tid,time,ip", "--ns", "-i"])
+        .args(["script", "-F", "comm,pid,tid,time,ip", "--ns", "-i"])
         .arg(data)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -248,6 +265,7 @@ pub fn read_samples(data: &Path, k: &Kallsyms) -> kharden::Result<Vec<Sample>> {
     let samples = parse_script(
         std::io::BufReader::new(out).lines().map_while(|l| l.ok()),
         flag,
+        |c| comm.map_or(true, |want| c == want),
     );
     child
         .wait()
@@ -382,10 +400,18 @@ pub fn record(
         std::env::current_exe().map_err(|e| kharden::Error::new(format!("own executable: {e}")))?;
     let data = work.join(format!("{}.data", scenario.name));
     let windows_file = work.join(format!("{}.windows", scenario.name));
-    let status = perf_record_command(&exe, scenario.name, scale, &data, &windows_file)
-        .stdout(Stdio::null())
-        .status()
-        .map_err(|e| kharden::Error::new(format!("perf record (is perf installed?): {e}")))?;
+    let system_wide = scenario.system_wide();
+    let status = perf_record_command(
+        &exe,
+        scenario.name,
+        system_wide,
+        scale,
+        &data,
+        &windows_file,
+    )
+    .stdout(Stdio::null())
+    .status()
+    .map_err(|e| kharden::Error::new(format!("perf record (is perf installed?): {e}")))?;
     if !status.success() {
         return Err(kharden::Error::new(format!(
             "perf record of scenario {} failed ({status}); it needs root and perf",
@@ -396,7 +422,14 @@ pub fn record(
     let text = std::fs::read_to_string(&windows_file)
         .map_err(|e| kharden::Error::at(&place, format!("cannot read: {e}")))?;
     let windows = crate::window::read_all(&place, &text)?;
-    let samples = read_samples(&data, k)?;
+    // The kernel truncates a command name to 15 bytes (TASK_COMM_LEN); children keep it.
+    let comm: Option<String> = system_wide.then(|| {
+        let name = exe
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        name.chars().take(15).collect()
+    });
+    let samples = read_samples(&data, k, comm.as_deref())?;
     let _ = std::fs::remove_file(&data);
     Ok(build(scenario, k, &windows, &samples))
 }
@@ -404,6 +437,42 @@ pub fn record(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A system-wide recording keeps the samples of the driver's command name (its
+    /// children's too), whatever spaces other command names hold, and only its scenarios
+    /// record every CPU.
+    #[test]
+    fn system_wide_samples_are_kept_by_command_name() {
+        let text = "kharden 100/100 1.000000001: \n\tffffffff81000010\n\n\
+                    Web Content 200/201 1.000000002: \n\tffffffff81000020\n\n\
+                    kharden 101/101 1.000000003: \n\tffffffff81000030\n\n\
+                    swapper 0/0 1.000000004: \n\tffffffff81000040\n";
+        let s = parse_script(text.lines().map(String::from), |_| 0, |c| c == "kharden");
+        let kept: Vec<(i32, u64)> = s.iter().map(|s| (s.tid, s.ip)).collect();
+        assert_eq!(kept, [(100, 0xffffffff81000010), (101, 0xffffffff81000030)]);
+        assert_eq!(
+            parse_header("Web Content 200/201 1.000000002:"),
+            Some(("Web Content".to_string(), 201, 1_000_000_002))
+        );
+        let args = |wide| {
+            let c = perf_record_command(
+                Path::new("kharden"),
+                "process",
+                wide,
+                1.0,
+                Path::new("d"),
+                Path::new("w"),
+            );
+            c.get_args().any(|a| a == "-a")
+        };
+        assert!(args(true) && !args(false));
+        let wide: Vec<&str> = crate::driver::SCENARIOS
+            .iter()
+            .filter(|s| s.system_wide())
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(wide, ["process"], "the scenario whose children exit");
+    }
 
     #[test]
     fn call_chain_samples_parse_with_their_context() {
@@ -416,7 +485,7 @@ mod tests {
                 0
             }
         };
-        let s = parse_script(text.lines().map(String::from), flag);
+        let s = parse_script(text.lines().map(String::from), flag, |_| true);
         assert_eq!(s.len(), 2);
         assert_eq!(
             (s[0].tid, s[0].time_ns, s[0].ip),

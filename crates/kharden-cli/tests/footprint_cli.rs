@@ -88,6 +88,25 @@ fn show_lists_a_paths_functions_and_pages() {
     assert!(text.contains("lines (estimated): "), "{text}");
 }
 
+/// exit and fork take their work from latencies timed apart from the recording: both views
+/// say which, and a recorded path's view does not.
+#[test]
+fn footprint_views_name_the_latencies_timed_apart() {
+    let text = |args: &[&str]| String::from_utf8_lossy(&kharden(args).stdout).into_owned();
+    let exit = text(&["kernel", "footprint", "show", "exit"]);
+    assert!(
+        exit.contains("from kernel.exit_latency_ns ="),
+        "{exit}"
+    );
+    let summary = text(&["kernel", "footprint"]);
+    assert!(
+        summary.contains("from kernel.fork_latency_ns ="),
+        "{summary}"
+    );
+    let getppid = text(&["kernel", "footprint", "show", "getppid"]);
+    assert!(!getppid.contains("timed apart"), "{getppid}");
+}
+
 #[test]
 fn show_gives_the_recording_hosts_instrumentation_share() {
     let committed = kharden::kernel::footprint::BUILTIN;

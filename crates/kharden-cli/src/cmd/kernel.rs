@@ -228,15 +228,8 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             println!(
                 "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {RECORDING_HOST} (kernel/path.rs)"
             );
-            let params = kharden::params::Params::linux();
-            for &(name, param) in kharden::kernel::params::LATENCIES_TIMED_APART {
-                if let Some(id) = paths.id(name) {
-                    let ns = params.num(param);
-                    println!(
-                        "{name}: the model's work is derived by the same rule from {param} = {ns:.0} ns (kernels/linux.toml), timed apart from the recording: {:.0} cycles",
-                        paths.work_from_native_ns(id, ns)
-                    );
-                }
+            for &(name, _) in kharden::kernel::params::LATENCIES_TIMED_APART {
+                print_timed_apart(&paths, name);
             }
             for d in kharden::kernel::derived::DERIVED {
                 if f.path(d.name).is_some() {
@@ -270,6 +263,7 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
                     l[2]
                 );
             }
+            print_timed_apart(&paths, &p.name);
             let host = p.instrumentation_share();
             if host > 0.0 {
                 println!(
@@ -433,4 +427,20 @@ fn compare(f: &Footprints, traced: Option<&str>, path: Option<&str>) -> kharden:
     );
     println!("traced lines are whole functions, the recording's estimated lines run to each function's furthest sample; notrace and noinstr code (entry, the scheduler's core) is never traced, the recording lists it from the source");
     Ok(())
+}
+
+/// For a path whose work the model derives from a latency timed apart from the recording
+/// (fork, exit), that latency and the work it gives.
+fn print_timed_apart(paths: &KernelPaths, name: &str) {
+    let timed = kharden::kernel::params::LATENCIES_TIMED_APART
+        .iter()
+        .find(|(path, _)| *path == name);
+    let (Some(&(_, param)), Some(id)) = (timed, paths.id(name)) else {
+        return;
+    };
+    let ns = kharden::params::Params::linux().num(param);
+    println!(
+        "{name}: the model's work is derived by the same rule from {param} = {ns:.0} ns (kernels/linux.toml), timed apart from the recording: {:.0} cycles",
+        paths.work_from_native_ns(id, ns)
+    );
 }

@@ -547,9 +547,7 @@ mod tests {
     #[test]
     fn an_anonymous_fault_does_not_pay_its_recorded_clear_twice() {
         let mut k = boot();
-        let t = k.spawn("task", None);
-        k.switch_to(0, t);
-        k.enter_user(0);
+        task_with_pages(&mut k, 0);
         let path = k.paths.get(k.paths.id("fault-anon").unwrap()).clone();
         let (work, clear) = (
             path.work_cycles.unwrap(),
@@ -560,13 +558,7 @@ mod tests {
             (0.1..0.3).contains(&share),
             "clear_page_erms took {share:.3} of the recorded fault"
         );
-        let kernel = |k: &Kernel| {
-            k.clock
-                .to_cycles(k.cpus[0].stats.time(TimeCategory::Kernel))
-        };
-        let before = kernel(&k);
-        k.anon_fault(0).unwrap();
-        let charged = kernel(&k) - before;
+        let charged = kernel_cycles_of(&mut k, |k| k.anon_fault(0).unwrap());
         let expected = work - clear + k.params.copy_page_cycles;
         assert!(
             (charged - expected).abs() < 1.0,

@@ -94,10 +94,7 @@ fn show_lists_a_paths_functions_and_pages() {
 fn footprint_views_name_the_latencies_timed_apart() {
     let text = |args: &[&str]| String::from_utf8_lossy(&kharden(args).stdout).into_owned();
     let exit = text(&["kernel", "footprint", "show", "exit"]);
-    assert!(
-        exit.contains("from kernel.exit_latency_ns ="),
-        "{exit}"
-    );
+    assert!(exit.contains("from kernel.exit_latency_ns ="), "{exit}");
     let summary = text(&["kernel", "footprint"]);
     assert!(
         summary.contains("from kernel.fork_latency_ns ="),

@@ -187,15 +187,16 @@ pub fn perf_record_command(
 /// Parses a `perf script -F comm,pid,tid,time,ip --ns` sample header, `comm pid/tid
 /// secs.nanos:`, into (comm, tid, ns). The command name may hold spaces, so the fields are
 /// taken from the right; a header without one gives an empty comm.
-pub fn parse_header(line: &str) -> Option<(String, i32, u64)> {
+pub fn parse_header(line: &str) -> Option<(&str, i32, u64)> {
     let mut f = line.split_whitespace().rev();
     let time = f.next()?.strip_suffix(':')?;
     let ids = f.next()?;
-    let comm: Vec<&str> = f.rev().collect();
+    // Everything before the ids, borrowed from the line (a header per sample).
+    let comm = line[..ids.as_ptr() as usize - line.as_ptr() as usize].trim();
     let tid = ids.rsplit('/').next()?.parse().ok()?;
     let (s, ns) = time.split_once('.')?;
     Some((
-        comm.join(" "),
+        comm,
         tid,
         s.parse::<u64>().ok()? * 1_000_000_000 + ns.parse::<u64>().ok()?,
     ))
@@ -452,7 +453,7 @@ mod tests {
         assert_eq!(kept, [(100, 0xffffffff81000010), (101, 0xffffffff81000030)]);
         assert_eq!(
             parse_header("Web Content 200/201 1.000000002:"),
-            Some(("Web Content".to_string(), 201, 1_000_000_002))
+            Some(("Web Content", 201, 1_000_000_002))
         );
         let args = |wide| {
             let c = perf_record_command(

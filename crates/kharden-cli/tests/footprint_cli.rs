@@ -39,8 +39,11 @@ fn record_scenario(scenario: &str, scale: &str) -> (PathBuf, Footprints) {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(&out).unwrap();
-    (d, Footprints::parse("k.toml", &text).unwrap())
+    // This host's detected profile lies beside the file, which names it.
+    let f = Footprints::load(Some(out.to_str().unwrap())).unwrap();
+    assert!(d.join("k-host.toml").exists());
+    assert!(f.host_profile().is_ok());
+    (d, f)
 }
 
 #[test]
@@ -233,6 +236,82 @@ fn perf_the_switch_recording_lists_the_interrupts_off_scheduler() {
                 || switch.missing_source.iter().any(|m| m == name),
             "{name} neither listed nor reported missing"
         );
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// `--footprints FILE` runs the model on a recording of one's own kernel: the committed
+/// file given by path changes nothing; a copy whose getppid took 1000 ns longer on the
+/// recording host makes the simulated getppid longer by that work at the target's clock;
+/// a file that lacks a path the model runs, or none at all, is a one-line error.
+#[test]
+fn run_takes_its_kernel_paths_from_the_footprints_given() {
+    let d = scratch("own-footprints");
+    let ns = |extra: &[&str]| -> (f64, Output) {
+        let mut args = vec![
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "syscall-loop",
+            "--iterations",
+            "2000",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = kharden(&args);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        (v["ns_per_iteration"].as_f64().unwrap_or(f64::NAN), o)
+    };
+    let (committed, _) = ns(&[]);
+    let builtin = kharden::kernel::footprint::BUILTIN;
+    let same = d.join("same.toml");
+    std::fs::write(&same, builtin).unwrap();
+    assert_eq!(ns(&["--footprints", same.to_str().unwrap()]).0, committed);
+
+    let f = Footprints::builtin();
+    let cut = builtin.find("name = \"getppid\"").unwrap();
+    let at = cut + builtin[cut..].find("latency_ns = [").unwrap();
+    let end = at + builtin[at..].find('\n').unwrap();
+    let slower_by = |ns: &str| format!("{:.1}", ns.trim().parse::<f64>().unwrap() + 1000.0);
+    let latencies: Vec<String> = builtin[at + "latency_ns = [".len()..end - 1]
+        .split(',')
+        .map(slower_by)
+        .collect();
+    let slower = format!(
+        "{}latency_ns = [{}]{}",
+        &builtin[..at],
+        latencies.join(", "),
+        &builtin[end..]
+    );
+    let file = d.join("slower.toml");
+    std::fs::write(&file, slower).unwrap();
+    let (longer, o) = ns(&["--footprints", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let haswell = kharden::machine::load("haswell-i7-4770").unwrap();
+    let expected = 1000.0 * f.kernel.host_ghz / haswell.cpu.frequency_ghz;
+    assert!(
+        (longer - committed - expected).abs() < 0.05 * expected,
+        "{committed} -> {longer} ns, expected {expected:.0} more"
+    );
+
+    let cut_at = builtin.find("[[path]]\nname = \"lseek\"").unwrap();
+    let next = cut_at + 1 + builtin[cut_at + 1..].find("[[path]]").unwrap();
+    let partial = d.join("partial.toml");
+    std::fs::write(
+        &partial,
+        format!("{}{}", &builtin[..cut_at], &builtin[next..]),
+    )
+    .unwrap();
+    for (file, says) in [
+        (partial.to_str().unwrap(), "missing lseek"),
+        ("/no/such/footprints.toml", "cannot read footprint file"),
+    ] {
+        let (_, o) = ns(&["--footprints", file]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(file) && err.contains(says), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     }
     let _ = std::fs::remove_dir_all(&d);
 }

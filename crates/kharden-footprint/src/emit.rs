@@ -83,6 +83,7 @@ pub struct Header {
     pub release: String,
     pub version: String,
     pub host_ghz: f64,
+    pub host_machine: String,
     pub commands: Vec<String>,
     pub meltdown: String,
     pub record_scale: f64,
@@ -142,6 +143,11 @@ pub fn write(
         "# /proc/cpuinfo 'cpu MHz' of the recording host; cycles below are ns times this"
     );
     let _ = writeln!(w, "host_ghz = {}", h.host_ghz);
+    let _ = writeln!(
+        w,
+        "# the recording host's machine profile, which each path's work is derived against"
+    );
+    let _ = writeln!(w, "host_machine = {}", quote(&h.host_machine));
     let _ = writeln!(w, "sample_period_ns = {}", crate::record::PERIOD_NS);
     let _ = writeln!(w, "record_scale = {}", h.record_scale);
     let _ = writeln!(w, "latency_scale = {}", h.latency_scale);

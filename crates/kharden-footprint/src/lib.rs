@@ -31,6 +31,8 @@ pub struct Options<'a> {
     pub latency_repeats: u32,
     /// The command line that asked for this, for the file's record.
     pub invocation: String,
+    /// This host's machine profile as the file names it (`kernel.host_machine`).
+    pub host_machine: String,
     pub work: &'a Path,
 }
 
@@ -88,6 +90,7 @@ pub fn record_all(opts: &Options, mut progress: impl FnMut(&str)) -> kharden::Re
         release: read_trimmed("/proc/sys/kernel/osrelease"),
         version: read_trimmed("/proc/sys/kernel/version"),
         host_ghz: latency::host_ghz()?,
+        host_machine: opts.host_machine.clone(),
         commands: vec![
             opts.invocation.clone(),
             format!("for SCENARIO in {}: {perf_line}", names.join(" ")),

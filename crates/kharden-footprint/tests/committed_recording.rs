@@ -8,7 +8,7 @@ use kharden_footprint::driver::SCENARIOS;
 #[test]
 fn every_scenario_path_is_recorded_and_compiles() {
     let f = Footprints::builtin();
-    let compiled = KernelPaths::builtin();
+    let compiled = KernelPaths::current();
     for s in SCENARIOS {
         for &name in s.paths {
             let p = f
@@ -25,7 +25,7 @@ fn every_scenario_path_is_recorded_and_compiles() {
 
 #[test]
 fn seed_002_paths_carry_their_latency_and_work() {
-    let compiled = KernelPaths::builtin();
+    let compiled = KernelPaths::current();
     for name in [
         "kill",
         "signal-deliver",

@@ -22,7 +22,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let overrides = args.set.overrides()?;
+    let overrides = args.set.resolve()?;
     if let Some(variant) = args.defense.strip_prefix("kvm-cr0wp:") {
         return super::kvm::check(variant, &args.machine, &overrides);
     }

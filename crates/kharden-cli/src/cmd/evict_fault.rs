@@ -56,7 +56,7 @@ pub fn run(a: Args) -> Result<()> {
     let default = if a.fit { "open-close" } else { "fault" };
     let op = Op::parse(a.op.as_deref().unwrap_or(default))
         .map_err(|e| Error::at("--op", e.to_string()))?;
-    let overrides = a.set.overrides()?;
+    let overrides = a.set.resolve()?;
     let m = overrides.apply_machine(&machine::load(&a.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;

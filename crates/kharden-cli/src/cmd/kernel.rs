@@ -2,7 +2,7 @@
 //! evict-fault | drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::kernel::footprint::{pages_of, Footprints};
-use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL, RECORDING_HOST};
+use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL};
 use kharden::kernel::traced::{base_name, completeness, TracedFootprints};
 use kharden::report::table::Table;
 
@@ -53,6 +53,11 @@ struct RecordArgs {
     /// Loop counts of a latency repeat, as a fraction of the recording's.
     #[arg(long, default_value_t = 0.1)]
     latency_scale: f64,
+    /// This host's machine profile, which the model derives each path's work against: a
+    /// library name or a TOML file (default: `machines detect` now, written beside the
+    /// output as OUTPUT-host.toml).
+    #[arg(long, value_name = "NAME|FILE")]
+    host_machine: Option<String>,
 }
 
 #[derive(ClapArgs)]
@@ -137,6 +142,7 @@ fn record(a: RecordArgs) -> kharden::Result<()> {
             return Err(kharden::Error::at(flag, "expected a positive number"));
         }
     }
+    let host_machine = recording_host(a.host_machine.as_deref(), a.output.as_deref())?;
     let work = std::env::temp_dir().join(format!("kharden-record-{}", std::process::id()));
     std::fs::create_dir_all(&work)
         .map_err(|e| kharden::Error::at(work.display(), format!("cannot create: {e}")))?;
@@ -150,6 +156,7 @@ fn record(a: RecordArgs) -> kharden::Result<()> {
         latency_scale: a.latency_scale,
         latency_repeats: a.latency_repeats,
         invocation,
+        host_machine,
         work: &work,
     };
     let text = kharden_footprint::record_all(&opts, |m| eprintln!("kharden: {m}"));
@@ -165,11 +172,40 @@ fn record(a: RecordArgs) -> kharden::Result<()> {
     }
 }
 
+/// The recording host's profile as the footprint file will name it: the one given (checked
+/// to load), or this host detected now and written beside `output` (named relative to it).
+fn recording_host(given: Option<&str>, output: Option<&str>) -> kharden::Result<String> {
+    if let Some(m) = given {
+        kharden::machine::load(m).map_err(|e| kharden::Error::at("--host-machine", e))?;
+        let absolute = std::path::Path::new(m).canonicalize();
+        return Ok(match absolute {
+            Ok(p) if kharden::machine::is_path(m) => p.display().to_string(),
+            _ => m.to_string(),
+        });
+    }
+    let output = output.ok_or_else(|| {
+        kharden::Error::at(
+            "--host-machine",
+            "expected with no -o: a detected profile is written beside the output file",
+        )
+    })?;
+    let out = std::path::Path::new(output);
+    let stem = out
+        .file_stem()
+        .map_or("footprints".into(), |s| s.to_string_lossy());
+    let file = format!("{stem}-host.toml");
+    let d = kharden::machine::detect::detect(&Default::default())?;
+    let place = out.with_file_name(&file).display().to_string();
+    std::fs::write(&place, &d.text)
+        .map_err(|e| kharden::machine::detect::write_error(&place, e))?;
+    eprintln!("kharden: this host's profile (machines detect) written to {place}");
+    Ok(file)
+}
+
 fn footprint(a: FootprintArgs) -> kharden::Result<()> {
     let f = Footprints::load(a.file.as_deref())?;
     let ghz = f.kernel.host_ghz;
-    let host = kharden::machine::load(RECORDING_HOST)?;
-    let paths = KernelPaths::compile(&f, &host)?;
+    let paths = KernelPaths::compile(&f, &f.host_profile()?)?;
     match a.show {
         None => {
             println!(
@@ -226,7 +262,8 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             }
             print!("{t}");
             println!(
-                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {RECORDING_HOST} (kernel/path.rs)"
+                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {} (kernel/path.rs)",
+                f.kernel.host_machine
             );
             for &(name, _) in kharden::kernel::params::LATENCIES_TIMED_APART {
                 print_timed_apart(&paths, name);

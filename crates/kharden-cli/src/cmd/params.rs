@@ -8,17 +8,27 @@ use kharden::params::{declarations, machine_params, Overrides, Params, Value};
 use kharden::{machine, Error, Result};
 
 /// `--set PATH=VALUE`, repeatable: overrides a declared parameter (`kharden params` lists
-/// them) or a machine-profile field (`machine.costs.interrupt_entry_cycles=900`).
+/// them) or a machine-profile field (`machine.costs.interrupt_entry_cycles=900`); and
+/// `--footprints FILE`, the kernel recording the model runs.
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct SetArgs {
     /// Override a parameter (`kharden params` lists them) or a machine field
     /// (machine.costs.interrupt_entry_cycles=900); repeatable
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub set: Vec<String>,
+    /// Run the kernel paths of this footprint file (`kharden kernel record-footprint` on your
+    /// kernel) instead of the committed kernels/ recording
+    #[arg(long, value_name = "FILE")]
+    pub footprints: Option<String>,
 }
 
 impl SetArgs {
-    pub fn overrides(&self) -> Result<Overrides> {
+    /// The overrides, once the `--footprints` file (if any) is the recording this process
+    /// simulates.
+    pub fn resolve(&self) -> Result<Overrides> {
+        if let Some(file) = &self.footprints {
+            kharden::kernel::recording::select(file)?;
+        }
         Overrides::parse(&self.set)
     }
 }
@@ -39,7 +49,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let overrides = args.set.overrides()?;
+    let overrides = args.set.resolve()?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
     let families: Option<Vec<&str>> = match &args.defense {

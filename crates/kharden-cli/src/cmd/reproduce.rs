@@ -38,7 +38,7 @@ fn run_one(name: &str, overrides: &Overrides) -> Result<Reproduction> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let overrides = args.set.overrides()?;
+    let overrides = args.set.resolve()?;
     if args.name.ends_with(".toml") {
         let text = kharden::machine::validate::read_bounded(&args.name, "experiment file")?;
         let rep = experiment::run_text(&args.name, &text, &overrides)?;

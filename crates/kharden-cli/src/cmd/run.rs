@@ -180,7 +180,7 @@ impl Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let overrides = args.set.overrides()?;
+    let overrides = args.set.resolve()?;
     workload::check_name(&args.workload)?;
     args.check_options_apply()?;
     if args.workload == "ssdd" {

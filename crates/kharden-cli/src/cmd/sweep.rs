@@ -46,7 +46,13 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(file) = &args.file {
-        let overrides = args.set.overrides()?;
+        if args.ray.is_some() && args.set.footprints.is_some() {
+            return Err(Error::at(
+                "--footprints",
+                "Ray workers run the committed recording only; sweep with --footprints on this machine (--threads)",
+            ));
+        }
+        let overrides = args.set.resolve()?;
         return super::sweep_file::run(
             file,
             args.output.as_deref(),
@@ -60,7 +66,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.family.clone()
     };
-    let overrides = args.set.overrides()?;
+    let overrides = args.set.resolve()?;
     let mut params = kharden::params::Params::linux();
     overrides.apply(&mut params)?;
     let profiles = families

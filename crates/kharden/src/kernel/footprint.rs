@@ -38,6 +38,9 @@ pub struct KernelInfo {
     pub meltdown: String,
     /// Core clock of the recording host (cycles = ns times this).
     pub host_ghz: f64,
+    /// The recording host's machine profile, a library name or a TOML file (relative to the
+    /// footprint file): what each path's work is derived against (kernel/path.rs).
+    pub host_machine: String,
     pub sample_period_ns: u64,
     /// Loop counts of the recording and of the latency runs (1.0: about a second per path).
     pub record_scale: f64,
@@ -175,12 +178,30 @@ impl Footprints {
         })
     }
 
-    /// The committed file, or the file at `path`.
+    /// The committed file, or the file at `path` (its `host_machine`, when a relative path,
+    /// resolved against the file's directory).
     pub fn load(path: Option<&str>) -> Result<Footprints> {
-        match path {
-            None => Ok(Footprints::builtin().clone()),
-            Some(p) => Footprints::parse(p, &read_file(p, "footprint file")?),
+        let Some(p) = path else {
+            return Ok(Footprints::builtin().clone());
+        };
+        let mut f = Footprints::parse(p, &read_file(p, "footprint file")?)?;
+        let host = std::path::Path::new(&f.kernel.host_machine);
+        if crate::machine::is_path(&f.kernel.host_machine) && host.is_relative() {
+            if let Some(dir) = std::path::Path::new(p).parent() {
+                f.kernel.host_machine = dir.join(host).display().to_string();
+            }
         }
+        Ok(f)
+    }
+
+    /// The profile of the host the recording was made on.
+    pub fn host_profile(&self) -> Result<crate::machine::MachineProfile> {
+        crate::machine::load(&self.kernel.host_machine).map_err(|e| {
+            Error::new(format!(
+                "footprints of kernel {}: kernel.host_machine: {e}",
+                self.kernel.release
+            ))
+        })
     }
 
     /// Parses and validates; `place` names the file in errors. The paths derived from
@@ -211,6 +232,9 @@ impl Footprints {
         let k = &self.kernel;
         if k.text_bytes == 0 {
             return Err("kernel.text_bytes: expected a positive size".into());
+        }
+        if k.host_machine.trim().is_empty() {
+            return Err("kernel.host_machine: expected the recording host's machine profile (a library name or a TOML file from `kharden machines detect`)".into());
         }
         if !(k.host_ghz > 0.0 && k.host_ghz.is_finite()) {
             return Err(format!(
@@ -421,5 +445,51 @@ mod tests {
         assert!(e.contains("data") && e.contains("no_such_object"), "{e}");
         let e = broken("functions = [\n  [", "functions = [\n  [7, ");
         assert!(e.contains("line"), "{e}");
+        let e = broken(
+            "host_machine = \"recording-host-epyc-zen4-kvm\"",
+            "host_machine = \" \"",
+        );
+        assert!(e.contains("kernel.host_machine"), "{e}");
+    }
+
+    /// The committed file names the host profile the model has always derived its work
+    /// against; a user's file names its host's detected profile beside it, which loading
+    /// finds wherever the pair is moved, and a profile that does not load is an error that
+    /// says so.
+    #[test]
+    fn a_recording_names_its_hosts_profile_relative_to_itself() {
+        let committed = Footprints::builtin();
+        assert_eq!(
+            committed.kernel.host_machine,
+            crate::kernel::path::RECORDING_HOST
+        );
+        assert_eq!(
+            committed.host_profile().unwrap().name,
+            crate::kernel::path::RECORDING_HOST
+        );
+        let dir = std::env::temp_dir().join(format!("kharden-fp-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let host = crate::machine::source_text("haswell-i7-4770").unwrap();
+        std::fs::write(dir.join("mine-host.toml"), host).unwrap();
+        let text = BUILTIN.replacen(
+            "host_machine = \"recording-host-epyc-zen4-kvm\"",
+            "host_machine = \"mine-host.toml\"",
+            1,
+        );
+        std::fs::write(dir.join("mine.toml"), text).unwrap();
+        let file = dir.join("mine.toml").display().to_string();
+        let f = Footprints::load(Some(&file)).unwrap();
+        assert_eq!(f.host_profile().unwrap().name, "haswell-i7-4770");
+        std::fs::remove_file(dir.join("mine-host.toml")).unwrap();
+        let e = Footprints::load(Some(&file))
+            .unwrap()
+            .host_profile()
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            e.contains("kernel.host_machine") && e.contains("mine-host.toml"),
+            "{e}"
+        );
     }
 }

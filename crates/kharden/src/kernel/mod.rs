@@ -23,6 +23,7 @@ pub mod params;
 pub mod path;
 pub mod process;
 pub mod reap;
+pub mod recording;
 pub mod sched;
 pub mod shared_line;
 pub mod steady;
@@ -78,7 +79,7 @@ impl KernelGlobal {
 /// The 2 MiB page of kernel text that holds the entry code (the only kernel text that user
 /// page tables map under PTI unless the whole image is cloned).
 pub fn entry_text_page() -> VirtAddr {
-    let entry = path::KernelPaths::builtin().entry_text_offset;
+    let entry = path::KernelPaths::current().entry_text_offset;
     VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
 }
 
@@ -340,7 +341,7 @@ impl Kernel {
             config,
             params: params::KernelParams::from(params),
             run_params: params.clone(),
-            paths: path::KernelPaths::builtin(),
+            paths: path::KernelPaths::current(),
             machine,
         };
         k.map_kernel_half();

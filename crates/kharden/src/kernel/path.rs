@@ -27,13 +27,14 @@ use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
 use crate::sim::{Counter, TimeCategory};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The path whose native latency is an empty syscall's (entry, dispatch, exit).
 pub const EMPTY_SYSCALL: &str = "syscall-entry-exit";
 /// The syscall entry point, which PTI maps into user page tables.
 const ENTRY_SYMBOL: &str = "entry_SYSCALL_64";
-/// The machine profile of the host the committed footprints were recorded on.
+/// The machine profile of the host the committed footprints were recorded on (their
+/// `host_machine`, which a test holds to this).
 pub const RECORDING_HOST: &str = "recording-host-epyc-zen4-kvm";
 
 /// Lines of a slab object a path touches (a few fields of a large structure, not all of
@@ -218,18 +219,10 @@ impl KernelHeap {
 }
 
 impl KernelPaths {
-    /// The committed recording, compiled once per process.
-    pub fn builtin() -> Arc<KernelPaths> {
-        static P: OnceLock<Arc<KernelPaths>> = OnceLock::new();
-        P.get_or_init(|| {
-            let host = crate::machine::load(RECORDING_HOST)
-                .expect("the recording host's profile is in machines/");
-            Arc::new(
-                KernelPaths::compile(Footprints::builtin(), &host)
-                    .expect("committed footprints compile"),
-            )
-        })
-        .clone()
+    /// The paths every simulation in this process runs (kernel/recording.rs: the committed
+    /// recording unless `--footprints` chose another).
+    pub fn current() -> Arc<KernelPaths> {
+        super::recording::current().paths.clone()
     }
 
     /// Lays out every path of `f` and derives its work on `host`, the recording host.
@@ -794,8 +787,11 @@ mod tests {
     /// recording-host cycle's worth more work.
     #[test]
     fn a_latency_timed_apart_derives_work_by_the_recordings_rule() {
-        let paths = super::KernelPaths::builtin();
-        let ghz = super::Footprints::builtin().kernel.host_ghz;
+        let paths = super::KernelPaths::current();
+        let ghz = crate::kernel::recording::current()
+            .footprints
+            .kernel
+            .host_ghz;
         let id = paths.id("getppid").unwrap();
         let p = paths.get(id);
         let ns = p.native_cycles.unwrap() / ghz;
@@ -851,7 +847,7 @@ mod tests {
         use super::{KernelPaths, KERNEL_RODATA, LINE_BYTES};
         use crate::kernel::image_data::ImageData;
         use crate::kernel::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
-        let paths = KernelPaths::builtin();
+        let paths = KernelPaths::current();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         for name in ["getppid", "fork", "mount-proc", "fault-anon"] {
             let m = ImageData::builtin().path(name).unwrap();
@@ -879,7 +875,7 @@ mod tests {
         use super::{KernelPaths, Object, LINE_BYTES};
         use crate::kernel::image_data::ImageData;
         use std::collections::BTreeSet;
-        let paths = KernelPaths::builtin();
+        let paths = KernelPaths::current();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         let heap_lines =
             |n: &str| -> BTreeSet<u64> { path(n).heap.lines.iter().copied().collect() };

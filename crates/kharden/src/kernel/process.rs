@@ -533,7 +533,8 @@ mod tests {
             let t = task_with_pages(&mut k, 0);
             kernel_cycles_of(&mut k, |k| k.exit(0, t).unwrap())
         };
-        let ghz = crate::kernel::footprint::Footprints::builtin()
+        let ghz = crate::kernel::recording::current()
+            .footprints
             .kernel
             .host_ghz;
         let more = exit_kernel_cycles(1000.0) - exit_kernel_cycles(0.0);

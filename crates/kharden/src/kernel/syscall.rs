@@ -141,7 +141,7 @@ const TABLE: &[Entry] = &[
 
 pub fn lookup(name: &str) -> Option<SyscallSpec> {
     let e = TABLE.iter().find(|e| e.0 == name)?;
-    let paths = KernelPaths::builtin();
+    let paths = KernelPaths::current();
     let path = paths
         .id(e.1)
         .unwrap_or_else(|| panic!("syscall {name}: path {} is not in the footprints", e.1));

@@ -34,7 +34,7 @@ pub fn load(name_or_path: &str) -> Result<MachineProfile> {
     if let Some(text) = source_text(name_or_path) {
         return parse(&format!("machines/{name_or_path}.toml"), text);
     }
-    if name_or_path.contains('/') || name_or_path.ends_with(".toml") {
+    if is_path(name_or_path) {
         let text = validate::read_bounded(name_or_path, "machine file")?;
         return parse(name_or_path, &text);
     }
@@ -42,6 +42,11 @@ pub fn load(name_or_path: &str) -> Result<MachineProfile> {
         "unknown machine '{name_or_path}': expected one of {} or a path to a .toml profile",
         names().join(", ")
     )))
+}
+
+/// Whether a machine argument names a file rather than a library profile.
+pub fn is_path(name_or_path: &str) -> bool {
+    name_or_path.contains('/') || name_or_path.ends_with(".toml")
 }
 
 /// Parses and validates one profile; `place` names the file in errors.

@@ -9,6 +9,20 @@ fn kharden(args: &[&str]) -> Output {
         .expect("run kharden")
 }
 
+/// `kharden run` of a syscall loop on the Haswell.
+const SYSCALL_LOOP: &[&str] = &[
+    "run",
+    "--machine",
+    "haswell-i7-4770",
+    "--workload",
+    "syscall-loop",
+];
+
+/// 2000 getppid iterations on the Haswell, as JSON, with `extra` flags.
+fn getppid_loop(extra: &[&str]) -> Output {
+    kharden(&[SYSCALL_LOOP, &["--iterations", "2000", "--json"], extra].concat())
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -62,15 +76,7 @@ fn unknown_machine_workload_defense_syscall() {
         "--syscall: unknown syscall 'fork'",
     );
     assert_one_line_error(
-        &[
-            "run",
-            "--machine",
-            "haswell-i7-4770",
-            "--workload",
-            "syscall-loop",
-            "--iterations",
-            "0",
-        ],
+        &[SYSCALL_LOOP, &["--iterations", "0"]].concat(),
         "--iterations",
     );
     assert_one_line_error(&["reproduce", "nothing"], "unknown experiment 'nothing'");
@@ -353,18 +359,7 @@ fn params_show_provenance_and_set_changes_a_run() {
     );
 
     let run = |set: &[&str]| {
-        let mut args = vec![
-            "run",
-            "--machine",
-            "haswell-i7-4770",
-            "--workload",
-            "syscall-loop",
-            "--iterations",
-            "2000",
-            "--json",
-        ];
-        args.extend_from_slice(set);
-        let o = kharden(&args);
+        let o = getppid_loop(set);
         assert!(o.status.success(), "{}", stderr(&o));
         serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
     };
@@ -594,4 +589,70 @@ fn cpuid_tlbs_reads_a_published_dump_and_refuses_what_is_not_one() {
         "/nonexistent/dump.txt",
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--footprints FILE` runs the model on a recording of one's own kernel: the committed
+/// file given by path changes nothing; a copy whose getppid took 1000 ns longer on the
+/// recording host makes the simulated getppid longer by that work at the target's clock;
+/// a file that lacks a path the model runs, or none at all, is a one-line error.
+#[test]
+fn run_takes_its_kernel_paths_from_the_footprints_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ns = |extra: &[&str]| -> f64 {
+        let o = getppid_loop(extra);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["ns_per_iteration"].as_f64().unwrap()
+    };
+    let committed = ns(&[]);
+    let builtin = kharden::kernel::footprint::BUILTIN;
+    let same = d.join("same.toml");
+    std::fs::write(&same, builtin).unwrap();
+    assert_eq!(ns(&["--footprints", same.to_str().unwrap()]), committed);
+
+    let cut = builtin.find("name = \"getppid\"").unwrap();
+    let at = cut + builtin[cut..].find("latency_ns = [").unwrap();
+    let end = at + builtin[at..].find('\n').unwrap();
+    let slower_by = |ns: &str| format!("{:.1}", ns.trim().parse::<f64>().unwrap() + 1000.0);
+    let latencies: Vec<String> = builtin[at + "latency_ns = [".len()..end - 1]
+        .split(',')
+        .map(slower_by)
+        .collect();
+    let slower = d.join("slower.toml");
+    std::fs::write(
+        &slower,
+        format!(
+            "{}latency_ns = [{}]{}",
+            &builtin[..at],
+            latencies.join(", "),
+            &builtin[end..]
+        ),
+    )
+    .unwrap();
+    let longer = ns(&["--footprints", slower.to_str().unwrap()]);
+    let host_ghz = kharden::kernel::footprint::Footprints::builtin()
+        .kernel
+        .host_ghz;
+    let haswell = kharden::machine::load("haswell-i7-4770").unwrap();
+    let expected = 1000.0 * host_ghz / haswell.cpu.frequency_ghz;
+    assert!(
+        (longer - committed - expected).abs() < 0.05 * expected,
+        "{committed} -> {longer} ns, expected {expected:.0} more"
+    );
+
+    let cut_at = builtin.find("[[path]]\nname = \"lseek\"").unwrap();
+    let next = cut_at + 1 + builtin[cut_at + 1..].find("[[path]]").unwrap();
+    let partial = d.join("partial.toml");
+    std::fs::write(
+        &partial,
+        format!("{}{}", &builtin[..cut_at], &builtin[next..]),
+    )
+    .unwrap();
+    for (file, says) in [
+        (partial.to_str().unwrap(), "missing lseek"),
+        ("/no/such/footprints.toml", "cannot read footprint file"),
+    ] {
+        assert_one_line_error(&[SYSCALL_LOOP, &["--footprints", file]].concat(), says);
+    }
 }

@@ -142,7 +142,7 @@ pub fn write(
         w,
         "# /proc/cpuinfo 'cpu MHz' of the recording host; cycles below are ns times this"
     );
-    let _ = writeln!(w, "host_ghz = {}", h.host_ghz);
+    let _ = writeln!(w, "host_ghz = {:.6}", h.host_ghz);
     let _ = writeln!(
         w,
         "# the recording host's machine profile, which each path's work is derived against"

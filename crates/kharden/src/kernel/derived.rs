@@ -295,20 +295,39 @@ mod tests {
     use super::DERIVED;
     use crate::kernel::footprint::Footprints;
 
-    /// A skipped name the recording lacks would leave its cost in the derived path: every
-    /// name must be one the recorded path ran.
+    /// A misspelt skip would leave its function's cost in the derived path. Every name is
+    /// a function that a recording or a trace saw: the committed recording (any path), or
+    /// Debian's 6.1 kernel under ftrace and the recordings it was compared with
+    /// (kernels/linux-6.1.0-47-amd64-ftrace.toml). Not necessarily in this recording's
+    /// path: sampling misses short functions, builds inline others (prep_new_page is out of
+    /// line in the fc-v445 build, inlined in fc-v669's), and the recorder leaves the host's
+    /// BPF hooks out; a skip the recorded path lacks skips nothing.
     #[test]
-    fn every_skipped_function_is_one_the_recorded_path_ran() {
+    fn every_skipped_function_is_a_function_a_recording_or_trace_saw() {
         let f = Footprints::builtin();
+        let traced = crate::kernel::traced::TracedFootprints::builtin();
+        let seen = |name: &str| {
+            f.path
+                .iter()
+                .any(|p| p.functions.iter().any(|u| u.name() == name))
+                || traced.path.iter().any(|p| {
+                    p.functions
+                        .iter()
+                        .any(|u| crate::kernel::traced::base_name(u.name()) == name)
+                })
+                || traced
+                    .recording_functions
+                    .as_ref()
+                    .is_some_and(|r| r.absent.contains(name) || r.untraceable.contains(name))
+                || traced
+                    .recording_kernel
+                    .as_ref()
+                    .is_some_and(|r| r.absent.contains(name))
+        };
         for d in DERIVED {
             let from = f.path(d.from).unwrap();
             for s in d.skips {
-                assert!(
-                    from.functions.iter().any(|f| f.name() == *s),
-                    "{}: {} has no function {s}",
-                    d.name,
-                    d.from
-                );
+                assert!(seen(s), "{}: no recording or trace saw {s}", d.name);
             }
             for o in d.skips_objects {
                 assert!(from.data.iter().any(|x| x == o), "{}: {o}", d.name);

@@ -13,8 +13,8 @@ pub const LINE_BYTES: u64 = 64;
 pub const PAGE_BYTES: u64 = 4096;
 
 /// The committed recording, which the simulator uses unless told otherwise.
-pub const BUILTIN_PLACE: &str = "kernels/linux-6.18.44-fc-v445.toml";
-pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.18.44-fc-v445.toml");
+pub const BUILTIN_PLACE: &str = "kernels/linux-6.18.44-fc-v669.toml";
+pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.18.44-fc-v669.toml");
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -422,11 +422,10 @@ mod tests {
     fn the_hosts_instrumentation_share_is_of_the_paths_own_samples() {
         let f = Footprints::parse(BUILTIN_PLACE, BUILTIN).unwrap();
         let mut p = f.path("open-close").unwrap().clone();
-        assert_eq!(
-            p.instrumentation_share(),
-            0.0,
-            "the committed recording predates it"
-        );
+        // The host's BPF programs hook chrdev_open: 11.1% of open/close's kernel samples in
+        // a perf record -g of 2026-11-27 (footprints.md section 5).
+        let measured = p.instrumentation_share();
+        assert!((0.05..0.15).contains(&measured), "{measured}");
         // A quarter of the samples in the host's BPF programs.
         p.excluded.insert(INSTRUMENTATION.into(), p.samples / 3);
         let share = p.instrumentation_share();

@@ -169,6 +169,29 @@ fn bad_paths_and_files_are_one_line_errors() {
         err.contains("bad.toml") && err.contains("text_bytes"),
         "{err}"
     );
+
+    // The recorder needs its host's profile before it records anything (no perf needed to
+    // get these): one it is given must load, and a detected one needs a file to sit beside.
+    let out = d.join("k.toml");
+    for (args, says) in [
+        (
+            vec![
+                "--host-machine",
+                "no-such-machine",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+            "--host-machine: unknown machine 'no-such-machine'",
+        ),
+        (vec![], "--host-machine: expected with no -o"),
+    ] {
+        let o = kharden(&[&["kernel", "record-footprint"][..], &args].concat());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+    assert!(!out.exists());
     let _ = std::fs::remove_dir_all(&d);
 }
 

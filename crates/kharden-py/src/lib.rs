@@ -98,6 +98,13 @@ fn reproduce(py: Python<'_>, name: String, set: Vec<String>) -> PyResult<String>
     json(&rep)
 }
 
+/// Makes the footprint file at `path` the kernel recording of every later simulation in
+/// this process (kernel/recording.rs; the CLI's `--footprints`).
+#[pyfunction]
+fn use_footprints(path: &str) -> PyResult<()> {
+    kharden::kernel::recording::select(path).map_err(err)
+}
+
 /// Names the reproductions `reproduce` takes.
 #[pyfunction]
 fn experiments() -> Vec<&'static str> {
@@ -230,6 +237,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parameters, m)?)?;
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
+    m.add_function(wrap_pyfunction!(use_footprints, m)?)?;
     m.add_function(wrap_pyfunction!(toml_of_json, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_keys, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_rows, m)?)?;

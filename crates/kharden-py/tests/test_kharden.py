@@ -1,3 +1,7 @@
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
 import kharden
@@ -85,3 +89,36 @@ def test_reproduce_returns_rows():
     df = kharden.reproduce("pti-pcid")
     assert {"label", "published", "simulated", "error_pct"} <= set(df.columns)
     assert df["simulated"].notna().all()
+
+
+def _committed_footprints():
+    root = pathlib.Path(__file__).resolve().parents[3]
+    (path,) = root.glob("kernels/linux-6.18.*.toml")
+    return path.read_text()
+
+
+def test_use_footprints_refuses_a_recording_without_every_path(tmp_path):
+    text = _committed_footprints()
+    start = text.index('[[path]]\nname = "getppid"')
+    end = text.index("[[path]]", start + 1)
+    partial = tmp_path / "partial.toml"
+    partial.write_text(text[:start] + text[end:])
+    with pytest.raises(kharden.KhardenError, match=r"partial.toml: .*missing getppid"):
+        kharden.use_footprints(partial)
+
+
+def test_use_footprints_runs_the_file_given(tmp_path):
+    # One recording per process: a fresh interpreter takes a copy of the committed file,
+    # and simulates what this one does with the committed recording.
+    copy = tmp_path / "copy.toml"
+    copy.write_text(_committed_footprints())
+    here = kharden.run("haswell-i7-4770", "syscall-loop", iterations=2000)
+    code = (
+        "import kharden, sys; kharden.use_footprints(sys.argv[1]); "
+        "print(kharden.run('haswell-i7-4770', 'syscall-loop', iterations=2000)"
+        "['ns_per_iteration'][0])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(copy)], capture_output=True, text=True, check=True
+    )
+    assert float(out.stdout) == here["ns_per_iteration"][0]

@@ -9,6 +9,7 @@ machine and workload, as pandas DataFrames.
     kharden.reproduce("pti-pcid")            # published vs simulated, per row
     kharden.sweep("examples/xpfo_vs_cpus.toml")          # one row per point (Parquet)
     kharden.sweep({...}, ray="auto")         # the same points as Ray tasks
+    kharden.use_footprints("mine.toml")      # your kernel's recorded paths, before any run
 
 Errors are `kharden.KhardenError` (a ValueError) with the command line's one-line message.
 """
@@ -33,6 +34,7 @@ __all__ = [
     "run",
     "reproduce",
     "sweep",
+    "use_footprints",
 ]
 
 
@@ -67,6 +69,14 @@ def parameters(machine=None, set=None):
     params = json.loads(_native.parameters(machine, _set_list(set)))
     rows = [dict(path=p, **v) for p, v in params.items()]
     return pd.DataFrame(rows).set_index("path")
+
+
+def use_footprints(path):
+    """Run every later simulation of this process on the kernel footprint file at `path`
+    (`kharden kernel record-footprint` on your own kernel) instead of the committed
+    recording: the CLI's --footprints. Call it before the first simulation; a file that
+    lacks a path the model runs raises KhardenError naming it."""
+    _native.use_footprints(str(path))
 
 
 def experiments():

@@ -105,6 +105,24 @@ fn use_footprints(path: &str) -> PyResult<()> {
     kharden::kernel::recording::select(path).map_err(err)
 }
 
+/// The footprints chosen for this process (use_footprints), as the JSON of their texts
+/// that use_footprints_portable takes in another process; None for the committed ones.
+#[pyfunction]
+fn chosen_footprints() -> PyResult<Option<String>> {
+    kharden::kernel::recording::chosen()
+        .map(|p| serde_json::to_string(&p).map_err(|e| err(e.to_string())))
+        .transpose()
+}
+
+/// use_footprints of a recording chosen in another process (chosen_footprints' JSON): a
+/// Ray worker gets the texts, not the files.
+#[pyfunction]
+fn use_footprints_portable(json: &str) -> PyResult<()> {
+    let p: kharden::kernel::recording::Portable = serde_json::from_str(json)
+        .map_err(|e| err(format!("footprints sent to this worker: {e}")))?;
+    kharden::kernel::recording::select_portable(p).map_err(err)
+}
+
 /// Names the reproductions `reproduce` takes.
 #[pyfunction]
 fn experiments() -> Vec<&'static str> {
@@ -238,6 +256,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(experiments, m)?)?;
     m.add_function(wrap_pyfunction!(use_footprints, m)?)?;
+    m.add_function(wrap_pyfunction!(chosen_footprints, m)?)?;
+    m.add_function(wrap_pyfunction!(use_footprints_portable, m)?)?;
     m.add_function(wrap_pyfunction!(toml_of_json, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_keys, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_rows, m)?)?;

@@ -46,12 +46,6 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(file) = &args.file {
-        if args.ray.is_some() && args.set.footprints.is_some() {
-            return Err(Error::at(
-                "--footprints",
-                "Ray workers run the committed recording only; sweep with --footprints on this machine (--threads)",
-            ));
-        }
         let overrides = args.set.resolve()?;
         return super::sweep_file::run(
             file,

@@ -53,12 +53,17 @@ pub fn run(
     Ok(())
 }
 
-/// `--ray ADDRESS`: the Python package runs one Ray task per point and writes the same file.
+/// `--ray ADDRESS`: the Python package runs one Ray task per point and writes the same file;
+/// a chosen `--footprints` file goes with every task.
 fn on_ray(file: &str, output: &Path, address: &str, overrides: &Overrides) -> Result<()> {
     let mut cmd = std::process::Command::new("python3");
     cmd.args(["-m", "kharden.ray_sweep", file, "--address", address])
         .arg("--output")
         .arg(output);
+    // The footprints chosen for this process (--footprints) go to the workers as texts.
+    if let Some(recording) = kharden::kernel::recording::chosen() {
+        cmd.arg("--footprints").arg(recording.place);
+    }
     for (p, v) in &overrides.software {
         cmd.arg("--set").arg(format!("{p}={v}"));
     }

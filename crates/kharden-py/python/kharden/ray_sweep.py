@@ -3,7 +3,9 @@ run writes: `kharden sweep FILE --ray ADDRESS` runs `python3 -m kharden.ray_swee
 `kharden.sweep(..., ray=ADDRESS)` calls `run_on_ray`.
 
 Every task gets the sweep's text and its point's index and returns the row; a row
-depends only on its point, so the file is the one a local run writes."""
+depends only on its point, so the file is the one a local run writes. Footprints chosen
+in this process (kharden.use_footprints, the CLI's --footprints) go with every task as
+their texts: a worker on another machine does not have the files."""
 
 import argparse
 import json
@@ -13,7 +15,9 @@ from . import _native
 from ._native import KhardenError
 
 
-def _point(place, text, index, sets):
+def _point(place, text, index, sets, footprints):
+    if footprints is not None:
+        _native.use_footprints_portable(footprints)
     return _native.sweep_point(place, text, index, sets)
 
 
@@ -27,6 +31,7 @@ def run_on_ray(place, text, output, address, sets=()):
     sets = list(sets)
     # Checks the whole sweep (and a resumed output) before anything is sent out.
     pending = json.loads(_native.sweep_pending(place, text, output, sets))
+    footprints = _native.chosen_footprints()
     started_here = not ray.is_initialized()
     if started_here:
         if address in ("local", ""):
@@ -35,7 +40,7 @@ def run_on_ray(place, text, output, address, sets=()):
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         task = ray.remote(_point)
-        futures = [task.remote(place, text, i, sets) for i in pending]
+        futures = [task.remote(place, text, i, sets, footprints) for i in pending]
         rows = [json.loads(r) for r in ray.get(futures)]
     finally:
         if started_here:
@@ -54,8 +59,11 @@ def main(argv=None):
     p.add_argument("--address", required=True)
     p.add_argument("--output", required=True)
     p.add_argument("--set", action="append", default=[])
+    p.add_argument("--footprints")
     a = p.parse_args(argv)
     try:
+        if a.footprints is not None:
+            _native.use_footprints(a.footprints)
         with open(a.file, encoding="utf-8") as f:
             text = f.read()
         s = run_on_ray(a.file, text, a.output, a.address, a.set)

@@ -184,10 +184,16 @@ impl Footprints {
         let Some(p) = path else {
             return Ok(Footprints::builtin().clone());
         };
-        let mut f = Footprints::parse(p, &read_file(p, "footprint file")?)?;
+        Footprints::parse_at(p, &read_file(p, "footprint file")?)
+    }
+
+    /// `parse` of the text of the file at `path`, its `host_machine`, when a relative path,
+    /// resolved against the file's directory.
+    pub fn parse_at(path: &str, text: &str) -> Result<Footprints> {
+        let mut f = Footprints::parse(path, text)?;
         let host = std::path::Path::new(&f.kernel.host_machine);
         if crate::machine::is_path(&f.kernel.host_machine) && host.is_relative() {
-            if let Some(dir) = std::path::Path::new(p).parent() {
+            if let Some(dir) = std::path::Path::new(path).parent() {
                 f.kernel.host_machine = dir.join(host).display().to_string();
             }
         }

@@ -75,7 +75,8 @@ def use_footprints(path):
     """Run every later simulation of this process on the kernel footprint file at `path`
     (`kharden kernel record-footprint` on your own kernel) instead of the committed
     recording: the CLI's --footprints. Call it before the first simulation; a file that
-    lacks a path the model runs raises KhardenError naming it."""
+    lacks a path the model runs raises KhardenError naming it. Sweeps on Ray send it to
+    their workers."""
     _native.use_footprints(str(path))
 
 
@@ -151,7 +152,8 @@ def sweep(file_or_dict, output=None, threads=0, set=None, ray=None):
     """Runs a sweep (a sweep file's path, or a dict in its TOML form) and returns one row
     per point. With `output`, rows go to that Parquet file and points already in it are
     skipped (resume); without, a temporary file is used. `ray`: run one Ray task per
-    point on the cluster at that address ("auto", or "local" to start one here)."""
+    point on the cluster at that address ("auto", or "local" to start one here); footprints
+    chosen with use_footprints go to every task."""
     place, text = _source(file_or_dict)
     sets = _set_list(set)
     with tempfile.TemporaryDirectory() as tmp:

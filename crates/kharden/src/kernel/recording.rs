@@ -36,19 +36,26 @@ pub struct Portable {
 impl Portable {
     /// The footprint file at `path`, with the host profile file it names, if any.
     pub fn read(path: &str) -> Result<Portable> {
+        Portable::read_parsed(path).map(|(p, _)| p)
+    }
+
+    /// `read`, with the footprints parsed on the way.
+    fn read_parsed(path: &str) -> Result<(Portable, Footprints)> {
         let footprints = read_file(path, "footprint file")?;
-        let host = Footprints::parse_at(path, &footprints)?.kernel.host_machine;
-        let host_profile = crate::machine::is_path(&host)
+        let f = Footprints::parse_at(path, &footprints)?;
+        let host = &f.kernel.host_machine;
+        let host_profile = crate::machine::is_path(host)
             .then(|| {
-                crate::machine::validate::read_bounded(&host, "machine file")
+                crate::machine::validate::read_bounded(host, "machine file")
                     .map_err(|e| Error::at(path, format!("kernel.host_machine: {e}")))
             })
             .transpose()?;
-        Ok(Portable {
+        let p = Portable {
             place: path.to_string(),
             footprints,
             host_profile,
-        })
+        };
+        Ok((p, f))
     }
 }
 
@@ -77,13 +84,30 @@ pub fn chosen() -> Option<Portable> {
 /// process. It must record every path the committed recording has (the model runs them
 /// all), and it is refused once a simulation has run on another.
 pub fn select(path: &str) -> Result<()> {
-    select_portable(Portable::read(path)?)
+    if running(path) {
+        return Ok(());
+    }
+    let (p, f) = Portable::read_parsed(path)?;
+    choose(p, f)
 }
 
-/// `select` of a recording given as its texts.
+/// `select` of a recording given as its texts (a Ray worker's, for every point it runs).
 pub fn select_portable(p: Portable) -> Result<()> {
+    if running(&p.place) {
+        return Ok(());
+    }
+    let f = Footprints::parse_at(&p.place, &p.footprints)?;
+    choose(p, f)
+}
+
+/// Whether the recording from `place` is already the one this process runs (nothing to
+/// check or compile again).
+fn running(place: &str) -> bool {
+    CURRENT.get().is_some_and(|r| r.place == place)
+}
+
+fn choose(p: Portable, f: Footprints) -> Result<()> {
     let place = p.place.clone();
-    let f = Footprints::parse_at(&place, &p.footprints)?;
     let missing: Vec<&str> = Footprints::builtin()
         .names()
         .into_iter()

@@ -32,3 +32,10 @@ def small():
 @pytest.fixture
 def repo():
     return REPO
+
+
+@pytest.fixture
+def committed_footprints():
+    """The text of the committed kernel recording (kernels/)."""
+    (path,) = REPO.glob("kernels/linux-6.18.*.toml")
+    return path.read_text()

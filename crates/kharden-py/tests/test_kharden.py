@@ -1,4 +1,3 @@
-import pathlib
 import subprocess
 import sys
 
@@ -91,14 +90,8 @@ def test_reproduce_returns_rows():
     assert df["simulated"].notna().all()
 
 
-def _committed_footprints():
-    root = pathlib.Path(__file__).resolve().parents[3]
-    (path,) = root.glob("kernels/linux-6.18.*.toml")
-    return path.read_text()
-
-
-def test_use_footprints_refuses_a_recording_without_every_path(tmp_path):
-    text = _committed_footprints()
+def test_use_footprints_refuses_a_recording_without_every_path(committed_footprints, tmp_path):
+    text = committed_footprints
     start = text.index('[[path]]\nname = "getppid"')
     end = text.index("[[path]]", start + 1)
     partial = tmp_path / "partial.toml"
@@ -107,11 +100,11 @@ def test_use_footprints_refuses_a_recording_without_every_path(tmp_path):
         kharden.use_footprints(partial)
 
 
-def test_use_footprints_runs_the_file_given(tmp_path):
+def test_use_footprints_runs_the_file_given(committed_footprints, tmp_path):
     # One recording per process: a fresh interpreter takes a copy of the committed file,
     # and simulates what this one does with the committed recording.
     copy = tmp_path / "copy.toml"
-    copy.write_text(_committed_footprints())
+    copy.write_text(committed_footprints)
     here = kharden.run("haswell-i7-4770", "syscall-loop", iterations=2000)
     code = (
         "import kharden, sys; kharden.use_footprints(sys.argv[1]); "

@@ -31,12 +31,11 @@ def _slower_getppid(text, by_ns):
     return f"{text[:at]}latency_ns = [{slower}{text[end:]}"
 
 
-def test_ray_workers_run_the_footprints_chosen_here(repo, tmp_path):
+def test_ray_workers_run_the_footprints_chosen_here(repo, committed_footprints, tmp_path):
     # A recording of one's own, whose host profile is a file beside it: the workers get
     # both as texts. One recording per process, so a fresh interpreter chooses it and
     # sweeps on Ray and locally; both differ from the committed recording alike.
-    (committed,) = repo.glob("kernels/linux-6.18.*.toml")
-    text = committed.read_text()
+    text = committed_footprints
     library_host = 'host_machine = "recording-host-epyc-zen4-kvm"'
     assert library_host in text
     mine = tmp_path / "mine.toml"

@@ -37,9 +37,15 @@ pub struct Experiment {
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
-    /// Why this row is known to miss its tolerance (see report::Row::known_miss).
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
     pub defense: String,
     pub published: f64,
     #[serde(default)]
@@ -193,7 +199,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             res.ns_per_iteration(),
             e.tolerance_pct,
         );
-        row.known_miss = r.known_miss.clone();
+        crate::report::judge::mark(
+            &mut row,
+            r.baseline.as_ref(),
+            r.known_miss.as_ref(),
+            r.derived.as_ref(),
+        );
         row.fitted = e.fit.as_ref().is_some_and(|f| f.row == r.label);
         rows.push(row);
         measured.push(Measured {
@@ -243,6 +254,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         breakdowns: vec![breakdown(&e.title, &measured)],
         figures: vec![],
         notes,
+        values: Default::default(),
         params: Some(params.to_json()),
     })
 }

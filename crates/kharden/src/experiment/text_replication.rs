@@ -46,8 +46,15 @@ pub struct RowSpec {
     pub caches: String,
     /// Published gain, percent.
     pub published: f64,
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
 }
 
 /// Every row again on another machine, with its own base defenses.
@@ -276,7 +283,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             tolerance,
             spec.published >= e.sign_from_pct,
         );
-        row.known_miss = spec.known_miss.clone();
+        crate::report::judge::mark(
+            &mut row,
+            spec.baseline.as_ref(),
+            spec.known_miss.as_ref(),
+            spec.derived.as_ref(),
+        );
         rows.push(row);
         push_breakdown(&mut breakdown, &label, op, res);
     }
@@ -321,6 +333,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 crate::defense::text_repl::REPLICATED_BYTES >> 20
             ),
         ],
+        values: Default::default(),
         params: Some(params.to_json()),
     })
 }

@@ -159,7 +159,10 @@ fn bad_flags_give_one_line_errors() {
     );
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
     let _ = std::fs::remove_dir_all(&d);
-    fails_with(&["trace", "frobnicate"], "unrecognized subcommand 'frobnicate'");
+    fails_with(
+        &["trace", "frobnicate"],
+        "unrecognized subcommand 'frobnicate'",
+    );
     fails_with(&["trace", "stats"], "not provided: <FILE>");
     fails_with(&["trace", "stats", "a", "b"], "unexpected argument 'b'");
     fails_with(
@@ -176,8 +179,14 @@ fn bad_flags_give_one_line_errors() {
         "cannot open",
     );
     fails_with(&["record"], "not provided: <COMMAND>...");
-    fails_with(&["record", "-o"], "a value is required for '--output <FILE>'");
-    fails_with(&["record", "--frob", "--", "true"], "unexpected argument '--frob'");
+    fails_with(
+        &["record", "-o"],
+        "a value is required for '--output <FILE>'",
+    );
+    fails_with(
+        &["record", "--frob", "--", "true"],
+        "unexpected argument '--frob'",
+    );
     fails_with(
         &["record", "--mmap-pages", "3", "--", "true"],
         "invalid value '3' for '--mmap-pages <N>': expected a power of two",
@@ -196,14 +205,34 @@ fn record_takes_the_command_line_after_its_flags() {
     let (fresh, existing) = (fresh.to_str().unwrap(), existing.to_str().unwrap());
     let missing = "command 'no-such-command-kharden' not found in PATH";
     fails_with(
-        &["record", "-o", fresh, "--", "no-such-command-kharden", "-o", existing, "--force"],
+        &[
+            "record",
+            "-o",
+            fresh,
+            "--",
+            "no-such-command-kharden",
+            "-o",
+            existing,
+            "--force",
+        ],
         missing,
     );
     fails_with(
-        &["record", "-o", fresh, "no-such-command-kharden", "-j2", "--mmap-pages", "3"],
+        &[
+            "record",
+            "-o",
+            fresh,
+            "no-such-command-kharden",
+            "-j2",
+            "--mmap-pages",
+            "3",
+        ],
         missing,
     );
-    assert_eq!(std::fs::read_to_string(d.join("old.trace")).unwrap(), "precious");
+    assert_eq!(
+        std::fs::read_to_string(d.join("old.trace")).unwrap(),
+        "precious"
+    );
     assert!(!d.join("new.trace").exists());
     let _ = std::fs::remove_dir_all(&d);
 }

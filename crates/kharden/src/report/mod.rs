@@ -2,6 +2,7 @@
 
 pub mod csv;
 pub mod judge;
+pub mod results_svg;
 pub mod stats_json;
 pub mod summary;
 pub mod svg;

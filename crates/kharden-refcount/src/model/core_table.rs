@@ -147,7 +147,7 @@ pub(super) fn lkdtm_total(bound: u64, inc: f64, dec: f64) -> f64 {
 
 /// Fits the exclusive pair's loop period so that seed 001's atomic_t loops take their
 /// published cycles. The model's cycles grow monotonically with the pair's period (it lies
-/// on every LL/SC loop's chain), so bisection finds it.
+/// on every LL/SC loop's chain), so a bracketing search finds it.
 fn fit_exclusive_pair(core: &mut Core, traces: &[LoopTrace]) -> Result<()> {
     let p = published()?;
     let row = p
@@ -168,21 +168,30 @@ fn fit_exclusive_pair(core: &mut Core, traces: &[LoopTrace]) -> Result<()> {
         core.set_exclusive_pair(pair)?;
         Ok(lkdtm_total(p.lkdtm_bound, core.cycles(inc)?, core.cycles(dec)?) - row.cycles)
     };
-    if gap(lo)? > 0.0 || gap(hi)? < 0.0 {
+    let (mut g_lo, mut g_hi) = (gap(lo)?, gap(hi)?);
+    if g_lo > 0.0 || g_hi < 0.0 {
         return Err(Error::new(format!(
             "cores/{name}.toml: no exclusive_pair between {lo} and {hi} cycles gives seed 001's ATOMIC_TIMING cycles ({:.0})",
             row.cycles
         )));
     }
-    for _ in 0..80 {
-        let mid = 0.5 * (lo + hi);
-        if gap(mid)? < 0.0 {
-            lo = mid;
+    // Regula falsi (Illinois): the cycles are piecewise linear in the pair's period, so it
+    // lands in a few steps; stop within one cycle of the published total.
+    let mut pair = lo;
+    for _ in 0..100 {
+        pair = (lo * g_hi - hi * g_lo) / (g_hi - g_lo);
+        let g = gap(pair)?;
+        if g.abs() < 1.0 {
+            break;
+        }
+        if g < 0.0 {
+            (lo, g_lo) = (pair, g);
+            g_hi /= 2.0;
         } else {
-            hi = mid;
+            (hi, g_hi) = (pair, g);
+            g_lo /= 2.0;
         }
     }
-    let pair = 0.5 * (lo + hi);
     core.set_exclusive_pair(pair)?;
     core.fitted.push(format!(
         "{}: exclusive_pair = {pair:.2} cycles (a back-to-back ldxr; add; stxr; cbnz loop), fitted to seed 001's ATOMIC_TIMING cycles ({:.0})",

@@ -142,8 +142,9 @@ struct Schedule<'a> {
     ready: [f64; REGISTERS],
     value: [Sym; REGISTERS],
     fresh: u32,
-    /// Earliest issue of a later access to an address (what the last write there allows).
-    written: HashMap<Sym, f64>,
+    /// Earliest issue of a later access to an address (what the last write there allows);
+    /// a loop touches few addresses, so a list.
+    written: Vec<(Sym, f64)>,
     older_done: f64,
     older_memory: f64,
     memory_floor: f64,
@@ -200,8 +201,8 @@ impl Schedule<'_> {
         if e.load.is_some() || e.store.is_some() {
             issue = issue.max(self.memory_floor);
         }
-        if let Some(t) = load_at.and_then(|a| self.written.get(&a)) {
-            issue = issue.max(*t);
+        if let Some(t) = load_at.and_then(|a| self.written.iter().find(|w| w.0 == a)) {
+            issue = issue.max(t.1);
         }
         if e.kind == Kind::ExclusiveStore {
             issue = issue.max(self.exclusive_load);
@@ -240,11 +241,16 @@ impl Schedule<'_> {
             Kind::Serialising => (need(l.serialise, "serialise")?, None),
         };
         let mut done = issue + own;
-        let mut updates = Vec::with_capacity(e.writes.len());
-        for w in &e.writes {
-            let t = issue + self.latency(w.lat)?;
-            done = done.max(t);
-            let v = match w.value {
+        // Every written value is computed from the registers before the instruction.
+        let mut values = [(0u32, 0i64); 8];
+        if e.writes.len() > values.len() {
+            return Err(format!(
+                "an instruction writing {} registers",
+                e.writes.len()
+            ));
+        }
+        for (w, v) in e.writes.iter().zip(values.iter_mut()) {
+            *v = match w.value {
                 super::isa::Value::Fresh => {
                     self.fresh += 1;
                     (self.fresh, 0)
@@ -254,11 +260,12 @@ impl Schedule<'_> {
                     (root, off + k)
                 }
             };
-            updates.push((w.reg as usize, t, v));
         }
-        for (r, t, v) in updates {
-            self.ready[r] = t;
-            self.value[r] = v;
+        for (w, v) in e.writes.iter().zip(values) {
+            let t = issue + self.latency(w.lat)?;
+            done = done.max(t);
+            self.ready[w.reg as usize] = t;
+            self.value[w.reg as usize] = v;
         }
         let memory_done = memory.map(|m| issue + m);
         if let Some(a) = store_at {
@@ -271,7 +278,10 @@ impl Schedule<'_> {
                 Kind::Locked => memory_done.unwrap_or(done),
                 _ => issue,
             };
-            self.written.insert(a, visible);
+            match self.written.iter_mut().find(|w| w.0 == a) {
+                Some(w) => w.1 = visible,
+                None => self.written.push((a, visible)),
+            }
         }
         if let Some(m) = memory_done {
             self.older_memory = self.older_memory.max(m);
@@ -355,7 +365,7 @@ impl<'a> Schedule<'a> {
             ready: [0.0; REGISTERS],
             value: std::array::from_fn(|r| (r as u32, 0)),
             fresh: REGISTERS as u32,
-            written: HashMap::new(),
+            written: vec![],
             older_done: 0.0,
             older_memory: 0.0,
             memory_floor: 0.0,

@@ -64,6 +64,16 @@ impl Added {
             || self.difference_pp.abs() <= self.tolerance_pp)
     }
 
+    /// The error as a reader weighs it: in points where the published cost is within a few
+    /// points of nothing (a percent of a near-zero cost says nothing), else in percent of it.
+    pub fn error_text(&self) -> String {
+        if self.published_pct.abs() < 5.0 * self.tolerance_pp {
+            format!("{:+.1} pp", self.difference_pp)
+        } else {
+            format!("{:+.1}%", self.error_pct)
+        }
+    }
+
     /// A model that adds nothing (0%) would be within tolerance of the published cost.
     fn null_passes(&self) -> bool {
         self.published_pct.abs() <= self.tolerance_pp

@@ -85,3 +85,22 @@ fn pti_without_pcid_hides_the_deferred_flush_holes() {
         assert_eq!(code, Some(2), "{d} without PTI");
     }
 }
+
+/// XPFO v5's local kunmap flush: only the scenario with two CPUs holding one kmap sees it.
+#[test]
+fn only_kmap_on_two_cpus_sees_the_v5_local_kunmap_flush() {
+    let (code, out) = check("xpfo:broken-before-flush-kernel-range", "ivybridge-i5-3550");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        verdict(&out, "kmap-two-cpus").starts_with("VIOLATION"),
+        "{out}"
+    );
+    let violating: Vec<&str> = out.lines().filter(|l| l.contains("VIOLATION")).collect();
+    assert_eq!(violating.len(), 1, "{out}");
+    let (code, out) = check("xpfo:immediate", "ivybridge-i5-3550");
+    assert_eq!(
+        (code, verdict(&out, "kmap-two-cpus")),
+        (Some(0), "ok"),
+        "{out}"
+    );
+}

@@ -104,3 +104,32 @@ fn only_kmap_on_two_cpus_sees_the_v5_local_kunmap_flush() {
         "{out}"
     );
 }
+
+#[test]
+fn all_historical_prints_each_fix_and_catches_every_bug() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(["check", "--all-historical"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for fix in [
+        "Refresh CR0.WP prior to checking for emulated permission faults",
+        "x86/mm/pti: Clear Global bit more aggressively",
+        "flush_tlb_kernel_range() instead of __flush_tlb_one",
+    ] {
+        assert!(text.contains(fix), "{fix}: {text}");
+    }
+    assert_eq!(text.matches("caught:    yes").count(), 3, "{text}");
+    // --defense or --all-historical, not both, not neither.
+    for args in [
+        vec!["check"],
+        vec!["check", "--all-historical", "--defense", "pti:linux"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kharden"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}

@@ -19,7 +19,9 @@ pub struct Args {
     /// one-screen summary (`reproduce NAME` always prints them).
     #[arg(long, conflicts_with_all = ["json", "csv"])]
     detail: bool,
-    /// Write the charts the reproductions draw (NAME.svg) into this directory.
+    /// Write the charts the reproductions draw (NAME.svg) into this directory; for "all" also
+    /// added-costs.svg (each mechanism's M/B, published against simulated) and rows.svg
+    /// (every other row, simulated over published), each with its tolerance band.
     #[arg(long, value_name = "DIR")]
     figures: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -112,7 +114,13 @@ fn terminal_width() -> usize {
 fn write_figures(dir: &std::path::Path, reps: &[Reproduction]) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::new(format!("--figures {}: {e}", dir.display())))?;
-    for f in reps.iter().flat_map(|r| &r.figures) {
+    // Every run draws its reproductions' own charts; `all` adds the pictures of the results.
+    let summary = if reps.len() > 1 {
+        kharden::report::results_svg::figures(reps)
+    } else {
+        vec![]
+    };
+    for f in reps.iter().flat_map(|r| &r.figures).chain(&summary) {
         let path = dir.join(format!("{}.svg", f.name));
         std::fs::write(&path, &f.svg)
             .map_err(|e| Error::new(format!("--figures: writing {}: {e}", path.display())))?;

@@ -1,7 +1,8 @@
-//! LKDTM's loops and one refcount operation, modelled on a core: the traced instructions
-//! charged at the core's costs.
+//! LKDTM's loops and one refcount operation, modelled on a core: the traced instructions run
+//! on the core's overlap model.
 
-use super::core_table::{core_for, lkdtm_totals, variant_for, Core};
+use super::core_table::{core_for, lkdtm_total, variant_for, Core};
+use super::overlap::Timing;
 use super::trace::{find, traces};
 use crate::{Impl, Op, Variant};
 use kharden::machine::MachineProfile;
@@ -10,10 +11,10 @@ use std::collections::BTreeMap;
 
 /// Cycles of one refcount operation of `imp` on `machine`: the modelled cycles of one
 /// iteration of LKDTM's loop for that operation minus those of the same loop with no
-/// operation (loop control). arm64 and x86-64 alike come from the per-instruction model on
-/// the traced instruction sequences (x86: LOCK'd instruction cost from the machine's measured
-/// atomic_increment_ns when present, else cores/x86-64.toml). Contention is not modelled: one
-/// CPU, the line in its L1.
+/// operation (loop control). arm64 and x86-64 alike come from the overlap model on the
+/// traced instruction sequences (x86: the LOCK'd instruction's latency from the machine's
+/// measured atomic_increment_ns when present, else cores/x86-64-*.toml). Contention is not
+/// modelled: one CPU, the line in its L1.
 pub fn op_cycles(machine: &MachineProfile, imp: Impl, op: Op) -> Result<f64> {
     let core = core_for(machine)?;
     let traces = traces()?;
@@ -36,8 +37,11 @@ pub struct Modelled {
     /// Per inc+dec pair.
     pub instructions_per_pair: f64,
     pub cycles_per_pair: f64,
-    /// Instruction counts per inc+dec pair by class.
-    pub by_class: BTreeMap<&'static str, f64>,
+    /// One iteration of each loop, with its bounds.
+    pub inc: Timing,
+    pub dec: Timing,
+    /// Instruction counts per inc+dec pair by kind.
+    pub by_kind: BTreeMap<&'static str, f64>,
 }
 
 pub fn lkdtm(
@@ -50,10 +54,12 @@ pub fn lkdtm(
     let traces = traces()?;
     let inc = find(traces, variant, Some(imp), Op::Inc)?;
     let dec = find(traces, variant, Some(imp), Op::DecAndTest)?;
-    let (instructions, cycles) = lkdtm_totals(core, inc, dec, bound)?;
-    let mut by_class = BTreeMap::new();
+    let (ti, td) = (core.timing(inc)?, core.timing(dec)?);
+    let instructions = lkdtm_total(bound, inc.instructions(), dec.instructions());
+    let cycles = lkdtm_total(bound, ti.cycles, td.cycles);
+    let mut by_kind = BTreeMap::new();
     for i in inc.insns.iter().chain(&dec.insns) {
-        *by_class.entry(i.class.name()).or_insert(0.0) += i.count;
+        *by_kind.entry(i.effect.kind.name()).or_insert(0.0) += 1.0;
     }
     Ok(Modelled {
         core: core.name.clone(),
@@ -64,7 +70,9 @@ pub fn lkdtm(
         cycles,
         seconds: cycles / (frequency_ghz * 1e9),
         instructions_per_pair: inc.instructions() + dec.instructions(),
-        cycles_per_pair: core.cycles(inc)? + core.cycles(dec)?,
-        by_class,
+        cycles_per_pair: ti.cycles + td.cycles,
+        inc: ti,
+        dec: td,
+        by_kind,
     })
 }

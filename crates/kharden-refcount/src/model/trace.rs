@@ -1,6 +1,7 @@
 //! The executed instruction sequence of one steady-state iteration of each LKDTM loop,
-//! parsed from the checked-in traces (`model/*.trace`), each instruction with its class.
+//! parsed from the checked-in traces (`model/*.trace`), each instruction decoded.
 
+use super::isa::{decode, Effect, Isa, Kind};
 use crate::{Impl, Op, Variant};
 use kharden::{Error, Result};
 use std::sync::OnceLock;
@@ -8,100 +9,13 @@ use std::sync::OnceLock;
 const ARM64_TRACE: &str = include_str!("../../model/arm64.trace");
 const X86_TRACE: &str = include_str!("../../model/x86-64.trace");
 
-/// How the model charges an instruction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Class {
-    ExclusiveLoad,
-    ExclusiveStore,
-    LseAtomic,
-    LockedRmw,
-    Barrier,
-    Load,
-    Store,
-    Prefetch,
-    Branch,
-    Alu,
-}
-
-impl Class {
-    pub fn name(self) -> &'static str {
-        match self {
-            Class::ExclusiveLoad => "ldxr",
-            Class::ExclusiveStore => "stxr",
-            Class::LseAtomic => "lse",
-            Class::LockedRmw => "lock",
-            Class::Barrier => "barrier",
-            Class::Load => "load",
-            Class::Store => "store",
-            Class::Prefetch => "prfm",
-            Class::Branch => "branch",
-            Class::Alu => "alu",
-        }
-    }
-}
-
-/// The class of one disassembled instruction (objdump syntax, arm64 or x86-64 AT&T).
-pub fn classify(text: &str) -> Class {
-    let mut words = text.split_whitespace();
-    let mut m = words.next().unwrap_or("");
-    if m == "lock" {
-        return Class::LockedRmw;
-    }
-    if m.starts_with("rep") {
-        m = words.next().unwrap_or("");
-    }
-    let operands = text[text.find(char::is_whitespace).unwrap_or(text.len())..].trim();
-    match m {
-        "ldxr" | "ldaxr" | "ldxrb" | "ldxrh" | "ldaxrb" | "ldaxrh" | "ldxp" | "ldaxp" => {
-            return Class::ExclusiveLoad
-        }
-        "stxr" | "stlxr" | "stxrb" | "stxrh" | "stlxrb" | "stlxrh" | "stxp" | "stlxp" => {
-            return Class::ExclusiveStore
-        }
-        "dmb" | "dsb" | "isb" | "mfence" | "lfence" | "sfence" => return Class::Barrier,
-        "prfm" | "prefetchw" | "prefetcht0" => return Class::Prefetch,
-        "b" | "bl" | "br" | "blr" | "ret" | "cbz" | "cbnz" | "tbz" | "tbnz" | "call" | "jmp"
-        | "retq" | "callq" | "jmpq" => return Class::Branch,
-        "xchg" if operands.contains('(') => return Class::LockedRmw,
-        _ => {}
-    }
-    const LSE: &[&str] = &[
-        "ldadd", "stadd", "cas", "swp", "ldclr", "ldset", "ldeor", "stclr", "stset", "steor",
-        "ldsmax", "ldumax", "ldsmin", "ldumin",
-    ];
-    if LSE.iter().any(|p| m.starts_with(p)) {
-        return Class::LseAtomic;
-    }
-    if m.starts_with("b.") || (m.starts_with('j') && m.len() <= 4) {
-        return Class::Branch;
-    }
-    if m.starts_with("ldr") || m.starts_with("ldp") || m.starts_with("ldur") || m == "pop" {
-        return Class::Load;
-    }
-    if m.starts_with("str") || m.starts_with("stp") || m.starts_with("stur") || m == "push" {
-        return Class::Store;
-    }
-    // x86 memory operands: AT&T puts the destination last.
-    if operands.contains('(') && !m.starts_with("lea") && !m.starts_with("nop") {
-        let last = operands.rsplit(',').next().unwrap_or("");
-        return if last.contains('(') {
-            Class::Store
-        } else {
-            Class::Load
-        };
-    }
-    Class::Alu
-}
-
 /// One instruction of a traced iteration.
 #[derive(Debug, Clone)]
 pub struct TracedInsn {
-    /// Executions per iteration.
-    pub count: f64,
     /// function+offset in the traced binary.
     pub place: String,
     pub text: String,
-    pub class: Class,
+    pub effect: Effect,
 }
 
 /// One steady-state iteration of one LKDTM loop.
@@ -116,15 +30,46 @@ pub struct LoopTrace {
 
 impl LoopTrace {
     pub fn instructions(&self) -> f64 {
-        self.insns.iter().map(|i| i.count).sum()
+        self.insns.len() as f64
     }
-    pub fn count(&self, class: Class) -> f64 {
-        self.insns
-            .iter()
-            .filter(|i| i.class == class)
-            .map(|i| i.count)
-            .sum()
+    pub fn count(&self, kind: Kind) -> f64 {
+        self.insns.iter().filter(|i| i.effect.kind == kind).count() as f64
     }
+}
+
+impl AsRef<Effect> for TracedInsn {
+    fn as_ref(&self) -> &Effect {
+        &self.effect
+    }
+}
+
+fn isa(v: Variant) -> Isa {
+    match v {
+        Variant::X86_64 => Isa::X86_64,
+        Variant::Arm64Llsc | Variant::Arm64Lse => Isa::Arm64,
+    }
+}
+
+/// A loop body from assembly lines (objdump syntax of `variant`'s instruction set), in
+/// executed order: what the tests and what-ifs give the model directly.
+pub fn loop_from_asm(variant: Variant, lines: &[&str]) -> Result<LoopTrace> {
+    let insns = lines
+        .iter()
+        .enumerate()
+        .map(|(n, text)| {
+            Ok(TracedInsn {
+                place: format!("line {}", n + 1),
+                text: text.to_string(),
+                effect: decode(isa(variant), text).map_err(Error::new)?,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(LoopTrace {
+        variant,
+        imp: None,
+        op: Op::Inc,
+        insns,
+    })
 }
 
 fn parse_traces(place: &str, text: &str) -> Result<Vec<LoopTrace>> {
@@ -177,14 +122,17 @@ fn parse_traces(place: &str, text: &str) -> Result<Vec<LoopTrace>> {
                 .unwrap_or("")
                 .parse()
                 .map_err(|_| at("expected an execution count".into()))?;
+            // The overlap model runs the executed sequence: each instruction once.
+            if count != 1.0 {
+                return Err(at(format!("execution count {count}: the model needs every traced instruction to run once per iteration (a loop that retries has no single executed sequence)")));
+            }
             let place = it.next().unwrap_or("").to_string();
             let text = it.next().unwrap_or("").to_string();
-            let class = classify(&text);
+            let effect = decode(isa(l.variant), &text).map_err(at)?;
             l.insns.push(TracedInsn {
-                count,
                 place,
                 text,
-                class,
+                effect,
             });
         }
     }

@@ -264,6 +264,9 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
 
     let measured = next();
     let mut rows = vec![];
+    // Each row's gain on each node (`ROW/node0_gain_pct`) and, as base/replicated - 1, on
+    // each node (`ROW/node1_speedup_pct`), for its known-miss text to quote.
+    let mut values = std::collections::BTreeMap::new();
     let mut breakdown = breakdown_table(&format!(
         "\nper node, {} under {} (base) and {} (replicated); counts per timed operation:",
         m.name,
@@ -290,6 +293,14 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             spec.derived.as_ref(),
         );
         rows.push(row);
+        for (node, pair) in &res.pairs {
+            let (b, r) = (pair.base.elapsed.ns(), pair.repl.elapsed.ns());
+            values.insert(format!("{label}/node{node}_gain_pct"), pair.gain_pct());
+            values.insert(
+                format!("{label}/node{node}_speedup_pct"),
+                (b / r - 1.0) * 100.0,
+            );
+        }
         push_breakdown(&mut breakdown, &label, op, res);
     }
     let mut predictions = vec![];
@@ -333,7 +344,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 crate::defense::text_repl::REPLICATED_BYTES >> 20
             ),
         ],
-        values: Default::default(),
+        values,
         params: Some(params.to_json()),
     })
 }

@@ -64,6 +64,16 @@ impl Added {
             || self.difference_pp.abs() <= self.tolerance_pp)
     }
 
+    /// The error as a reader weighs it: in points where the published cost is within a few
+    /// points of nothing (a percent of a near-zero cost says nothing), else in percent of it.
+    pub fn error_text(&self) -> String {
+        if self.published_pct.abs() < 5.0 * self.tolerance_pp {
+            format!("{:+.1} pp", self.difference_pp)
+        } else {
+            format!("{:+.1}%", self.error_pct)
+        }
+    }
+
     /// A model that adds nothing (0%) would be within tolerance of the published cost.
     fn null_passes(&self) -> bool {
         self.published_pct.abs() <= self.tolerance_pp
@@ -233,17 +243,25 @@ fn render(text: &str, row: &Row, rep: &Reproduction) -> std::result::Result<Stri
             .ok_or("a '{' without its '}': write '{{' for a brace")?
             + open;
         let spec = &rest[open + 1..close];
-        let (name, digits) = match spec.split_once(":.") {
-            Some((n, d)) => (
-                n,
-                Some(
-                    d.parse::<usize>()
-                        .map_err(|_| format!("{{{spec}}}: expected {{name:.DIGITS}}"))?,
-                ),
-            ),
-            None => (spec, None),
+        // NAME, NAME:.DIGITS or NAME:+.DIGITS (with the sign).
+        let (name, format) = spec.split_once(':').unwrap_or((spec, ""));
+        let (sign, digits) = match format.strip_prefix('+').unwrap_or(format) {
+            "" => (format.starts_with('+'), None),
+            d => match d.strip_prefix('.').and_then(|d| d.parse::<usize>().ok()) {
+                Some(d) => (format.starts_with('+'), Some(d)),
+                None => {
+                    return Err(format!(
+                        "{{{spec}}}: expected {{name}}, {{name:.DIGITS}} or {{name:+.DIGITS}}"
+                    ))
+                }
+            },
         };
-        out.push_str(&figure(name, digits, row, rep)?);
+        let text = figure(name, digits, row, rep)?;
+        // A plain figure asked for with its sign gets one (signed figures already have it).
+        if sign && !text.starts_with(['+', '-']) {
+            out.push('+');
+        }
+        out.push_str(&text);
         rest = &rest[close + 1..];
     }
     out.push_str(rest);
@@ -415,12 +433,12 @@ mod tests {
     #[test]
     fn known_miss_texts_quote_the_run() {
         let mut m = with_baseline(Row::compared("m", "s", 200.0, 300.0, 15.0), "b");
-        m.known_miss = Some("adds {added} where {published_added} was published ({error}); {jobs:.0} jobs, {{braces}}".into());
+        m.known_miss = Some("adds {added} where {published_added} was published ({error}); {jobs:.0} jobs ({jobs:+.1}), {{braces}}".into());
         let mut r = rep(vec![Row::compared("b", "s", 100.0, 100.0, 15.0), m]);
         r.judge("t").unwrap();
         assert_eq!(
             r.rows[1].known_miss.as_deref(),
-            Some("adds +2.0x where +1.0x was published (+100.0%); 14249 jobs, {braces}")
+            Some("adds +2.0x where +1.0x was published (+100.0%); 14249 jobs (+14249.4), {braces}")
         );
     }
 
@@ -435,7 +453,7 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("jobs"), "{e}");
-        for bad in ["a { b", "a } b", "{added}", "{jobs:.x}"] {
+        for bad in ["a { b", "a } b", "{added}", "{jobs:.x}", "{jobs:x}"] {
             let mut m = Row::compared("m", "s", 2.0, 3.0, 15.0);
             m.known_miss = Some(bad.into());
             assert!(rep(vec![m]).judge("t").is_err(), "{bad}");

@@ -2,6 +2,7 @@
 
 pub mod csv;
 pub mod judge;
+pub mod results_svg;
 pub mod stats_json;
 pub mod summary;
 pub mod svg;
@@ -254,7 +255,7 @@ impl std::fmt::Display for Reproduction {
             "error %",
         ];
         if mechanism {
-            header.extend(["added: published", "simulated", "error %"]);
+            header.extend(["added: published", "simulated", "error"]);
         }
         header.extend(["tolerance", "verdict"]);
         let mut t = table::Table::new("", &header);
@@ -276,7 +277,7 @@ impl std::fmt::Display for Reproduction {
                     Some(a) => cells.extend([
                         judge::fmt_added(a.published_pct),
                         judge::fmt_added(a.simulated_pct),
-                        format!("{:+.1}", a.error_pct),
+                        a.error_text(),
                     ]),
                     None => cells.extend(["-".into(), "-".into(), "-".into()]),
                 }

@@ -88,10 +88,7 @@ fn tolerances_off(r: &Row) -> f64 {
 /// where the published cost is within a few points of nothing.
 fn error_text(r: &Row) -> String {
     match &r.added {
-        Some(a) if a.published_pct.abs() < 5.0 * a.tolerance_pp => {
-            format!("added {:+.1} pp", a.difference_pp)
-        }
-        Some(a) => format!("added {:+.0}%", a.error_pct),
+        Some(a) => format!("added {}", a.error_text()),
         None if r.error_pct.is_none() => format!("{:+.1} pp", r.judged_error().unwrap_or(0.0)),
         None => format!("{:+.0}%", r.judged_error().unwrap_or(0.0)),
     }

@@ -58,6 +58,9 @@ pub enum KernelGlobal {
     /// Text and rodata (pti_clone_kernel_text() clones both, up to __end_rodata_aligned, and
     /// sets G on the 2 MiB PMDs it clones and on the text).
     ClonedImage,
+    /// The whole image, text to the end of bss, keeps head_64.S's G bit: Linux PTI without
+    /// PCID before "x86/mm/pti: Clear Global bit more aggressively" (Linux 4.18.5).
+    WholeImage,
     /// Only the 2 MiB page of entry text (pti_clone_entry_text() sets G on the PMD it clones).
     EntryText,
     None,
@@ -70,6 +73,7 @@ impl KernelGlobal {
         match self {
             KernelGlobal::All => true,
             KernelGlobal::ClonedImage => va.0 < KERNEL_DATA,
+            KernelGlobal::WholeImage => true,
             KernelGlobal::EntryText => va == entry_text_page(),
             KernelGlobal::None => false,
         }

@@ -34,6 +34,11 @@ pub const ALL: &[Scenario] = &[
         run: sibling_thread,
     },
     Scenario {
+        name: "kmap-two-cpus",
+        what: "threads T and S of one process kmap the same page of theirs at once on two CPUs; S unmaps first, T's kunmap on CPU 0 takes the page out of the direct map; S then makes a system call on CPU 1",
+        run: kmap_two_cpus,
+    },
+    Scenario {
         name: "text-poke",
         what: "a task runs on a CPU of every NUMA node; the kernel patches a line of the syscall path's text (a static key) from the first node; every CPU then makes the syscall again",
         run: text_poke,
@@ -86,6 +91,50 @@ pub fn sibling_thread(
     fault_in(&mut k, 0, t, p)?;
     let getppid = syscall::lookup("getppid")
         .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
+    k.syscall(1, &getppid)?;
+    Ok(k.violations)
+}
+
+/// A user page kmapped on two CPUs at once: threads T (CPU 0) and S (CPU 1) of one process
+/// both read page P of theirs through kmap (e.g. through /proc/self/mem); S's kunmap leaves
+/// P mapped (T still holds it), T's takes it out of the direct map. Both CPUs used the
+/// alias, so T's kunmap must reach CPU 1 too, whose thread S returns to user mode next.
+pub fn kmap_two_cpus(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, params, "kmap-two-cpus")?;
+    let t = k.spawn("victim", None);
+    let s = k.spawn_thread(0, t, "sibling");
+    run_next(&mut k, 0, t);
+    run_next(&mut k, 1, s);
+    k.anon_fault(0)?;
+    let p = *k.mms[k.tasks[t].mm]
+        .anon
+        .last()
+        .ok_or_else(|| Error::new("kmap-two-cpus: the fault mapped no page"))?;
+    let read = |k: &mut Kernel, cpu: CpuId| {
+        let alias = k.kmap(cpu, p);
+        k.touch(cpu, alias, Access::Read).map(|_| ()).map_err(|f| {
+            Error::new(format!(
+                "kernel read of kmapped page {} faulted: {f:?}",
+                p.0
+            ))
+        })
+    };
+    k.in_kernel(0, 0.0, |k| {
+        read(k, 0)?;
+        k.in_kernel(1, 0.0, |k| {
+            read(k, 1)?;
+            k.kunmap(1, p);
+            Ok(())
+        })?;
+        k.kunmap(0, p);
+        Ok(())
+    })?;
+    let getppid = syscall::lookup("getppid")
+        .ok_or_else(|| Error::new("kmap-two-cpus: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
     Ok(k.violations)
 }

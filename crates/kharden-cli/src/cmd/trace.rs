@@ -23,7 +23,7 @@ pub struct TraceArgs {
     args: Vec<String>,
 }
 
-const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--force] [--keep-perf-data] [--mmap-pages N] [--no-cgroup] -- COMMAND...";
+const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--force] [--keep-perf-data] [--mmap-pages N] [--no-cgroup] [--no-calibrate] [--untraced-runs N] -- COMMAND...";
 const TRACE_USAGE: &str =
     "usage: kharden trace stats FILE [--json] | convert PERF_DATA [-o FILE] | profile TRACE... [-o FILE] [--name NAME] [--note TEXT]... | dump FILE [--limit N]";
 
@@ -120,12 +120,19 @@ pub fn record(args: RecordArgs) -> Result<()> {
     }
     let p = parse(
         &raw,
-        &["-o", "--output", "--mmap-pages"],
-        &["--keep-perf-data", "--no-cgroup", "--force", "-h", "--help"],
+        &["-o", "--output", "--mmap-pages", "--untraced-runs"],
+        &[
+            "--keep-perf-data",
+            "--no-cgroup",
+            "--no-calibrate",
+            "--force",
+            "-h",
+            "--help",
+        ],
         RECORD_USAGE,
     )?;
     if p.has("-h") || p.has("--help") {
-        println!("Record COMMAND's process tree with perf (system-wide tracepoints) into a kharden trace.\n{RECORD_USAGE}");
+        println!("Record COMMAND's process tree with perf (system-wide tracepoints) into a kharden trace.\nFirst the recorder's own cost is measured on this host (a loop of an empty syscall and of page faults, untraced and traced; --no-calibrate skips it), so that a replay can take it out of the intervals; --untraced-runs N runs the command N more times without perf afterwards and keeps their times in the trace (only for a command that does the same work every time: not a make that has built its targets).\n{RECORD_USAGE}");
         return Ok(());
     }
     if let Some(x) = p.positional.first() {
@@ -151,6 +158,18 @@ pub fn record(args: RecordArgs) -> Result<()> {
             }
         },
     };
+    let untraced_runs = match p.value(&["--untraced-runs"]) {
+        None => 0,
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if n <= 100 => n,
+            _ => {
+                return Err(Error::at(
+                    "--untraced-runs",
+                    format!("expected a count from 0 to 100, got '{v}'"),
+                ))
+            }
+        },
+    };
     let output = PathBuf::from(p.value(&["-o", "--output"]).unwrap_or("kharden.trace"));
     let opts = perf::RecordOptions {
         output: output.clone(),
@@ -159,6 +178,10 @@ pub fn record(args: RecordArgs) -> Result<()> {
         force: p.has("--force"),
         mmap_pages,
         cgroup_filter: !p.has("--no-cgroup"),
+        calibrate: (!p.has("--no-calibrate"))
+            .then(calibration_command)
+            .transpose()?,
+        untraced_runs,
     };
     let s = perf::record(&opts)?;
     eprintln!(
@@ -186,11 +209,43 @@ pub fn record(args: RecordArgs) -> Result<()> {
             Some(c) => format!("; the command exited with status {c}"),
         }
     );
+    if let Some(t) = &s.tracer {
+        eprintln!(
+            "kharden: the recorder's own cost here: {:.0} ns in each syscall's kernel interval, {:.0} ns in the user time around it (entry and exit code included), {:.0} ns per other event",
+            t.syscall_kernel_ns, t.syscall_user_ns, t.event_ns
+        );
+    }
+    let f = s.convert.fds;
+    if f.opens > 0 {
+        eprintln!(
+            "kharden: descriptors: {} of {} opens matched to the watch of opens{}; {} of {} descriptor uses of unknown kind",
+            f.opens_matched,
+            f.opens,
+            if f.opens_mismatched > 0 {
+                format!(" ({} out of step)", f.opens_mismatched)
+            } else {
+                String::new()
+            },
+            f.unknown_uses,
+            f.uses
+        );
+    }
     // Exit as the recorded command did (perf passes its status on), like `time` does.
     match s.command_status {
         Some(0) | None => Ok(()),
         Some(c) => std::process::exit(c),
     }
+}
+
+/// The command that runs the calibration loop: this kharden's hidden `trace calibrate-loop`.
+pub fn calibration_command() -> Result<Vec<String>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(format!("record: cannot find this kharden binary: {e}")))?;
+    Ok(vec![
+        exe.display().to_string(),
+        "trace".into(),
+        "calibrate-loop".into(),
+    ])
 }
 
 pub fn trace(args: TraceArgs) -> Result<()> {
@@ -204,6 +259,11 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             out(&format!("Inspect kharden traces.\n{TRACE_USAGE}\n"));
             Ok(())
         }
+        // The recorder's calibration loop (record runs it, untraced and traced).
+        "calibrate-loop" => match rest {
+            [out] => kharden_trace::calibrate::run_loop(std::path::Path::new(out)),
+            _ => Err(Error::new("trace calibrate-loop: expected one output file")),
+        },
         "stats" => {
             let p = parse(rest, &[], &["--json"], TRACE_USAGE)?;
             let file = one_file(&p, "trace stats")?;
@@ -231,7 +291,7 @@ pub fn trace(args: TraceArgs) -> Result<()> {
                     Error::at("--perf-pid", format!("expected a process id, got '{v}'"))
                 })?),
             };
-            let s = perf::convert(&file, &out, true, perf_pid, &[])?;
+            let s = perf::convert(&file, &out, true, perf_pid, &[], &perf::Beside::default())?;
             eprintln!(
                 "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired",
                 s.perf_samples,

@@ -101,7 +101,7 @@ mod tests {
         for (i, tid) in (11..14).enumerate() {
             let pid = if threads { 10 } else { tid };
             let nr = if start == Start::Vfork { 58 } else { 56 };
-            put(999, 10, T::SysEnter { nr });
+            put(999, 10, T::sys_enter(nr));
             put(
                 1000,
                 tid,
@@ -112,19 +112,12 @@ mod tests {
                 },
             );
             put(1000, tid, T::SwitchIn { cpu: i as u32 + 1 });
-            put(
-                1000,
-                10,
-                T::SysExit {
-                    nr,
-                    ret: tid as i64,
-                },
-            );
+            put(1000, 10, T::sys_exit(nr, tid as i64));
         }
         let mut t = 1000;
         for _ in 0..20 {
             t += 50_000;
-            put(t, 10, T::SysEnter { nr: 11 });
+            put(t, 10, T::sys_enter(11));
             put(
                 t + 100,
                 10,
@@ -134,7 +127,7 @@ mod tests {
                     pages: 4,
                 },
             );
-            put(t + 1000, 10, T::SysExit { nr: 11, ret: 0 });
+            put(t + 1000, 10, T::sys_exit(11, 0));
         }
         for tid in 11..14 {
             put(2_000_000, tid, T::SwitchOut { state: 0x10 });

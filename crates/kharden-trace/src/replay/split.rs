@@ -139,7 +139,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 st.account(t);
                 st.on_cpu_since = None;
             }
-            TraceOp::SysEnter { nr } => {
+            TraceOp::SysEnter { nr, .. } => {
                 st.account(t);
                 rec.user_ns = rec.user_ns.saturating_add(st.flush_user());
                 st.acc_ns = 0;

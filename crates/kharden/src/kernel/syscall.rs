@@ -137,7 +137,59 @@ const TABLE: &[Entry] = &[
     Entry("readlink", "readlink", &[UserBufferWrite(0)], Effect::None),
     Entry("mmap-file", "mmap", &[], Effect::None),
     Entry("mprotect-noflush", "mprotect", &[], Effect::None),
+    // The rest of the small calls the footprints record (a replayed trace's mix).
+    Entry(
+        "rt_sigprocmask",
+        "rt_sigprocmask",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry("getcwd", "getcwd", &[UserBufferWrite(0)], Effect::None),
+    Entry("fcntl", "fcntl", &[], Effect::None),
+    Entry("set_robust_list", "set_robust_list", &[], Effect::None),
+    Entry("futex", "futex", &[UserBufferRead(0)], Effect::None),
+    Entry("wait4", "wait4", &[UserBufferWrite(0)], Effect::None),
+    // The variants a replayed trace tells apart by what the call touched (docs/design/
+    // replay.md): a pipe's reads and writes, walks of one component and lookups that fail,
+    // getdents64 (its work interpolated by the bytes it returns).
+    Entry(
+        "read-pipe-4k",
+        "read-pipe-4k",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
+    Entry(
+        "write-pipe-4k",
+        "write-pipe-4k",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry("openat-1", "openat-1", &[UserBufferRead(0)], Effect::None),
+    Entry(
+        "newfstatat-1",
+        "newfstatat-1",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
+    Entry(
+        "openat-enoent",
+        "openat-enoent",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry(
+        "getdents64-small",
+        "getdents64-small",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
 ];
+
+/// Bytes getdents64 returns for the footprint driver's small and large directories (8 and
+/// 256 entries named f000.., each record 24 bytes with "." and ".."): the two points the
+/// model interpolates a replayed getdents64 between (the driver checks them).
+pub const GETDENTS_SMALL: u64 = 10 * 24;
+pub const GETDENTS_LARGE: u64 = 258 * 24;
 
 pub fn lookup(name: &str) -> Option<SyscallSpec> {
     let e = TABLE.iter().find(|e| e.0 == name)?;

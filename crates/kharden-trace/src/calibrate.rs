@@ -4,11 +4,14 @@
 //!
 //! The loop (`run_loop`, run by `kharden trace calibrate-loop`): batches of an empty syscall
 //! (number 1000: do_syscall_64 finds no handler and returns -ENOSYS, but both raw_syscalls
-//! tracepoints fire), the same loop calling a function instead (its user work), and rounds
-//! of first writes to fresh anonymous pages (a page fault and a page allocation each),
-//! between marker syscalls 1001 and 1002. Untraced, it times itself; traced, the trace's
-//! own on-CPU intervals are used (`analyse`), so time the loop spent preempted counts in
-//! neither.
+//! tracepoints fire), the same loop calling a function instead (its user work), batches of
+//! 4 KiB reads of /dev/zero (a call that moves data: how the tracer's cost divides between
+//! the two sides of its timestamps moves with what the call does to the caches, so the two
+//! kinds of call are averaged and half their difference is part of the figure's error),
+//! and rounds of first writes to fresh anonymous pages (a page fault and a page allocation
+//! each). Marker syscalls (1001-1004) delimit the phases. Untraced, the loop times itself;
+//! traced, the trace's own on-CPU intervals are used (`analyse`), so time the loop spent
+//! preempted counts in neither.
 
 use crate::format::{self, Op, TracerCost};
 use kharden::{Error, Result};
@@ -21,6 +24,9 @@ use std::time::Instant;
 pub const EMPTY_NR: u32 = 1000;
 const FAULTS_BEGIN: u32 = 1001;
 const FAULTS_END: u32 = 1002;
+const READS_BEGIN: u32 = 1003;
+const READS_END: u32 = 1004;
+const READ_NR: u32 = 0;
 const BATCHES: usize = 20;
 const PER_BATCH: usize = 5000;
 const ROUNDS: usize = 16;
@@ -31,6 +37,8 @@ const PAGES: usize = 1024;
 pub struct LoopTimes {
     pub empty_syscall_ns: Vec<f64>,
     pub user_ns: Vec<f64>,
+    /// A 4 KiB read of /dev/zero, per call.
+    pub read_ns: Vec<f64>,
     pub fault_ns: Vec<f64>,
 }
 
@@ -62,6 +70,26 @@ pub fn run_loop(out: &Path) -> Result<()> {
         t.user_ns
             .push(start.elapsed().as_nanos() as f64 / PER_BATCH as f64);
     }
+    let zero = std::fs::File::open("/dev/zero").map_err(|e| Error::at("/dev/zero", e))?;
+    let mut buf = vec![0u8; 4096];
+    marker(READS_BEGIN);
+    for _ in 0..BATCHES {
+        let start = Instant::now();
+        for _ in 0..PER_BATCH {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a read into our buffer from our descriptor.
+            black_box(unsafe {
+                libc::read(
+                    zero.as_raw_fd(),
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    4096,
+                )
+            });
+        }
+        t.read_ns
+            .push(start.elapsed().as_nanos() as f64 / PER_BATCH as f64);
+    }
+    marker(READS_END);
     for _ in 0..ROUNDS {
         // SAFETY: a fresh private anonymous mapping, written page by page, then unmapped.
         unsafe {
@@ -141,6 +169,9 @@ struct Traced {
     /// Kernel and user interval of each empty syscall (user: from the previous one's exit).
     kernel_ns: Vec<f64>,
     user_ns: Vec<f64>,
+    /// The same of each read between the read markers.
+    read_kernel_ns: Vec<f64>,
+    read_user_ns: Vec<f64>,
     /// Each fault round: on-CPU ns between the markers, faults, other events.
     rounds: Vec<(f64, u64, u64)>,
 }
@@ -153,6 +184,8 @@ fn read_traced(trace: &Path) -> Result<Traced> {
     let mut since: Option<u64> = None;
     let mut acc = 0u64;
     let mut last_exit_empty = false;
+    let mut reading = false;
+    let mut last_exit_read = false;
     let mut round: Option<(u64, u64)> = None;
     for ev in reader {
         let ev = ev?;
@@ -176,6 +209,14 @@ fn read_traced(trace: &Path) -> Result<Traced> {
                 if nr == EMPTY_NR && last_exit_empty {
                     out.user_ns.push(acc as f64);
                 }
+                if nr == READ_NR && reading && last_exit_read {
+                    out.read_user_ns.push(acc as f64);
+                }
+                match nr {
+                    READS_BEGIN => reading = true,
+                    READS_END => reading = false,
+                    _ => {}
+                }
                 if nr == FAULTS_END {
                     if let Some((faults, events)) = round.take() {
                         out.rounds.push((acc as f64, faults, events));
@@ -186,6 +227,10 @@ fn read_traced(trace: &Path) -> Result<Traced> {
             Op::SysExit { nr, .. } => {
                 if nr == EMPTY_NR {
                     out.kernel_ns.push(acc as f64);
+                }
+                last_exit_read = nr == READ_NR && reading;
+                if last_exit_read {
+                    out.read_kernel_ns.push(acc as f64);
                 }
                 if nr == FAULTS_BEGIN {
                     round = Some((0, 0));
@@ -210,7 +255,10 @@ fn read_traced(trace: &Path) -> Result<Traced> {
             _ => {}
         }
     }
-    if out.kernel_ns.len() < BATCHES * PER_BATCH / 2 || out.rounds.is_empty() {
+    if out.kernel_ns.len() < BATCHES * PER_BATCH / 2
+        || out.read_kernel_ns.len() < BATCHES * PER_BATCH / 2
+        || out.rounds.is_empty()
+    {
         return Err(Error::at(
             trace.display(),
             format!(
@@ -233,14 +281,33 @@ fn batch_means(v: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// The mean of two estimates, with the error of each and half their difference combined.
+fn mean_of_two((a, ea): (f64, f64), (b, eb): (f64, f64)) -> (f64, f64) {
+    let half = (a - b) / 2.0;
+    (
+        (a + b) / 2.0,
+        ((ea * ea + eb * eb) / 4.0 + half * half).sqrt(),
+    )
+}
+
 /// The recorder's cost from the loop's untraced timings and its traced run's trace.
 pub fn analyse(untraced: &LoopTimes, trace: &Path) -> Result<TracerCost> {
     let traced = read_traced(trace)?;
     let user_loop = median(&untraced.user_ns);
     let empty = median(&untraced.empty_syscall_ns);
+    let entry_exit = empty - user_loop;
     let fault_untraced = median(&untraced.fault_ns);
-    let (kernel, kernel_se) = mean_se(&batch_means(&traced.kernel_ns));
-    let (user, user_se) = mean_se(&batch_means(&traced.user_ns));
+    // The empty call: its kernel interval holds nothing untraced; its user interval the
+    // loop's work. The read: its kernel interval holds its own work untraced (the read's
+    // round trip less the entry and exit code and the loop's work), its user interval the
+    // loop's work.
+    let empty_kernel = mean_se(&batch_means(&traced.kernel_ns));
+    let empty_user = mean_se(&batch_means(&traced.user_ns));
+    let read_body = median(&untraced.read_ns) - entry_exit - user_loop;
+    let (rk, rk_se) = mean_se(&batch_means(&traced.read_kernel_ns));
+    let read_user = mean_se(&batch_means(&traced.read_user_ns));
+    let (kernel, kernel_se) = mean_of_two(empty_kernel, (rk - read_body, rk_se));
+    let (user, user_se) = mean_of_two(empty_user, read_user);
     // Each round: (traced on-CPU ns per fault - untraced ns per fault) / events per fault.
     // First touches of memory the hypervisor has not backed yet make some rounds several
     // times slower, traced or not: medians on both sides.
@@ -260,11 +327,16 @@ pub fn analyse(untraced: &LoopTimes, trace: &Path) -> Result<TracerCost> {
         syscall_user_se_ns: user_se,
         event_ns: event,
         event_se_ns: event_se,
-        entry_exit_ns: empty - user_loop,
+        entry_exit_ns: entry_exit,
         user_loop_ns: user_loop,
         method: format!(
-            "kharden trace calibrate-loop, untraced and under the recording's perf: {} empty syscalls (number {EMPTY_NR}) in {BATCHES} batches (kernel: each call's interval, which untraced holds no work; user: the interval from one call's exit to the next's entry less the loop's own work, timed untraced by the same loop without the syscall), {} rounds of {PAGES} first writes to anonymous pages (per event: the median over rounds of the traced on-CPU time per fault less the untraced median, over the events per fault); standard errors over batches, and from the rounds' interquartile range",
+            "kharden trace calibrate-loop, untraced and under the recording's perf: {} empty syscalls (number {EMPTY_NR}) and {} 4 KiB reads of /dev/zero in {BATCHES} batches each (kernel: each call's interval less its untraced work, none for the empty call; user: the interval from one call's exit to the next's entry less the loop's own work, timed untraced by the same loop without the syscall; the two kinds averaged: empty {:.0} and {:.0} ns, read {:.0} and {:.0} ns, kernel and user side), {} rounds of {PAGES} first writes to anonymous pages (per event: the median over rounds of the traced on-CPU time per fault less the untraced median, over the events per fault); errors: over batches and from the rounds' interquartile range, with half the two kinds' difference",
             traced.kernel_ns.len(),
+            traced.read_kernel_ns.len(),
+            empty_kernel.0,
+            empty_user.0 - user_loop,
+            rk - read_body,
+            read_user.0 - user_loop,
             traced.rounds.len()
         ),
     })

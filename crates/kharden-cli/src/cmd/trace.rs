@@ -182,6 +182,8 @@ pub fn record(args: RecordArgs) -> Result<()> {
             .then(calibration_command)
             .transpose()?,
         untraced_runs,
+        quiet: false,
+        nice: None,
     };
     let s = perf::record(&opts)?;
     eprintln!(

@@ -147,7 +147,7 @@ pub struct TracerCost {
 }
 
 /// One run of the command without tracepoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct UntracedRun {
     pub elapsed_ns: u64,
     /// wait4()'s rusage of the command: its own CPU time and that of every child it waited
@@ -155,6 +155,10 @@ pub struct UntracedRun {
     /// is the timer tick's sample (kernel/sched/cputime.c, cputime_adjust()).
     pub user_ns: u64,
     pub system_ns: u64,
+    /// How long the run waited for a CPU (its cgroup's cpu.pressure "some" total: runnable
+    /// but not running, other tenants' work on a shared host), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_wait_ns: Option<u64>,
 }
 
 /// The command run without tracepoints, after the recording.

@@ -114,9 +114,10 @@ pub struct Descriptors {
 }
 
 /// How long after a descriptor was made a scan's look at its number still counts as a look
-/// at it, when the look came after the use in question (the scan looks every millisecond;
-/// the number could have been closed and reused meanwhile, which this bounds).
-const SEEN_AFTER_NS: u64 = 10_000_000;
+/// at it, when the look came after the use in question (the scan looks every millisecond,
+/// at a special file every 20 ms even when its name is unchanged; the number could have
+/// been closed and reused meanwhile, which this bounds).
+const SEEN_AFTER_NS: u64 = 30_000_000;
 
 #[derive(Debug, Clone)]
 struct Entry {
@@ -678,7 +679,7 @@ mod tests {
                 seen(0, FdKind::Device, "/dev/pts/0", 500),
                 seen(0, FdKind::DevZero, "/dev/zero", 1500),
                 seen(1, FdKind::DevNull, "/dev/null", 4000),
-                seen(3, FdKind::DevNull, "/dev/null", 19_000_000),
+                seen(3, FdKind::DevNull, "/dev/null", 39_000_000),
             ],
         );
         t.exec(7);
@@ -698,7 +699,7 @@ mod tests {
         assert_eq!(
             n.kind,
             FdKind::Unknown,
-            "seen 19 ms after: too late to be sure"
+            "seen 39 ms after: too late to be sure"
         );
         t.syscall(7, 2100, "dup2", &[3, 1, 0, 0, 0, 0], 1);
         assert_eq!(

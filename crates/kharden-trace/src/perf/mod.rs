@@ -12,6 +12,8 @@ mod convert;
 mod fault;
 pub mod fds;
 mod kmem;
+pub mod run;
+pub mod sampled;
 mod sched;
 mod syscalls;
 mod tlb;
@@ -19,6 +21,7 @@ mod tracepoint;
 pub mod watch;
 
 pub use convert::{convert, Beside};
+pub use run::{run_bounded, with_nice, Bounded, RunOptions};
 pub use syscalls::syscall_names;
 pub use tracepoint::{EventFormat, Field};
 
@@ -103,6 +106,10 @@ pub struct RecordOptions {
     pub calibrate: Option<Vec<String>>,
     /// Runs of the command without perf after the recording, kept in the trace.
     pub untraced_runs: u32,
+    /// The command's output goes to /dev/null, perf's and its errors are not passed on.
+    pub quiet: bool,
+    /// Scheduling priority of perf and the command (None: kharden's).
+    pub nice: Option<i32>,
 }
 
 /// Checks that `program` can be run (a path to an executable, or a name found in PATH).
@@ -179,7 +186,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     };
     let perf_data = scratch.path().join("perf.data");
     let watch = watch::OpenWatch::start();
-    let session = perf_session(opts, &events, &opts.command, &perf_data, true)?;
+    let session = perf_session(opts, &events, &opts.command, &perf_data, !opts.quiet)?;
     let mut beside = Beside {
         tracer,
         ..Default::default()
@@ -292,46 +299,12 @@ fn calibrate(
 fn untraced_runs(command: &[String], n: u32) -> Result<crate::format::Untraced> {
     let mut runs = Vec::new();
     for _ in 0..n {
-        runs.push(run_untraced(command, Stdio::inherit())?.0);
+        match run::run_bounded(command, &run::RunOptions::default())? {
+            Bounded::Finished(run, _) => runs.push(run),
+            Bounded::TimedOut => unreachable!("no bound"),
+        }
     }
     Ok(crate::format::Untraced { runs })
-}
-
-/// One run of `command` without perf (stdout to `out`): its time and rusage, and its exit
-/// status.
-pub fn run_untraced(
-    command: &[String],
-    out: Stdio,
-) -> Result<(crate::format::UntracedRun, std::process::ExitStatus)> {
-    use std::os::unix::process::ExitStatusExt;
-    let start = std::time::Instant::now();
-    let child = Command::new(&command[0])
-        .args(&command[1..])
-        .stdout(out)
-        .spawn()
-        .map_err(|e| Error::new(format!("cannot run '{}': {e}", command[0])))?;
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: waiting for our own child, with a zeroed rusage for the kernel to fill.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    let elapsed = start.elapsed();
-    if r != pid {
-        return Err(Error::new(format!(
-            "waiting for '{}': {}",
-            command[0],
-            std::io::Error::last_os_error()
-        )));
-    }
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
-    Ok((
-        crate::format::UntracedRun {
-            elapsed_ns: elapsed.as_nanos() as u64,
-            user_ns: ns(ru.ru_utime),
-            system_ns: ns(ru.ru_stime),
-        },
-        std::process::ExitStatus::from_raw(status),
-    ))
 }
 
 /// What one perf session gave.
@@ -384,6 +357,7 @@ fn perf_session(
         cmd.arg("-G").arg(list.join(","));
     }
     cmd.arg("--").args(command);
+    with_nice(&mut cmd, opts.nice);
     cmd.stdin(Stdio::inherit())
         .stdout(if forward {
             Stdio::inherit()
@@ -523,11 +497,7 @@ impl RecordCgroup {
         }) {
             return None;
         }
-        let mnt = mounts
-            .lines()
-            .map(fields)
-            .find(|f| f.get(2).map(String::as_str) == Some("cgroup2"))
-            .map(|f| PathBuf::from(&f[1]))?;
+        let mnt = run::cgroup2_mount()?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let own = own
             .lines()

@@ -306,8 +306,14 @@ fn process_tree(root: u32) -> Vec<u32> {
     out
 }
 
+/// A descriptor fanotify does not report (not a regular file or directory) is looked at
+/// again this often even when its name has not changed: dup2 of another open of the same
+/// device onto it leaves the name as it was, and a look after the dup is what tells it.
+const SPECIAL_AGAIN_NS: u64 = 20_000_000;
+
 fn scan(root: u32, stop: &AtomicBool) -> Vec<FdSeen> {
-    let mut last: std::collections::HashMap<(u32, u32), (Arc<str>, FdKind)> = Default::default();
+    let mut last: std::collections::HashMap<(u32, u32), (Arc<str>, FdKind, u64)> =
+        Default::default();
     let mut out = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         for pid in process_tree(root) {
@@ -323,14 +329,17 @@ fn scan(root: u32, stop: &AtomicBool) -> Vec<FdSeen> {
                     continue;
                 };
                 let link: Arc<str> = Arc::from(link.to_string_lossy().as_ref());
-                if last.get(&(pid, fd)).is_some_and(|(l, _)| *l == link) {
+                let at_ns = monotonic_ns();
+                let watched = |k: FdKind| matches!(k, FdKind::File | FdKind::Tmpfs | FdKind::Dir);
+                if last.get(&(pid, fd)).is_some_and(|(l, k, at)| {
+                    *l == link && (watched(*k) || at_ns - at < SPECIAL_AGAIN_NS)
+                }) {
                     continue;
                 }
-                let at_ns = monotonic_ns();
                 let Some((kind, path)) = describe(&e.path()) else {
                     continue;
                 };
-                last.insert((pid, fd), (link, kind));
+                last.insert((pid, fd), (link, kind, at_ns));
                 out.push(FdSeen {
                     pid,
                     fd,

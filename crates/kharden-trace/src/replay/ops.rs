@@ -6,8 +6,10 @@ use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 pub(super) const USER: u8 = 1; // f64 ns
-pub(super) const SYSCALL: u8 = 2; // f64 ns, then optional WAIT and FLUSH markers
-pub(super) const FAULTS: u8 = 3; // u32 pages faulted in
+/// u8 variant code, u64 and u32 its numbers (variant.rs), f64 recorded kernel ns; then
+/// optional WAIT and FLUSH markers.
+pub(super) const SYSCALL: u8 = 2;
+pub(super) const FAULTS: u8 = 3; // u8 kind (0 anon, 1 copy-on-write, 2 file), u32 faults
 pub(super) const FORK: u8 = 4; // u32 child task number, u8 1 for a vfork
 pub(super) const EXEC: u8 = 5;
 pub(super) const WAIT: u8 = 6;

@@ -2,8 +2,9 @@
 //! programs read one file when --scale-jobs copies a job).
 
 use super::ops::{self, file_of, io, Visits};
+use super::variant::{self, Variant};
 use super::Split;
-use kharden::kernel::syscall::{self, Effect};
+use kharden::kernel::syscall::Effect;
 use kharden::sim::Pcg32;
 use kharden::workload::program::{Op, Program};
 use kharden::{Error, Result};
@@ -14,9 +15,11 @@ use std::rc::Rc;
 
 enum Record {
     User(f64),
-    /// On-CPU ns, whether it was a wait, pages it flushed from the address space.
-    Syscall(f64, bool, u64),
-    Faults(u32),
+    /// The call's variant, its recorded kernel ns, whether it was a wait, pages it flushed
+    /// from the address space.
+    Syscall(Variant, f64, bool, u64),
+    /// Faults of a kind: 0 anonymous, 1 copy-on-write, 2 file.
+    Faults(u8, u32),
     /// A new process, and whether it was a vfork.
     Fork(u32, bool),
     Thread(u32),
@@ -85,7 +88,16 @@ impl FileSource {
         let rec = match tag {
             ops::USER => Record::User(f64::from_le_bytes(self.bytes()?)),
             ops::SYSCALL => {
+                let [code]: [u8; 1] = self.bytes()?;
+                let a = u64::from_le_bytes(self.bytes()?);
+                let b = u32::from_le_bytes(self.bytes()?);
                 let ns = f64::from_le_bytes(self.bytes()?);
+                let v = Variant::decode(code, a, b).ok_or_else(|| {
+                    Error::at(
+                        self.path().display(),
+                        format!("corrupt replay file: syscall variant {code}"),
+                    )
+                })?;
                 // Markers may follow: a wait, then the pages it flushed.
                 let wait = self.take_marker(ops::WAIT)?;
                 let flushed = if self.take_marker(ops::FLUSH)? {
@@ -93,9 +105,12 @@ impl FileSource {
                 } else {
                     0
                 };
-                Record::Syscall(ns, wait, flushed)
+                Record::Syscall(v, ns, wait, flushed)
             }
-            ops::FAULTS => Record::Faults(u32::from_le_bytes(self.bytes()?)),
+            ops::FAULTS => {
+                let [kind]: [u8; 1] = self.bytes()?;
+                Record::Faults(kind, u32::from_le_bytes(self.bytes()?))
+            }
             ops::FORK => {
                 let b: [u8; 5] = self.bytes()?;
                 Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), b[4] != 0)
@@ -133,7 +148,6 @@ impl FileSource {
         let Some(rec) = self.read_record()? else {
             return Ok(Op::Exit);
         };
-        let generic = syscall::lookup("getpid").expect("getpid is in the table");
         let ghz = self.shared.host_ghz;
         Ok(match rec {
             // A trace records no cache behaviour of the user code.
@@ -142,14 +156,15 @@ impl FileSource {
                 touches: 8,
                 l1_lines: Default::default(),
             },
-            Record::Syscall(ns, wait, flushed) => {
-                let op = Op::Syscall {
-                    spec: generic,
-                    count: 1,
-                    extra_cycles: (ns * ghz - generic.work_cycles).max(0.0),
-                    // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
-                    effect: (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed }),
-                };
+            Record::Syscall(v, ns, wait, flushed) => {
+                // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
+                let effect = (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed });
+                let op = variant::to_op(v, ns, ghz, effect).ok_or_else(|| {
+                    Error::at(
+                        self.path().display(),
+                        "corrupt replay file: an omitted call was written",
+                    )
+                })?;
                 if wait {
                     // A make waits for each copy of its jobs.
                     let copies = if self.is_make { self.shared.scale } else { 1 };
@@ -159,7 +174,9 @@ impl FileSource {
                 }
                 op
             }
-            Record::Faults(n) => Op::AnonFaults(n),
+            Record::Faults(0, n) => Op::AnonFaults(n),
+            Record::Faults(1, n) => Op::CowFaults(n),
+            Record::Faults(_, n) => Op::FileFaults(n),
             Record::Fork(seq, vfork) => {
                 let copies = if self.is_make && !self.shared.makes.contains(&seq) {
                     self.shared.scale

@@ -41,6 +41,13 @@ pub enum Effect {
     FlushUserRange {
         pages: u64,
     },
+    /// A replayed munmap: the newest VMA goes, `freed_pages` pages its recording freed are
+    /// torn down (kernel.exit_page_cycles each, as at exit), and `flush_pages` are flushed
+    /// (its recorded flush; 0: none).
+    Munmap {
+        flush_pages: u64,
+        freed_pages: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -137,6 +144,9 @@ const TABLE: &[Entry] = &[
     Entry("readlink", "readlink", &[UserBufferWrite(0)], Effect::None),
     Entry("mmap-file", "mmap", &[], Effect::None),
     Entry("mprotect-noflush", "mprotect", &[], Effect::None),
+    // A replayed syscall no variant describes: a generic path (getpid's text and objects)
+    // whose work is the call's recorded kernel time.
+    Entry("syscall-recorded", "getpid", &[], Effect::None),
     // The rest of the small calls the footprints record (a replayed trace's mix).
     Entry(
         "rt_sigprocmask",
@@ -212,6 +222,18 @@ pub fn names() -> Vec<&'static str> {
     TABLE
         .iter()
         .map(|e| e.0)
-        .filter(|n| !n.contains("-file") && !n.contains("-noflush") && !n.contains("-empty"))
+        .filter(|n| {
+            !n.contains("-file")
+                && !n.contains("-noflush")
+                && !n.contains("-empty")
+                && !n.contains("-recorded")
+        })
         .collect()
+}
+
+/// The measured work cycles of recorded path `name` (for a path no table entry runs as it
+/// is: a replay interpolates between two of them).
+pub fn path_work(name: &str) -> Option<f64> {
+    let paths = KernelPaths::current();
+    paths.get(paths.id(name)?).work_cycles
 }

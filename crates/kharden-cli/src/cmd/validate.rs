@@ -129,7 +129,9 @@ fn untraced(args: &Args) -> Result<Vec<UntracedRun>> {
 }
 
 fn reference(args: &Args, scratch: &std::path::Path) -> Result<Reference> {
+    // A failing or unbounded command is refused first: that needs no perf.
     let runs = untraced(args)?;
+    perf::perf_available()?;
     let mut modes = sampled::ModeSamples::default();
     for i in 0..args.sampled_runs {
         let m = sampled::sample_modes(
@@ -166,7 +168,6 @@ pub fn run(args: Args) -> Result<()> {
             args.timeout
         )));
     }
-    perf::perf_available()?;
     let scratch = Scratch::new("validate")?;
     let r = reference(&args, scratch.path())?;
     let trace = args
@@ -360,34 +361,33 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
             r.cpu.0, off, r.elapsed.1, r.elapsed.2, rep.elapsed_s, rep.user_s + rep.system_s, rep_off
         ));
     }
-    if let Some(t) = &rec.tracer {
-        let per_syscall_user = recd.syscalls as f64 * t.syscall_user_se_ns / 1e9;
-        let events = rec.convert.events as f64 - 2.0 * recd.syscalls as f64;
-        let per_event = events.max(0.0) * t.event_se_ns / 1e9;
-        let removed = recd.traced_user_ns / 1e9 - recd.user_ns / 1e9 - recd.fault_ns / 1e9;
-        if outside.contains(&"user") {
-            out.push(format!(
-                "user: the recording's user intervals held {:.3} s, of which {:.3} s was the recorder's ({} syscalls at {:.0} ± {:.0} ns, {:.0} other events at {:.0} ± {:.0} ns) and {:.3} s the faults' kernel time; the recorder's cost is known to ±{:.3} s here, ±{:.0}% of the untraced user time{}",
-                recd.traced_user_ns / 1e9,
-                removed,
-                recd.syscalls,
-                t.syscall_user_ns,
-                t.syscall_user_se_ns,
-                events.max(0.0),
-                t.event_ns,
-                t.event_se_ns,
-                recd.fault_ns / 1e9,
-                per_syscall_user + per_event,
-                (per_syscall_user + per_event) / r.user().max(1e-12) * 100.0,
-                if recd.unpaid_user_ns > 0.0 {
-                    format!("; {:.3} s of it found no user time to come out of (intervals shorter than the loop's cost)", recd.unpaid_user_ns / 1e9)
-                } else {
-                    String::new()
-                }
-            ));
+    if outside.contains(&"user") {
+        match (&rec.tracer, recd.sampled_user_ns) {
+            (Some(t), sampled) => {
+                let events = (rec.convert.events as f64 - 2.0 * recd.syscalls as f64).max(0.0);
+                out.push(format!(
+                    "user: the recording's user intervals held {:.3} s; the recorder's loop puts its own cost there at {:.0} ns a syscall ({} of them) and {:.0} ns an event ({:.0} events), the faults' native latencies at {:.3} s: {:.3} s in all{}",
+                    recd.traced_user_ns / 1e9,
+                    t.syscall_user_ns,
+                    recd.syscalls,
+                    t.event_ns,
+                    events,
+                    recd.fault_ns / 1e9,
+                    recd.user_due_ns / 1e9,
+                    match sampled {
+                        Some((u, se)) => format!(
+                            "; the traced run's cpu-clock samples put its user time at {:.3} ± {:.3} s, so those costs were taken out times {:.2}, leaving {:.3} s (what the traced run's user work took: the recorder's cache pollution stays in it)",
+                            u / 1e9,
+                            se / 1e9,
+                            recd.user_scale,
+                            recd.user_ns / 1e9
+                        ),
+                        None => " (not sampled: taken out as measured)".to_string(),
+                    }
+                ));
+            }
+            (None, _) => out.push("user: the recording did not measure the recorder's cost".into()),
         }
-    } else {
-        out.push("the recording did not measure the recorder's cost".into());
     }
     if outside.contains(&"user") && eu > BOUND / 2.0 {
         out.push(format!(

@@ -23,7 +23,7 @@ mod writer;
 
 pub use block::MAX_BLOCK_BYTES;
 pub use reader::{TraceError, TraceReader};
-pub use record_meta::{FdKind, Target, TracerCost, Untraced, UntracedRun};
+pub use record_meta::{CpuSamples, FdKind, Target, TracerCost, Untraced, UntracedRun};
 pub use writer::TraceWriter;
 
 use serde::{Deserialize, Serialize};
@@ -130,6 +130,9 @@ pub struct Meta {
     /// give back (None: not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untraced: Option<Untraced>,
+    /// The recording's cpu-clock samples of the command by mode (None: not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_samples: Option<CpuSamples>,
     /// How the kinds of the descriptors syscalls used were found (FORMAT.md, "Descriptor
     /// kinds"); empty when they were not.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -175,3 +175,21 @@ impl Untraced {
         runs.get(runs.len() / 2).copied()
     }
 }
+
+/// The recording's cpu-clock samples of the command, by the mode they interrupted: its user
+/// time in the traced run (`user` samples of `period_ns` each), which the recorder's work,
+/// all in the kernel, is never part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CpuSamples {
+    pub period_ns: u64,
+    pub user: u64,
+    pub kernel: u64,
+}
+
+impl CpuSamples {
+    /// The user time they measure, and its standard error (Poisson), in ns.
+    pub fn user_ns(&self) -> (f64, f64) {
+        let p = self.period_ns as f64;
+        (self.user as f64 * p, (self.user as f64).sqrt() * p)
+    }
+}

@@ -2,7 +2,7 @@
 //! its records in order, following the workload's process tree and handing each tracepoint
 //! sample to its family's handler (sched.rs, syscalls.rs, kmem.rs, tlb.rs, fault.rs).
 
-use super::fds::{self, Descriptors, FdTables, OpenCall};
+use super::fds::{self, Descriptors, FdTables};
 use super::syscalls::syscall_names;
 use super::tracepoint::{format_from_tracefs, format_from_tracing_data, kind_of, Kind, Layout};
 use super::ConvertSummary;
@@ -51,10 +51,14 @@ pub fn convert(
         .ok()
         .flatten()
         .map_or(0, |r| r.first_sample_time);
+    let arch = perf_file.arch().ok().flatten().unwrap_or("").to_string();
+    let names = syscall_names(&arch);
+    let pre = super::prepass::prepass(perf_data, &tracepoints.layouts, &names, perf_pid)?;
     let mut meta = meta(&perf_file, &tracepoints, base, command);
     meta.tracer = beside.tracer.clone();
     meta.untraced = beside.untraced.clone();
     meta.fd_kinds = fd_kinds_method(&beside.descriptors);
+    meta.cpu_samples = pre.samples;
 
     let outname = out.display().to_string();
     let werr = |e: io::Error| Error::at(&outname, format!("cannot write: {e}"));
@@ -62,20 +66,10 @@ pub fn convert(
     let mut output = Output::create(out, overwrite)?;
     let f = output.file().try_clone().map_err(werr)?;
     let mut w = TraceWriter::new(BufWriter::with_capacity(1 << 16, f), &meta).map_err(werr)?;
-    let arch = perf_file.arch().ok().flatten().unwrap_or("").to_string();
-    for (nr, n) in syscall_names(&arch) {
-        w.set_syscall_name(nr, &n);
+    for (nr, n) in &names {
+        w.set_syscall_name(*nr, n);
     }
-
-    let names = syscall_names(&arch);
-    let (matched, left) = if beside.descriptors.opens.is_empty() {
-        Default::default()
-    } else {
-        fds::match_opens(
-            &beside.descriptors.opens,
-            &open_calls(perf_data, &tracepoints, &names)?,
-        )
-    };
+    let (matched, left) = fds::match_opens(&beside.descriptors.opens, &pre.calls);
     let mut conv = Conversion::new(w, base, perf_pid, tracepoints.gfp_bits);
     conv.names = names;
     conv.fds = FdTables::new(&beside.descriptors, matched, left);
@@ -106,69 +100,10 @@ pub fn convert(
     Ok(sum)
 }
 
-/// Every task's calls that open a path, with their sys_enter times: a first pass over
-/// perf.data, since a watched open event goes to a call by the task's later calls too
-/// (fds::match_opens).
-fn open_calls(
-    perf_data: &Path,
-    tracepoints: &Tracepoints,
-    names: &HashMap<u32, String>,
-) -> Result<HashMap<u32, Vec<OpenCall>>> {
-    let name = perf_data.display().to_string();
-    let perr = |e: &dyn std::fmt::Display| Error::at(&name, format!("cannot parse perf.data: {e}"));
-    let file = std::fs::File::open(perf_data)
-        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
-    let PerfFileReader {
-        mut perf_file,
-        mut record_iter,
-    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
-    let mut entered: HashMap<u32, (u32, u64, u64)> = HashMap::new();
-    let mut calls: HashMap<u32, Vec<OpenCall>> = HashMap::new();
-    while let Some(rec) = record_iter
-        .next_record(&mut perf_file)
-        .map_err(|e| perr(&e))?
-    {
-        let PerfFileRecord::EventRecord { attr_index, record } = rec else {
-            continue;
-        };
-        let Some((kind, layout)) = tracepoints.layouts.get(attr_index) else {
-            continue;
-        };
-        if !matches!(kind, Kind::SysEnter | Kind::SysExit) {
-            continue;
-        }
-        let Ok(EventRecord::Sample(s)) = record.parse() else {
-            continue;
-        };
-        let (Some(raw), Some(tid), Some(t)) = (&s.raw, s.tid, s.timestamp) else {
-            continue;
-        };
-        let raw = raw.as_slice();
-        let tid = tid as u32;
-        let nr = layout.int(&raw, 0).unwrap_or(0) as u32;
-        if *kind == Kind::SysEnter {
-            let args = layout.u64s::<6>(&raw, 1).unwrap_or([0; 6]);
-            match names.get(&nr).and_then(|n| fds::open_flags(n, &args)) {
-                Some(flags) => entered.insert(tid, (nr, t, flags)),
-                None => entered.remove(&tid),
-            };
-        } else if let Some((enr, enter_ns, flags)) = entered.remove(&tid) {
-            if enr == nr {
-                let ret = layout.int(&raw, 1).unwrap_or(0) as i64;
-                calls.entry(tid).or_default().push(OpenCall {
-                    enter_ns,
-                    may_notify: ret >= 0 && flags & fds::O_PATH == 0,
-                });
-            }
-        }
-    }
-    Ok(calls)
-}
-
 /// The recorded tracepoints kharden knows, with the payload layout of each perf attribute.
 struct Tracepoints {
     /// By perf attribute index; attributes kharden does not convert are `Kind::Other`.
-    layouts: Vec<(Kind, Layout)>,
+    pub(super) layouts: Vec<(Kind, Layout)>,
     recorded: Vec<String>,
     gfp_bits: GfpBits,
 }
@@ -190,6 +125,10 @@ impl Tracepoints {
         };
         for tp in &attr_names {
             let (kind, fields) = kind_of(tp);
+            if kind == Kind::CpuClock {
+                tps.layouts.push((kind, Layout { fields: vec![] }));
+                continue;
+            }
             if kind == Kind::Other {
                 tps.layouts.push((kind, Layout { fields: vec![] }));
                 continue;

@@ -12,6 +12,7 @@ mod convert;
 mod fault;
 pub mod fds;
 mod kmem;
+mod prepass;
 pub mod run;
 pub mod sampled;
 mod sched;
@@ -342,6 +343,10 @@ fn perf_session(
         .arg(opts.mmap_pages.to_string())
         .arg("-o")
         .arg(perf_data);
+    // The command's cpu-clock samples: its user time without the recorder's (prepass.rs).
+    let clock = format!("cpu-clock/period={}/", prepass::SAMPLE_PERIOD_NS);
+    let mut events: Vec<&str> = events.to_vec();
+    events.push(&clock);
     cmd.arg("-e").arg(events.join(","));
     if let Some(cg) = &cgroup {
         let list: Vec<&str> = events

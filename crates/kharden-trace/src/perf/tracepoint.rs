@@ -155,6 +155,8 @@ pub(super) enum Kind {
     TlbFlush,
     FaultUser,
     FaultKernel,
+    /// The recording's cpu-clock samples of the command (its user time: prepass.rs).
+    CpuClock,
     Other,
 }
 
@@ -172,6 +174,7 @@ pub(super) fn kind_of(name: &str) -> (Kind, &'static [&'static str]) {
         "tlb:tlb_flush" => (Kind::TlbFlush, &["reason", "pages"]),
         "exceptions:page_fault_user" => (Kind::FaultUser, &["address", "error_code"]),
         "exceptions:page_fault_kernel" => (Kind::FaultKernel, &["address", "error_code"]),
+        n if n == "cpu-clock" || n.starts_with("cpu-clock/") => (Kind::CpuClock, &[]),
         _ => (Kind::Other, &[]),
     }
 }

@@ -58,15 +58,28 @@ struct Call {
     args: [u64; 6],
     inside: Inside,
     flushed: u64,
+    /// The recorder's cost taken out of this call's kernel time (ns).
+    removed: f64,
+}
+
+/// A start the task made inside the syscall it is in, written when the syscall returns
+/// (with the call's recorded kernel time, which the model's fork or exec is compared with).
+enum Started {
+    Fork { seq: u32, vfork: bool },
+    Thread { seq: u32 },
+    Exec,
 }
 
 struct TaskState {
     seq: u32,
+    started: Vec<Started>,
     on_cpu_since: Option<u64>,
     call: Option<Call>,
     /// On-CPU ns accumulated in the current mode since the last emitted op.
     acc_ns: u64,
-    /// Costs (ns) still to take out of the user and the kernel time to come.
+    /// Costs (ns) to take out of the user time, accrued since the last User op (written with
+    /// it; pass 2 scales them to the recording's sampled user time and pays them), and out
+    /// of the kernel time to come.
     user_debt: f64,
     kernel_debt: f64,
     /// A user page fault whose kind its next events decide: error code, pages allocated.
@@ -95,25 +108,26 @@ impl TaskState {
         raw - paid
     }
 
-    /// Emits the time accumulated in user mode, the recorder's share taken out, as one User
-    /// op, and counts it (as traced, and as emitted).
+    /// Emits the time accumulated in user mode as one User op, with the costs accrued to
+    /// come out of it, and counts both.
     fn flush_user(&mut self, rec: &mut Recorded) {
-        if self.in_kernel() || self.acc_ns == 0 {
+        if self.in_kernel() || (self.acc_ns == 0 && self.user_debt == 0.0) {
             return;
         }
-        rec.traced_user_ns += self.acc_ns as f64;
-        let ns = Self::take(&mut self.acc_ns, &mut self.user_debt);
-        rec.user_ns += ns;
-        if ns > 0.0 {
-            self.pending.push(ops::USER);
-            self.pending.extend_from_slice(&ns.to_le_bytes());
-        }
+        let raw = std::mem::take(&mut self.acc_ns) as f64;
+        let due = std::mem::take(&mut self.user_debt);
+        rec.traced_user_ns += raw;
+        rec.user_due_ns += due;
+        self.pending.push(ops::USER);
+        self.pending.extend_from_slice(&raw.to_le_bytes());
+        self.pending.extend_from_slice(&due.to_le_bytes());
     }
 
     /// The cost of one recorded event, in the mode the task is in.
     fn event(&mut self, costs: &Costs) {
-        if self.in_kernel() {
+        if let Some(c) = self.call.as_mut() {
             self.kernel_debt += costs.event;
+            c.removed += costs.event;
         } else {
             self.user_debt += costs.event;
         }
@@ -146,6 +160,30 @@ impl TaskState {
         self.pending.push(ops::FAULTS);
         self.pending.push(kind.index() as u8);
         self.pending.extend_from_slice(&n.to_le_bytes());
+    }
+
+    /// Writes the starts made inside the syscall that took `ns` of kernel time.
+    fn write_started(&mut self, ns: f64, removed: f64) {
+        for s in std::mem::take(&mut self.started) {
+            match s {
+                Started::Fork { seq, vfork } => {
+                    self.pending.push(ops::FORK);
+                    self.pending.extend_from_slice(&seq.to_le_bytes());
+                    self.pending.push(vfork as u8);
+                    self.pending.extend_from_slice(&ns.to_le_bytes());
+                    self.pending.extend_from_slice(&removed.to_le_bytes());
+                }
+                Started::Thread { seq } => {
+                    self.pending.push(ops::THREAD);
+                    self.pending.extend_from_slice(&seq.to_le_bytes());
+                }
+                Started::Exec => {
+                    self.pending.push(ops::EXEC);
+                    self.pending.extend_from_slice(&ns.to_le_bytes());
+                    self.pending.extend_from_slice(&removed.to_le_bytes());
+                }
+            }
+        }
     }
 
     /// Appends the buffered operations to the task's file.
@@ -212,6 +250,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 tid,
                 TaskState {
                     seq,
+                    started: Vec::new(),
                     on_cpu_since: None,
                     call: None,
                     acc_ns: 0,
@@ -230,8 +269,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                     ps.event(&costs);
                     if *pid != tid {
                         rec.threads += 1;
-                        ps.pending.push(ops::THREAD);
-                        ps.pending.extend_from_slice(&seq.to_le_bytes());
+                        ps.started.push(Started::Thread { seq });
                     } else {
                         // The syscall the parent is in says how: vfork, or clone3, which
                         // glibc uses for posix_spawn (CLONE_VM | CLONE_VFORK) and threads
@@ -240,9 +278,11 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                         let vfork = matches!(how.map(|n| &**n), Some("vfork" | "clone3"));
                         rec.forks += 1;
                         rec.vforks += vfork as u64;
-                        ps.pending.push(ops::FORK);
-                        ps.pending.extend_from_slice(&seq.to_le_bytes());
-                        ps.pending.push(vfork as u8);
+                        ps.started.push(Started::Fork { seq, vfork });
+                    }
+                    // Outside a syscall (a trace without syscall events) it is written now.
+                    if ps.call.is_none() {
+                        ps.write_started(0.0, 0.0);
                     }
                 }
                 None => root = root.or(Some(seq)),
@@ -276,6 +316,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                     args: *args,
                     inside: Inside::default(),
                     flushed: 0,
+                    removed: costs.syscall_kernel,
                 });
             }
             TraceOp::SysExit { nr, ret, target } => {
@@ -298,7 +339,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                     },
                 );
                 // The model's operation for it (its label does not depend on the clock).
-                let label = variant::to_op(v, ns, 1.0, effect).map_or(
+                let label = variant::to_op(v, ns, 1.0, effect, None).map_or(
                     match name {
                         "execve" | "execveat" => "execve",
                         _ => "fork",
@@ -306,16 +347,19 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                     |op| op.label(),
                 );
                 rec.add_call(label, ns, costs.entry_exit);
+                rec.system_ns += ns;
+                st.write_started(ns, call.removed);
                 if v == Variant::Omitted {
+                    buffered += st.pending.len() - before;
                     continue;
                 }
-                rec.system_ns += ns;
                 let (code, a, b) = v.encode();
                 st.pending.push(ops::SYSCALL);
                 st.pending.push(code);
                 st.pending.extend_from_slice(&a.to_le_bytes());
                 st.pending.extend_from_slice(&b.to_le_bytes());
                 st.pending.extend_from_slice(&ns.to_le_bytes());
+                st.pending.extend_from_slice(&call.removed.to_le_bytes());
                 if matches!(name, "wait4" | "waitid") {
                     st.pending.push(ops::WAIT);
                 }
@@ -335,7 +379,10 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
             }
             TraceOp::Exec { filename } => {
                 st.event(&costs);
-                st.pending.push(ops::EXEC);
+                st.started.push(Started::Exec);
+                if st.call.is_none() {
+                    st.write_started(0.0, 0.0);
+                }
                 st.is_make = filename.rsplit('/').next() == Some("make");
             }
             TraceOp::PageFault {
@@ -373,10 +420,16 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
             TraceOp::Exit => {
                 st.flush_user(&mut rec);
                 // exit_group's kernel time so far is exit's, which the model runs.
-                rec.traced_system_ns += std::mem::take(&mut st.acc_ns) as f64;
+                rec.traced_system_ns += st.acc_ns as f64;
+                if st.in_kernel() {
+                    st.kernel_debt += costs.syscall_kernel / 2.0;
+                    let ns = TaskState::take(&mut st.acc_ns, &mut st.kernel_debt);
+                    rec.system_ns += ns;
+                    rec.add_call("exit", ns, costs.entry_exit / 2.0);
+                }
+                st.write_started(0.0, 0.0);
                 st.pending.push(ops::EXIT);
                 let mut st = tasks.remove(&tid).expect("looked up above");
-                rec.unpaid_user_ns += st.user_debt;
                 rec.unpaid_kernel_ns += st.kernel_debt;
                 buffered = buffered.saturating_sub(before);
                 st.write_out(dir)?;
@@ -403,7 +456,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
     for (_, mut st) in tasks {
         st.fault_done(&mut rec, &costs);
         st.flush_user(&mut rec);
-        rec.unpaid_user_ns += st.user_debt;
+        st.write_started(0.0, 0.0);
         rec.unpaid_kernel_ns += st.kernel_debt;
         st.pending.push(ops::EXIT);
         st.write_out(dir)?;
@@ -413,6 +466,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
     }
     let root = root.ok_or_else(|| Error::at(trace.display(), "the trace has no root task"))?;
     rec.entry_exit_ns = costs.entry_exit;
+    rec.scale_user_costs(reader.meta().cpu_samples);
     rec.tracer = tracer;
     rec.untraced = untraced;
     Ok(Split {

@@ -313,11 +313,29 @@ fn copy_cycles_per_byte() -> f64 {
 /// The operation the model runs for a call of `variant`, with `recorded_ns` of kernel time
 /// measured (tracer removed), at `ghz` recorded cycles per ns; `effect` is its recorded
 /// flush, which replaces the path's own effect (munmap's goes into its own).
-pub fn to_op(variant: Variant, recorded_ns: f64, ghz: f64, effect: Option<Effect>) -> Option<Op> {
+///
+/// A call whose recorded time exceeds its variant's work by more than `band_ns` (what the
+/// recorder's cost is uncertain by) did more than the variant's loop does (an execve of a
+/// dynamically linked program, an mmap that splits a mapping, a wait4 that reaps), and the
+/// excess beyond the band is added to the path's work; within the band, the variant's
+/// measured work stands (a short call's recorded time is mostly the recorder's). Opens
+/// keep their variant's work: the recorder's watch of opens runs inside them. Without a
+/// band (no measured recorder cost) the variants stand.
+pub fn to_op(
+    variant: Variant,
+    recorded_ns: f64,
+    ghz: f64,
+    effect: Option<Effect>,
+    band_ns: Option<f64>,
+) -> Option<Op> {
+    let excess = |work: f64| match (variant, band_ns) {
+        (Variant::Open { .. } | Variant::OpenDevice, _) | (_, None) => 0.0,
+        (_, Some(band)) => (recorded_ns * ghz - work - band * ghz).max(0.0),
+    };
     let syscall = |spec: SyscallSpec, effect: Option<Effect>| Op::Syscall {
         spec,
         count: 1,
-        extra_cycles: 0.0,
+        extra_cycles: excess(spec.work_cycles),
         effect,
     };
     Some(match variant {
@@ -417,6 +435,15 @@ pub fn to_op(variant: Variant, recorded_ns: f64, ghz: f64, effect: Option<Effect
             )
         }
     })
+}
+
+/// The cycles by which `recorded_ns` of a call exceed recorded path `path`'s work by more
+/// than `band_ns` (0 without a band): see `to_op`.
+pub fn beyond(recorded_ns: f64, ghz: f64, path: &str, band_ns: Option<f64>) -> f64 {
+    match (band_ns, syscall::path_work(path)) {
+        (Some(band), Some(work)) => (recorded_ns * ghz - work - band * ghz).max(0.0),
+        _ => 0.0,
+    }
 }
 
 fn fs(tmpfs: bool) -> PageCacheFs {

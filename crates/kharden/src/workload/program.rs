@@ -39,6 +39,14 @@ pub enum Op {
     ZeroPageFaults(u32),
     /// `n` writes to private pages mapped read-only: copy-on-write faults.
     CowFaults(u32),
+    /// An operation whose kernel part did `cycles` more than the model's path for it: a
+    /// replayed execve of a dynamically linked program, whose recording measured more than
+    /// the footprints' execve of a minimal static one. The work is charged when the
+    /// operation returns, as kernel time.
+    WithKernelWork {
+        op: Box<Op>,
+        cycles: f64,
+    },
     /// An operation that happened before the simulation began (make's first jobs and the
     /// heaps of tasks that start mid-life): it changes state (mappings, allocations,
     /// flushes) but takes no simulated time, so a short warm-up does not have to cover a
@@ -96,6 +104,7 @@ impl Op {
             Op::ZeroPageFaults(_) => "fault-anon",
             Op::CowFaults(_) => "fault-cow",
             Op::History(op) => op.label(),
+            Op::WithKernelWork { op, .. } => op.label(),
             Op::FileRead { .. } => "read",
             Op::FileWrite { .. } => "write",
             Op::Syscall { spec, .. } => spec.name.split('-').next().unwrap_or(spec.name),

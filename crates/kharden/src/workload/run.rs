@@ -292,6 +292,12 @@ impl Runner {
                 self.k.fast_forward = was;
                 return r;
             }
+            Op::WithKernelWork { op, cycles } => {
+                let r = self.execute(cpu, task, *op)?;
+                self.k
+                    .compute(cpu, cycles, crate::sim::TimeCategory::Kernel);
+                return Ok(r);
+            }
             Op::CowFaults(n) => {
                 for _ in 0..n {
                     k.cow_fault(cpu)?;

@@ -366,21 +366,23 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
             (Some(t), sampled) => {
                 let events = (rec.convert.events as f64 - 2.0 * recd.syscalls as f64).max(0.0);
                 out.push(format!(
-                    "user: the recording's user intervals held {:.3} s; the recorder's loop puts its own cost there at {:.0} ns a syscall ({} of them) and {:.0} ns an event ({:.0} events), the faults' native latencies at {:.3} s: {:.3} s in all{}",
+                    "user: the recording's user intervals held {:.3} s; the recorder's loop puts its own cost there at {:.0} ns a syscall ({} of them) and {:.0} ns an event{} ({:.0} events), the faults' native latencies at {:.3} s: {:.3} s in all{}",
                     recd.traced_user_ns / 1e9,
                     t.syscall_user_ns,
                     recd.syscalls,
                     t.event_ns,
+                    if t.event_ns < 0.0 { " (taken as 0)" } else { "" },
                     events,
                     recd.fault_ns / 1e9,
                     recd.user_due_ns / 1e9,
                     match sampled {
                         Some((u, se)) => format!(
-                            "; the traced run's cpu-clock samples put its user time at {:.3} ± {:.3} s, so those costs were taken out times {:.2}, leaving {:.3} s (what the traced run's user work took: the recorder's cache pollution stays in it)",
+                            "; the traced run's cpu-clock samples put its user time at {:.3} ± {:.3} s, so those costs were taken out times {:.2}, leaving {:.3} s, {:+.0}% from the untraced user time: by the samples, the command's own user work ran that much slower under the recording, beyond the per-event cost the loop measured (the tracepoints' cache and TLB pollution, the sampling interrupts: not told apart here), and nothing takes that out",
                             u / 1e9,
                             se / 1e9,
                             recd.user_scale,
-                            recd.user_ns / 1e9
+                            recd.user_ns / 1e9,
+                            error_pct(recd.user_ns / 1e9, r.user())
                         ),
                         None => " (not sampled: taken out as measured)".to_string(),
                     }
@@ -429,6 +431,7 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
                 recd.fault_ns / 1e9
             ));
         }
+        out.push(model_system(rep));
         let (_, est_sys) = recd.untraced_estimate();
         out.push(format!(
             "system: the recording, its cost removed, puts {:.3} s in the kernel ({:+.0}% from untraced), the model {:.3} s",
@@ -438,4 +441,34 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
         ));
     }
     out
+}
+
+/// Where the model's system time went, by the engine's time categories, with its kernel
+/// entries and what their lines and walks missed.
+fn model_system(rep: &Replayed) -> String {
+    use kharden::sim::{Counter, TimeCategory};
+    let st = &rep.stats;
+    let mut parts: Vec<(f64, &str)> = TimeCategory::ALL
+        .iter()
+        .filter(|c| c.is_system())
+        .map(|&c| (st.time(c).secs(), c.name()))
+        .filter(|(t, _)| *t > 0.0)
+        .collect();
+    parts.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let entries = st.counter(Counter::KernelEntries).max(1) as f64;
+    let per = |c: Counter| st.counter(c) as f64 / entries;
+    format!(
+        "system: the model's {:.3} s is {}; per kernel entry ({}) it fetched {:.0} kernel lines, {:.1} of them missing L1 and {:.2} from memory, and walked the page tables {:.2} times",
+        rep.system_s,
+        parts
+            .iter()
+            .map(|(t, n)| format!("{n} {t:.3} s"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        st.counter(Counter::KernelEntries),
+        per(Counter::KernelTextLines) + per(Counter::KernelDataLines),
+        per(Counter::KernelLineL1Misses),
+        per(Counter::KernelLinesFromMemory),
+        per(Counter::PageWalks),
+    )
 }

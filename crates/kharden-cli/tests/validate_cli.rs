@@ -72,3 +72,84 @@ fn bad_flags_are_one_line_errors() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// Why perf cannot record here, or None if it can.
+fn perf_unusable() -> Option<String> {
+    match Command::new("perf").arg("--version").output() {
+        Err(_) => Some("perf is not installed (apt-get install linux-perf)".into()),
+        Ok(o) if !o.status.success() => Some(format!(
+            "perf does not run: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// Run by scripts/test.sh (`--ignored perf_`) where perf records system-wide tracepoints:
+/// validate of a short dd prints the untraced run, the recording and the replay side by
+/// side; the replay ran dd's reads and writes as calls on /dev/zero and /dev/null; and every
+/// figure outside the bound has a reason.
+#[test]
+#[ignore = "needs perf (system-wide tracepoints, as root)"]
+fn perf_validate_sets_the_replay_beside_the_untraced_run() {
+    if let Some(why) = perf_unusable() {
+        panic!("perf_validate_sets_the_replay_beside_the_untraced_run cannot run here: {why}");
+    }
+    let o = kharden(&[
+        "validate",
+        "--runs",
+        "2",
+        "--sampled-runs",
+        "1",
+        "--",
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=4k",
+        "count=20000",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for row in [
+        "untraced ",
+        "as traced ",
+        "recording, its cost removed ",
+        "replay against untraced ",
+    ] {
+        assert!(
+            out.lines().any(|l| l.starts_with(row)),
+            "no '{row}' row: {out}"
+        );
+    }
+    // The recording holds dd's 20000 reads and writes ("recorded: ..., N syscalls (...").
+    let syscalls: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("recorded: "))
+        .and_then(|l| l.split(", ").find(|f| f.contains(" syscalls (")))
+        .and_then(|f| f.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(syscalls >= 40000, "{out}");
+    let verdict = out
+        .lines()
+        .find(|l| l.starts_with("verdict: "))
+        .expect("a verdict");
+    if let Some(list) = verdict
+        .strip_prefix("verdict: outside 25% on ")
+        .and_then(|r| r.strip_suffix("; why:"))
+    {
+        for figure in list.split(", ") {
+            assert!(
+                out.lines()
+                    .any(|l| l.starts_with(&format!("  - {figure}: "))),
+                "{figure} is outside the bound and no line says why: {out}"
+            );
+        }
+    } else {
+        assert!(verdict.starts_with("verdict: within 25%"), "{verdict}");
+    }
+}

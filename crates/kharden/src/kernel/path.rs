@@ -295,6 +295,12 @@ impl KernelPaths {
         self.work_basis.work(id.0, ns * self.work_basis.host_ghz)
     }
 
+    /// Recorded path `name`'s native latency on the recording host (low percentile), in ns.
+    pub fn native_ns(&self, name: &str) -> Option<f64> {
+        let p = self.get(self.id(name)?);
+        p.native_cycles.map(|c| c / self.work_basis.host_ghz)
+    }
+
     pub fn id(&self, name: &str) -> Option<PathId> {
         self.paths.iter().position(|p| p.name == name).map(PathId)
     }

@@ -153,6 +153,32 @@ impl Kernel {
         Ok(())
     }
 
+    /// A write to a private page mapped read-only (after fork, or a file's private
+    /// mapping): do_wp_page copies it into a new anonymous page, mapped at the next page of
+    /// the heap (the source page's lines are in the recorded path's copy; the copy's time
+    /// is charged as copy_page's).
+    pub fn cow_fault(&mut self, cpu: CpuId) -> Result<()> {
+        let entry = self.machine.costs.interrupt_entry_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::PageFaults);
+        let mm = self.current_mm(cpu);
+        let va = self.mms[mm].heap.offset(self.mms[mm].heap_pages * 4096);
+        let pfn = self.in_kernel(cpu, entry, |k| {
+            k.run_known_path(
+                cpu,
+                "fault-cow",
+                Work::MeasuredLess("copy_mc_enhanced_fast_string"),
+            )?;
+            let task = k.current_task(cpu);
+            let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
+            k.copy_page(cpu, pfn, Access::Write, None)?;
+            k.map_user(mm, va, pfn.addr(), PteFlags::USER_DATA);
+            Ok(pfn)
+        })?;
+        self.mms[mm].anon.push(pfn);
+        self.mms[mm].heap_pages += 1;
+        Ok(())
+    }
+
     /// A read fault on a file mapping whose page is in the page cache (an executable's text
     /// and data, a mapped header): the recorded path maps it and up to 15 neighbours
     /// (fault-around); its measured work covers those PTE stores. The pages are not tracked
@@ -181,6 +207,7 @@ impl Kernel {
     pub fn file_read(
         &mut self,
         cpu: CpuId,
+        fs: PageCacheFs,
         pages: u32,
         misses: u32,
         buffer: VirtAddr,
@@ -188,7 +215,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.run_known_path(cpu, "read-4k-file", Work::MeasuredLess("_copy_to_iter"))?;
+            k.run_known_path(cpu, fs.read_path(), Work::MeasuredLess("_copy_to_iter"))?;
             for i in 0..pages {
                 let pfn = if i < misses || k.page_cache.is_empty() {
                     let p = k.alloc_page(cpu, Gfp::PageCache, None);
@@ -212,19 +239,33 @@ impl Kernel {
         })
     }
 
-    /// write() of `pages` pages into new page-cache pages (an output file or a pipe).
-    pub fn file_write(&mut self, cpu: CpuId, pages: u32, buffer: VirtAddr) -> Result<()> {
+    /// write() of `pages` pages into the page cache, the first `new_pages` of them newly
+    /// allocated (a file growing), the rest pages already cached (a file rewritten).
+    pub fn file_write(
+        &mut self,
+        cpu: CpuId,
+        fs: PageCacheFs,
+        pages: u32,
+        new_pages: u32,
+        buffer: VirtAddr,
+    ) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
             k.run_known_path(
                 cpu,
-                "write-4k-file",
+                fs.write_path(),
                 Work::MeasuredLess("copy_folio_from_iter_atomic"),
             )?;
             for i in 0..pages {
-                let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
-                k.page_cache.push(pfn);
+                let pfn = if i < new_pages || k.page_cache.is_empty() {
+                    let p = k.alloc_page(cpu, Gfp::PageCache, None);
+                    k.page_cache.push(p);
+                    p
+                } else {
+                    let j = k.rng.below(k.page_cache.len() as u32) as usize;
+                    k.page_cache[j]
+                };
                 if i > 0 {
                     k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
                 }
@@ -403,6 +444,31 @@ impl Kernel {
             Work::NativeNs(ns) => Some(self.paths.work_from_native_ns(id, ns)),
         };
         self.run_path(cpu, id, cycles)
+    }
+}
+
+/// Which filesystem's page cache a read or write goes through: its recorded path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageCacheFs {
+    /// A disk filesystem (the recording's ext4).
+    Disk,
+    /// tmpfs (shmem): no disk, no journal.
+    Tmpfs,
+}
+
+impl PageCacheFs {
+    fn read_path(self) -> &'static str {
+        match self {
+            PageCacheFs::Disk => "read-4k-file",
+            PageCacheFs::Tmpfs => "read-4k-tmpfs",
+        }
+    }
+
+    fn write_path(self) -> &'static str {
+        match self {
+            PageCacheFs::Disk => "write-4k-file",
+            PageCacheFs::Tmpfs => "write-4k-tmpfs",
+        }
     }
 }
 

@@ -35,6 +35,7 @@ pub const FAMILY: registry::Family = registry::Family {
         registry::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, || Box::new(Pti::new(Variant::BrokenNoUserFlush))),
     ],
     params: &[Decl::num("pti.switch_macro_cycles", Unit::Cycles, (0.0, 10_000.0), "the CR3-switch macro's own instructions at each kernel entry and exit")],
+    excludes: &[],
     counters: &[("deferred_user_flushes", "Linux PTI: user-PCID flushes deferred to the next return to user space")],
 };
 

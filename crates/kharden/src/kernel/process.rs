@@ -64,11 +64,18 @@ impl Kernel {
         self.with_defenses(|d, k| d.on_refcount_ops(k, cpu, n));
     }
 
-    /// kmap(): the kernel alias of a page for a copy. On x86-64 that is the direct map;
-    /// defenses may have to map it back first.
-    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn) -> VirtAddr {
+    /// kmap(): the kernel alias of a page for a copy that makes `access` to it. On x86-64
+    /// that is the direct map; defenses may have to map it back first, or map it elsewhere
+    /// (Defense::kmap_alias).
+    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn, access: Access) -> VirtAddr {
         self.with_defenses(|d, k| d.on_kmap(k, cpu, pfn));
-        self.direct_map_addr(pfn)
+        let mut alias = None;
+        self.with_defenses(|d, k| {
+            if alias.is_none() {
+                alias = d.kmap_alias(k, cpu, pfn, access);
+            }
+        });
+        alias.unwrap_or_else(|| self.direct_map_addr(pfn))
     }
 
     pub fn kunmap(&mut self, cpu: CpuId, pfn: Pfn) {
@@ -98,14 +105,14 @@ impl Kernel {
         page_access: Access,
         user_buffer: Option<(VirtAddr, Access)>,
     ) -> Result<()> {
-        let va = self.kmap(cpu, pfn);
+        let va = self.kmap(cpu, pfn, page_access);
         if self.fast_forward {
             // The kmap/kunmap pair is lasting state (XPFO unmaps a user page's alias at its
             // first kunmap); the copy's translation and lines are not.
             self.kunmap(cpu, pfn);
             return Ok(());
         }
-        self.touch(cpu, va, page_access)
+        self.touch_kernel(cpu, va, page_access)
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
         // write-allocating accesses), evicting what the kernel and the task had there.

@@ -288,6 +288,7 @@ impl Cpu {
             asid: _,
             idle_estimate_ns,
             pcp,
+            pcp_sensitive,
             rq,
             starting,
             slice_start,
@@ -304,6 +305,7 @@ impl Cpu {
             current,
             idle_estimate_ns.to_bits(),
             pcp,
+            pcp_sensitive,
             rq,
             starting,
         ));

@@ -34,6 +34,11 @@ pub const ALL: &[Scenario] = &[
         run: sibling_thread,
     },
     Scenario {
+        name: "page-cache-read",
+        what: "a task reads a file through the page cache (read(): a page brought in, then pages already cached, each copied to its buffer) while a task of another process on the other CPU reads the same file",
+        run: page_cache_read,
+    },
+    Scenario {
         name: "text-poke",
         what: "a task runs on a CPU of every NUMA node; the kernel patches a line of the syscall path's text (a static key) from the first node; every CPU then makes the syscall again",
         run: text_poke,
@@ -87,6 +92,28 @@ pub fn sibling_thread(
     let getppid = syscall::lookup("getppid")
         .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
+    Ok(k.violations)
+}
+
+/// Two processes read the same file on two CPUs: the first read of each brings a page into
+/// the page cache, the others copy cached pages out (the kernel reads page-cache pages, a
+/// defense's sensitive memory, then returns to user mode).
+pub fn page_cache_read(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, params, "page-cache-read")?;
+    let buffer = crate::arch::x86::VirtAddr(crate::kernel::layout::USER_DATA);
+    for cpu in [0, 1] {
+        let t = k.spawn_on(cpu, "reader", None);
+        run_next(&mut k, cpu, t);
+    }
+    for _ in 0..3 {
+        for cpu in [0, 1] {
+            k.file_read(cpu, 1, u32::from(k.page_cache.len() < 2), buffer)?;
+        }
+    }
     Ok(k.violations)
 }
 
@@ -159,7 +186,13 @@ fn stale_kernel_alias(k: &mut Kernel, on: CpuId, to: CpuId) -> Result<Pfn> {
     })?;
     k.free_page(on, p);
     k.cpus[on].pcp.retain(|&f| f != p);
-    k.cpus[to].pcp.push(p);
+    // Next out on `to` for a user allocation (from the user list where the allocator
+    // keeps one: BootConfig::sensitive_freelists).
+    if k.config.sensitive_freelists {
+        k.cpus[to].pcp_sensitive.push(p);
+    } else {
+        k.cpus[to].pcp.push(p);
+    }
     Ok(p)
 }
 

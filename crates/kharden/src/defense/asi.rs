@@ -30,9 +30,11 @@ use crate::sim::{IntMap, OwnedCounter, TimeCategory};
 /// ASI_CLASS_KVM) in the two bits below PTI's bit 11 (RFC v2 06/29, asi_pcid()).
 pub const RESTRICTED_PCID_BITS: u16 = 2 << 9;
 
-/// The ephmap: a region of the kernel half local to each address space, one 4 KiB slot per
-/// CPU (the prototype's EPHEMERAL_FILEMAP_BASE_ADDR holds a largest folio per CPU). Here it
-/// is the PGD slot Linux leaves to PTI's LDT remap, which the model does not use.
+/// The ephmap: a region of the kernel half local to each address space (mm/ephmap.c of the
+/// prototype: its tables are the mm's own and cloned into its restricted tables), one 4 KiB
+/// slot per CPU (the prototype's EPHEMERAL_FILEMAP_BASE_ADDR holds a largest folio per
+/// CPU). Here it is the PGD slot Linux leaves to PTI's LDT remap, which the model does not
+/// use.
 pub const EPHMAP: u64 = 0xffff_8800_0000_0000;
 
 /// Bytes of physical memory per node the direct map may cover (PML4 slots to keep apart).
@@ -539,9 +541,18 @@ impl Defense for Asi {
 
     fn on_mm_created(&mut self, k: &mut Kernel, _cpu: CpuId, mm: MmId) {
         let template = self.template.expect("booted");
-        let root = k.mem.alloc_table(k.mms[mm].node);
+        let node = k.mms[mm].node;
+        let root = k.mem.alloc_table(node);
         for slot in 256..512 {
             paging::share_pml4_entry(&mut k.mem, root, template, slot);
+        }
+        if self.policy.ephmap != Ephmap::None {
+            // The ephmap's tables, one set shared by the mm's two PGDs (ephmap_setup()).
+            let slot = VirtAddr(EPHMAP).index(4);
+            let t = k.mem.alloc_table(node);
+            k.mem.write(root, slot, crate::arch::x86::Pte::table(t, false));
+            let full = k.mms[mm].root;
+            paging::share_pml4_entry(&mut k.mem, full, root, slot);
         }
         // The user half is the address space's own (asi_clone_user_pgtbl).
         let full = k.mms[mm].root;
@@ -647,14 +658,10 @@ impl Defense for Asi {
     }
 
     fn kmap_alias(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, access: Access) -> Option<VirtAddr> {
-        // The prototype's ephmap serves shmem reads: a page-cache page copied out while
-        // the CPU runs restricted.
+        // The prototype's ephmap serves shmem reads (ephmap_get() from mm/shmem.c): a
+        // page-cache page copied out, whichever tables the CPU runs on.
         let page_cache = k.page_info(pfn).is_some_and(|i| i.gfp == Gfp::PageCache);
-        if self.policy.ephmap == Ephmap::None
-            || !self.cpus[cpu].restricted
-            || access != Access::Read
-            || !page_cache
-        {
+        if self.policy.ephmap == Ephmap::None || access != Access::Read || !page_cache {
             return None;
         }
         let mm = k.current_mm(cpu);
@@ -685,7 +692,8 @@ impl Defense for Asi {
             k.compute(cpu, self.costs.set_kpte, TimeCategory::DirectMap);
         }
         if self.policy.ephmap == Ephmap::Correct {
-            // A CPU-local mapping: the local INVLPG is all software correctness needs.
+            // ephmap_put(): a CPU-local mapping, used and dropped in one PCID (transitions
+            // happen outside a copy): the local INVLPG is all software correctness needs.
             k.invlpg(cpu, va);
         }
     }

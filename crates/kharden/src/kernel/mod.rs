@@ -255,6 +255,8 @@ pub struct Kernel {
     pub(crate) pages: crate::sim::IntMap<Pfn, page_alloc::PageInfo>,
     /// File pages cached in memory (shared by all tasks).
     pub page_cache: Vec<Pfn>,
+    /// Pages of the files read by position (Kernel::pread), by file << 32 | page index.
+    pub(crate) file_pages: crate::sim::IntMap<u64, Pfn>,
     /// The kernel's own random choices (which cached page a read hits), seeded at boot.
     pub rng: crate::sim::Pcg32,
     /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
@@ -334,6 +336,7 @@ impl Kernel {
             returns_to_user: 0,
             pages: Default::default(),
             page_cache: vec![],
+            file_pages: Default::default(),
             rng: crate::sim::Pcg32::new(1, 0x6b68),
             fast_forward: false,
             direct_map_covered: vec![0; machine.numa_nodes() as usize],

@@ -219,6 +219,30 @@ impl Kernel {
         })
     }
 
+    /// pread() of 4 KiB at page `page` of file `file` into the user buffer at `buffer`
+    /// (fio's psync engine): the recorded pread64 path, then the page-cache page copied out
+    /// through kmap. The file is cached in full (a tmpfs file written before the run): a
+    /// page read for the first time is put in the page cache as history, at no cost.
+    pub fn pread(&mut self, cpu: CpuId, file: u32, page: u32, buffer: VirtAddr) -> Result<()> {
+        let key = (file as u64) << 32 | page as u64;
+        let pfn = match self.file_pages.get(&key) {
+            Some(&p) => p,
+            None => {
+                let was = std::mem::replace(&mut self.fast_forward, true);
+                let p = self.alloc_page(cpu, Gfp::PageCache, None);
+                self.fast_forward = was;
+                self.file_pages.insert(key, p);
+                p
+            }
+        };
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Syscalls);
+        self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
+            k.run_known_path(cpu, "pread64-4k", Work::MeasuredLess("_copy_to_iter"))?;
+            k.copy_page(cpu, pfn, Access::Read, Some((buffer, Access::Write)))
+        })
+    }
+
     /// write() of `pages` pages into new page-cache pages (an output file or a pipe).
     pub fn file_write(&mut self, cpu: CpuId, pages: u32, buffer: VirtAddr) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;

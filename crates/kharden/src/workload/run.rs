@@ -296,6 +296,7 @@ impl Runner {
                 k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?
             }
             Op::FileWrite { pages } => k.file_write(cpu, pages, VirtAddr(USER_DATA))?,
+            Op::Pread { file, page } => k.pread(cpu, file, page, VirtAddr(USER_DATA))?,
             Op::Syscall {
                 spec,
                 count,

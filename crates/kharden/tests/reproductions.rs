@@ -112,3 +112,14 @@ fn evict_fault_rows() {
     // 12 rows, 2 fitted (the recording host's LLC and DRAM miss overlaps).
     check("evict-fault", 2);
 }
+
+#[test]
+fn asi_rows() {
+    // Nothing fitted; each mechanism row judged by what it adds over its baseline row.
+    let rep = check("asi", 0);
+    assert!(rep.rows.iter().any(|r| r.unit == "% added" && r.difference_pp.is_some()));
+    assert!(
+        rep.notes.iter().any(|n| n.starts_with("not modelled")),
+        "the guest build is reported as not modelled"
+    );
+}

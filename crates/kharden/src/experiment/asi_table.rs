@@ -458,3 +458,28 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         params: Some(params.to_json()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    /// A mechanism row without a usable baseline, a figure or a tolerance, an unknown
+    /// defense or syscall: one line naming the file and what is wrong.
+    #[test]
+    fn bad_rows_are_one_line_errors() {
+        let text = crate::experiment::source_text("asi").unwrap();
+        assert!(parse("e.toml", text).is_ok());
+        for (from, to, expect) in [
+            ("baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928", "baseline = \"nope\"\npublished = 871928", "no row labelled \"nope\""),
+            ("baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928", "baseline = \"Kernel compile, asi-off\"\npublished = 871928", "not a baseline row of the same machine and workload"),
+            ("published = 871928\ntolerance_pp = 3.0", "published = 871928", "a mechanism row gives tolerance_pp"),
+            ("defense = \"asi:rfcv2\"", "defense = \"asi:nope\"", "unknown defense 'asi:nope'"),
+            ("syscall = \"getppid\"", "syscall = \"nope\"", "unknown syscall 'nope'"),
+            ("workloads = [\"syscall-loop\", \"fio-randread\"]", "workloads = [\"kbuild\"]", "predictions.kbuild"),
+        ] {
+            assert!(text.contains(from), "{from}");
+            let e = parse("e.toml", &text.replacen(from, to, 1)).unwrap_err().to_string();
+            assert!(e.starts_with("e.toml: ") && e.contains(expect) && !e.contains('\n'), "{to}: {e}");
+        }
+    }
+}

@@ -98,15 +98,24 @@ fn check_holds_for_asi_and_catches_its_broken_variants() {
     }
     let (code, out) = check("asi:broken-enter-keeps-tlb", "haswell-i7-4770");
     assert_eq!(code, Some(2), "{out}");
-    assert!(verdict(&out, "mmap-locked").starts_with("VIOLATION"), "{out}");
+    assert!(
+        verdict(&out, "mmap-locked").starts_with("VIOLATION"),
+        "{out}"
+    );
     let (code, out) = check("asi:broken-ephmap-leak", "haswell-i7-4770");
     assert_eq!(code, Some(2), "{out}");
-    assert!(verdict(&out, "page-cache-read").starts_with("VIOLATION"), "{out}");
+    assert!(
+        verdict(&out, "page-cache-read").starts_with("VIOLATION"),
+        "{out}"
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_kharden"))
         .args(["check", "--defense", "asi,pti:linux"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("asi turns pti off") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("asi turns pti off") && err.lines().count() == 1,
+        "{err}"
+    );
 }

@@ -117,7 +117,10 @@ fn evict_fault_rows() {
 fn asi_rows() {
     // Nothing fitted; each mechanism row judged by what it adds over its baseline row.
     let rep = check("asi", 0);
-    assert!(rep.rows.iter().any(|r| r.unit == "% added" && r.difference_pp.is_some()));
+    assert!(rep
+        .rows
+        .iter()
+        .any(|r| r.unit == "% added" && r.difference_pp.is_some()));
     assert!(
         rep.notes.iter().any(|n| n.starts_with("not modelled")),
         "the guest build is reported as not modelled"

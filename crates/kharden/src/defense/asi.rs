@@ -307,8 +307,8 @@ impl Asi {
     /// into the template's own direct-map tables.
     fn build_template(&mut self, k: &mut Kernel) {
         let template = k.mem.alloc_table(0);
-        let direct_slots = VirtAddr(DIRECT_MAP).index(4)
-            ..VirtAddr(DIRECT_MAP + DIRECT_MAP_SPAN).index(4);
+        let direct_slots =
+            VirtAddr(DIRECT_MAP).index(4)..VirtAddr(DIRECT_MAP + DIRECT_MAP_SPAN).index(4);
         for slot in 256..512 {
             if direct_slots.contains(&slot) || slot == VirtAddr(EPHMAP).index(4) {
                 continue;
@@ -373,7 +373,8 @@ impl Asi {
                 .expect("a restricted CPU has an address space loaded");
             let root = k.pgd(mm, cpu);
             let pcid = k.kernel_pcid(cpu);
-            let keep = self.policy.exit_keeps && self.keep_entries(k, cpu, self.cpus[cpu].full_stale);
+            let keep =
+                self.policy.exit_keeps && self.keep_entries(k, cpu, self.cpus[cpu].full_stale);
             k.write_cr3(cpu, root, pcid, keep);
             self.cpus[cpu].full_stale &= keep;
         }
@@ -442,7 +443,9 @@ impl Asi {
         if self.dirty.remove(&pfn).is_some() {
             k.store_lines(cpu, pfn.addr().0, 4096 / 64);
             k.compute(cpu, self.costs.clear_page, TimeCategory::DirectMap);
-            k.cpus[cpu].stats.count_owned(self.counters.sensitivity_changes);
+            k.cpus[cpu]
+                .stats
+                .count_owned(self.counters.sensitivity_changes);
         }
         let template = self.template.expect("booted");
         let node = k.mem.node_of(pfn);
@@ -475,7 +478,9 @@ impl Asi {
         for s in self.cpus.iter_mut() {
             s.restricted_stale = true;
         }
-        k.cpus[cpu].stats.count_owned(self.counters.sensitivity_changes);
+        k.cpus[cpu]
+            .stats
+            .count_owned(self.counters.sensitivity_changes);
     }
 }
 
@@ -550,7 +555,8 @@ impl Defense for Asi {
             // The ephmap's tables, one set shared by the mm's two PGDs (ephmap_setup()).
             let slot = VirtAddr(EPHMAP).index(4);
             let t = k.mem.alloc_table(node);
-            k.mem.write(root, slot, crate::arch::x86::Pte::table(t, false));
+            k.mem
+                .write(root, slot, crate::arch::x86::Pte::table(t, false));
             let full = k.mms[mm].root;
             paging::share_pml4_entry(&mut k.mem, full, root, slot);
         }
@@ -576,7 +582,13 @@ impl Defense for Asi {
         self.enter(k, cpu);
     }
 
-    fn on_kernel_fault(&mut self, k: &mut Kernel, cpu: CpuId, va: VirtAddr, _access: Access) -> bool {
+    fn on_kernel_fault(
+        &mut self,
+        k: &mut Kernel,
+        cpu: CpuId,
+        va: VirtAddr,
+        _access: Access,
+    ) -> bool {
         if !self.cpus[cpu].restricted {
             return false;
         }
@@ -612,7 +624,8 @@ impl Defense for Asi {
         if s.taints & taint::DATA != 0 {
             other |= taint::OTHER_MM_DATA;
         }
-        s.taints = (s.taints | other) & !(taint::USER_CONTROL | taint::USER_DATA | taint::GUEST_CONTROL);
+        s.taints =
+            (s.taints | other) & !(taint::USER_CONTROL | taint::USER_DATA | taint::GUEST_CONTROL);
         // A recycled ASID's restricted PCID holds another address space's entries.
         if need_flush {
             s.restricted_stale = true;
@@ -657,7 +670,13 @@ impl Defense for Asi {
         }
     }
 
-    fn kmap_alias(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, access: Access) -> Option<VirtAddr> {
+    fn kmap_alias(
+        &mut self,
+        k: &mut Kernel,
+        cpu: CpuId,
+        pfn: Pfn,
+        access: Access,
+    ) -> Option<VirtAddr> {
         // The prototype's ephmap serves shmem reads (ephmap_get() from mm/shmem.c): a
         // page-cache page copied out, whichever tables the CPU runs on.
         let page_cache = k.page_info(pfn).is_some_and(|i| i.gfp == Gfp::PageCache);
@@ -668,7 +687,15 @@ impl Defense for Asi {
         let root = self.restricted_root(mm)?;
         let va = Self::ephmap_slot(cpu);
         let node = k.mms[mm].node;
-        paging::map(&mut k.mem, root, va, pfn.addr(), PageSize::Size4K, PteFlags::KERNEL_DATA, node);
+        paging::map(
+            &mut k.mem,
+            root,
+            va,
+            pfn.addr(),
+            PageSize::Size4K,
+            PteFlags::KERNEL_DATA,
+            node,
+        );
         k.compute(cpu, self.costs.set_kpte, TimeCategory::DirectMap);
         self.cpus[cpu].ephmap = Some((pfn, va));
         k.cpus[cpu].stats.count_owned(self.counters.ephmap_copies);

@@ -85,7 +85,10 @@ pub fn parse_list_with(
         .filter_map(|d| registry::family_of(&d.name()))
         .map(|f| f.name)
         .collect();
-    for f in registry::FAMILIES.iter().filter(|f| families.contains(&f.name)) {
+    for f in registry::FAMILIES
+        .iter()
+        .filter(|f| families.contains(&f.name))
+    {
         if let Some(other) = f.excludes.iter().find(|e| families.contains(e)) {
             return Err(Error::new(format!(
                 "--defense: {} turns {other} off (its variants cannot run beside it): drop one of them",

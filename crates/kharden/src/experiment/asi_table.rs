@@ -136,9 +136,15 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         match &r.baseline {
             Some(b) => {
                 let Some(base) = e.row.iter().find(|x| &x.label == b) else {
-                    return err(format!("row \"{}\" baseline: no row labelled \"{b}\"", r.label));
+                    return err(format!(
+                        "row \"{}\" baseline: no row labelled \"{b}\"",
+                        r.label
+                    ));
                 };
-                if base.baseline.is_some() || base.machine != r.machine || base.workload != r.workload {
+                if base.baseline.is_some()
+                    || base.machine != r.machine
+                    || base.workload != r.workload
+                {
                     return err(format!("row \"{}\" baseline: \"{b}\" is not a baseline row of the same machine and workload", r.label));
                 }
                 if r.published.is_some() == r.published_change_pct.is_some()
@@ -158,25 +164,46 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         }
     }
     for n in &e.predictions.no_flush {
-        if !e.row.iter().any(|r| r.label == n.row && r.baseline.is_some()) {
-            return err(format!("predictions.no_flush: no mechanism row labelled \"{}\"", n.row));
+        if !e
+            .row
+            .iter()
+            .any(|r| r.label == n.row && r.baseline.is_some())
+        {
+            return err(format!(
+                "predictions.no_flush: no mechanism row labelled \"{}\"",
+                n.row
+            ));
         }
-        crate::defense::parse_list(&n.defense).map_err(|x| Error::at(place, format!("predictions.no_flush: {x}")))?;
+        crate::defense::parse_list(&n.defense)
+            .map_err(|x| Error::at(place, format!("predictions.no_flush: {x}")))?;
     }
     for d in &e.predictions.defenses {
-        crate::defense::parse_list(d).map_err(|x| Error::at(place, format!("predictions.defenses: {x}")))?;
+        crate::defense::parse_list(d)
+            .map_err(|x| Error::at(place, format!("predictions.defenses: {x}")))?;
     }
     for w in &e.predictions.workloads {
         let known = ["syscall-loop", "fio-randread", "kbuild"];
         if !known.contains(&w.as_str()) {
-            return err(format!("predictions.workloads: expected {}, got \"{w}\"", known.join(", ")));
+            return err(format!(
+                "predictions.workloads: expected {}, got \"{w}\"",
+                known.join(", ")
+            ));
         }
         if w == "kbuild" && e.predictions.kbuild.is_none() {
-            return err("predictions.kbuild: the build's window, needed when workloads has kbuild".into());
+            return err(
+                "predictions.kbuild: the build's window, needed when workloads has kbuild".into(),
+            );
         }
     }
-    crate::kernel::syscall::lookup(&e.predictions.syscall)
-        .ok_or_else(|| Error::at(place, format!("predictions.syscall: unknown syscall '{}'", e.predictions.syscall)))?;
+    crate::kernel::syscall::lookup(&e.predictions.syscall).ok_or_else(|| {
+        Error::at(
+            place,
+            format!(
+                "predictions.syscall: unknown syscall '{}'",
+                e.predictions.syscall
+            ),
+        )
+    })?;
     Ok(e)
 }
 
@@ -214,7 +241,11 @@ impl Runs<'_> {
         };
         let r = kbuild_run::simulate(m, defense, jobs, &self.profile, sampling, self.params)?;
         let busy = |st: &Stats| (st.user_time() + st.system_time()).secs();
-        let samples = r.per_sample.iter().map(|(st, work)| busy(st) / work).collect();
+        let samples = r
+            .per_sample
+            .iter()
+            .map(|(st, work)| busy(st) / work)
+            .collect();
         Ok(Measured {
             figure: busy(&r.window.tasks) / r.user_work_cycles,
             samples,
@@ -226,7 +257,15 @@ impl Runs<'_> {
 
     fn fio(&self, m: &MachineProfile, defense: &str) -> Result<Measured> {
         let f = self.e.fio;
-        let r = fio::simulate(m, defense, &[], f.jobs, f.warmup_ms, f.window_ms, self.params)?;
+        let r = fio::simulate(
+            m,
+            defense,
+            &[],
+            f.jobs,
+            f.warmup_ms,
+            f.window_ms,
+            self.params,
+        )?;
         Ok(Measured {
             figure: r.iops,
             samples: vec![],
@@ -280,7 +319,12 @@ fn change(m: &Measured, b: &Measured) -> (f64, Option<f64>) {
     (pct, kbuild_run::standard_error(&per_seed))
 }
 
-fn mechanism_row(label: &str, published: Option<f64>, simulated: (f64, Option<f64>), tolerance_pp: Option<f64>) -> Row {
+fn mechanism_row(
+    label: &str,
+    published: Option<f64>,
+    simulated: (f64, Option<f64>),
+    tolerance_pp: Option<f64>,
+) -> Row {
     let mut row = Row::predicted(label, "% added", simulated.0);
     row.published = published;
     if let (Some(p), Some(t)) = (published, tolerance_pp) {
@@ -289,7 +333,9 @@ fn mechanism_row(label: &str, published: Option<f64>, simulated: (f64, Option<f6
         row.sign_required = true;
     }
     // The standard error in points, as a percentage of the added cost.
-    row.sampling_pct = simulated.1.map(|se| 100.0 * se / simulated.0.abs().max(1e-9));
+    row.sampling_pct = simulated
+        .1
+        .map(|se| 100.0 * se / simulated.0.abs().max(1e-9));
     row
 }
 
@@ -310,7 +356,16 @@ fn breakdown_line(label: &str, m: &Measured, b: &Measured) -> Vec<String> {
     let ns = |cats: &[TimeCategory]| format!("{:.1}", added_ns(cats) * scale);
     use TimeCategory as T;
     let all: Vec<TimeCategory> = T::ALL.iter().copied().filter(|c| *c != T::User).collect();
-    let named = [T::Cr3Write, T::EntryTrampoline, T::TlbInvalidate, T::DirectMap, T::InterruptEntry, T::KernelTlbRefill, T::UserTlbRefill, T::KernelCacheMiss];
+    let named = [
+        T::Cr3Write,
+        T::EntryTrampoline,
+        T::TlbInvalidate,
+        T::DirectMap,
+        T::InterruptEntry,
+        T::KernelTlbRefill,
+        T::UserTlbRefill,
+        T::KernelCacheMiss,
+    ];
     let rest: Vec<TimeCategory> = all.iter().copied().filter(|c| !named.contains(c)).collect();
     vec![
         label.to_string(),
@@ -340,7 +395,29 @@ fn breakdown_line(label: &str, m: &Measured, b: &Measured) -> Vec<String> {
 }
 
 const BREAKDOWN_HEADER: &[&str] = &[
-    "row", "per", "exits page-cache", "exits user-page", "exits ctx-switch", "exits tlb-flush", "exits other", "enters", "IBPB/RSB", "L1D flushes", "ephmap copies", "+CR3 flush", "+CR3 no-flush", "+walks", "+cr3-write", "+ASI code, IBPB, RSB, L1D", "+invlpg, PTEs", "+#PF entry", "+kernel TLB refill", "+user TLB refill", "+kernel cache misses", "+other", "+total",
+    "row",
+    "per",
+    "exits page-cache",
+    "exits user-page",
+    "exits ctx-switch",
+    "exits tlb-flush",
+    "exits other",
+    "enters",
+    "IBPB/RSB",
+    "L1D flushes",
+    "ephmap copies",
+    "+CR3 flush",
+    "+CR3 no-flush",
+    "+walks",
+    "+cr3-write",
+    "+ASI code, IBPB, RSB, L1D",
+    "+invlpg, PTEs",
+    "+#PF entry",
+    "+kernel TLB refill",
+    "+user TLB refill",
+    "+kernel cache misses",
+    "+other",
+    "+total",
 ];
 
 pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
@@ -394,10 +471,18 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     }
     let mut predictions = baselines;
     for n in &e.predictions.no_flush {
-        let r = e.row.iter().find(|x| x.label == n.row).expect("checked by parse");
+        let r = e
+            .row
+            .iter()
+            .find(|x| x.label == n.row)
+            .expect("checked by parse");
         let b = r.baseline.as_ref().expect("a mechanism row");
         let base = &measured.iter().find(|(l, _)| l == b).expect("measured").1;
-        let flushing = &measured.iter().find(|(l, _)| l == &n.row).expect("measured").1;
+        let flushing = &measured
+            .iter()
+            .find(|(l, _)| l == &n.row)
+            .expect("measured")
+            .1;
         let m = runs.row(r, &n.defense)?;
         let label = format!("{} with no-flush transitions ({})", r.label, n.defense);
         predictions.push(mechanism_row(&label, None, change(&m, base), None));
@@ -470,16 +555,45 @@ mod tests {
         let text = crate::experiment::source_text("asi").unwrap();
         assert!(parse("e.toml", text).is_ok());
         for (from, to, expect) in [
-            ("baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928", "baseline = \"nope\"\npublished = 871928", "no row labelled \"nope\""),
-            ("baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928", "baseline = \"Kernel compile, asi-off\"\npublished = 871928", "not a baseline row of the same machine and workload"),
-            ("published = 871928\ntolerance_pp = 3.0", "published = 871928", "a mechanism row gives tolerance_pp"),
-            ("defense = \"asi:rfcv2\"", "defense = \"asi:nope\"", "unknown defense 'asi:nope'"),
-            ("syscall = \"getppid\"", "syscall = \"nope\"", "unknown syscall 'nope'"),
-            ("workloads = [\"syscall-loop\", \"fio-randread\"]", "workloads = [\"kbuild\"]", "predictions.kbuild"),
+            (
+                "baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928",
+                "baseline = \"nope\"\npublished = 871928",
+                "no row labelled \"nope\"",
+            ),
+            (
+                "baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928",
+                "baseline = \"Kernel compile, asi-off\"\npublished = 871928",
+                "not a baseline row of the same machine and workload",
+            ),
+            (
+                "published = 871928\ntolerance_pp = 3.0",
+                "published = 871928",
+                "a mechanism row gives tolerance_pp",
+            ),
+            (
+                "defense = \"asi:rfcv2\"",
+                "defense = \"asi:nope\"",
+                "unknown defense 'asi:nope'",
+            ),
+            (
+                "syscall = \"getppid\"",
+                "syscall = \"nope\"",
+                "unknown syscall 'nope'",
+            ),
+            (
+                "workloads = [\"syscall-loop\", \"fio-randread\"]",
+                "workloads = [\"kbuild\"]",
+                "predictions.kbuild",
+            ),
         ] {
             assert!(text.contains(from), "{from}");
-            let e = parse("e.toml", &text.replacen(from, to, 1)).unwrap_err().to_string();
-            assert!(e.starts_with("e.toml: ") && e.contains(expect) && !e.contains('\n'), "{to}: {e}");
+            let e = parse("e.toml", &text.replacen(from, to, 1))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("e.toml: ") && e.contains(expect) && !e.contains('\n'),
+                "{to}: {e}"
+            );
         }
     }
 }

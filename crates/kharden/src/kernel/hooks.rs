@@ -88,7 +88,13 @@ pub trait Defense {
     /// memory out; its fault handler switches to the full tables): the kernel then charges
     /// the exception and retries the access once. A fault nobody handles is the kernel's
     /// bug and stays an error.
-    fn on_kernel_fault(&mut self, _k: &mut Kernel, _cpu: CpuId, _va: VirtAddr, _access: Access) -> bool {
+    fn on_kernel_fault(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _va: VirtAddr,
+        _access: Access,
+    ) -> bool {
         false
     }
 

@@ -82,8 +82,7 @@ pub fn check(
         }
     }
     for (e, va, bytes) in c.mmu.psc_entries() {
-        if e.pcid == pcid && va.is_kernel() && !super::pti::reachable(k, root, va, bytes, e.table)
-        {
+        if e.pcid == pcid && va.is_kernel() && !super::pti::reachable(k, root, va, bytes, e.table) {
             return violation(format!(
                 "paging-structure-cache entry for kernel {va} (PCID {}) leads to tables the restricted PGD does not reach",
                 e.pcid.0

@@ -178,7 +178,9 @@ mod tests {
         let ratio = two.iops / one.iops;
         assert!((1.8..2.2).contains(&ratio), "two jobs read {ratio:.2}x one");
         let m = crate::machine::load("haswell-i7-4770").unwrap();
-        let e = simulate(&m, "none", &[], 9, 0.5, 1.0, &Params::linux()).err().unwrap();
+        let e = simulate(&m, "none", &[], 9, 0.5, 1.0, &Params::linux())
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("expected 1..8"), "{e}");
     }
 
@@ -189,7 +191,11 @@ mod tests {
         let count = |m: &Measured, c: &str| m.window.tasks.owned(registry::counter(c));
         let rfc = run("asi:rfcv2", 1);
         let exits = count(&rfc, "asi_exits_page_cache");
-        assert!(exits.abs_diff(rfc.ios) <= 1, "{exits} exits, {} reads", rfc.ios);
+        assert!(
+            exits.abs_diff(rfc.ios) <= 1,
+            "{exits} exits, {} reads",
+            rfc.ios
+        );
         let proto = run("asi:prototype", 1);
         assert_eq!(count(&proto, "asi_exits_page_cache"), 0);
         assert!(count(&proto, "asi_ephmap_copies").abs_diff(proto.ios) <= 1);

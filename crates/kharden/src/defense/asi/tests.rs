@@ -54,7 +54,12 @@ fn user_task(k: &mut Kernel, cpu: usize) -> usize {
 #[test]
 fn the_published_variants_keep_sensitive_memory_unreachable_with_and_without_pcid() {
     for m in ["haswell-i7-4770", "nehalem-i7-920"] {
-        for d in ["asi:rfcv2", "asi:prototype", "asi:prototype-noibpb", "asi:pcid"] {
+        for d in [
+            "asi:rfcv2",
+            "asi:prototype",
+            "asi:prototype-noibpb",
+            "asi:pcid",
+        ] {
             assert_eq!(first_violation(m, d), None, "{d} on {m}");
         }
     }
@@ -63,20 +68,32 @@ fn the_published_variants_keep_sensitive_memory_unreachable_with_and_without_pci
 #[test]
 fn an_enter_that_keeps_the_full_tables_translations_is_caught() {
     let v = first_violation("haswell-i7-4770", "asi:broken-enter-keeps-tlb").expect("caught");
-    assert!(v.contains("TLB entry") && v.contains("sensitive page"), "{v}");
+    assert!(
+        v.contains("TLB entry") && v.contains("sensitive page"),
+        "{v}"
+    );
 }
 
 #[test]
 fn a_page_cache_page_left_in_the_ephmap_is_caught() {
     let v = first_violation("haswell-i7-4770", "asi:broken-ephmap-leak").expect("caught");
-    assert!(v.starts_with("page-cache-read") && v.contains("restricted tables map sensitive page"), "{v}");
+    assert!(
+        v.starts_with("page-cache-read") && v.contains("restricted tables map sensitive page"),
+        "{v}"
+    );
     let v = first_violation("haswell-i7-4770", "asi:broken-ephmap-no-invlpg").expect("caught");
-    assert!(v.starts_with("page-cache-read") && v.contains("TLB entry"), "{v}");
+    assert!(
+        v.starts_with("page-cache-read") && v.contains("TLB entry"),
+        "{v}"
+    );
 }
 
 #[test]
 fn pti_is_off_when_asi_is_on() {
-    let e = defense::parse_list("asi:prototype,pti:linux").err().unwrap().to_string();
+    let e = defense::parse_list("asi:prototype,pti:linux")
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("asi turns pti off"), "{e}");
     assert!(defense::parse_list("asi:prototype,nopcid").is_ok());
 }
@@ -97,7 +114,12 @@ fn a_syscall_touching_nothing_sensitive_never_leaves_the_restricted_tables() {
         k.syscall(0, &getppid).unwrap();
     }
     assert_eq!(cr3(&k), before);
-    for c in [super::EXITS_PAGE_CACHE, super::EXITS_USER_PAGE, super::EXITS_OTHER, super::EXITS_TLB_FLUSH] {
+    for c in [
+        super::EXITS_PAGE_CACHE,
+        super::EXITS_USER_PAGE,
+        super::EXITS_OTHER,
+        super::EXITS_TLB_FLUSH,
+    ] {
         assert_eq!(owned(&k, c), 0, "{c}");
     }
 }
@@ -125,8 +147,16 @@ fn page_cache_reads_exit_without_the_ephmap_and_stay_restricted_with_it() {
     let (k, flushes, enters0) = run("asi:rfcv2");
     assert_eq!(owned(&k, super::EXITS_PAGE_CACHE), reads + 1);
     assert_eq!(owned(&k, "asi_enters") - enters0, reads);
-    assert_eq!(flushes, 2 * reads, "an exit and an enter per read, each flushing");
-    assert_eq!(owned(&k, "asi_control_flushes"), reads + 1, "IBPB + RSB at each exit");
+    assert_eq!(
+        flushes,
+        2 * reads,
+        "an exit and an enter per read, each flushing"
+    );
+    assert_eq!(
+        owned(&k, "asi_control_flushes"),
+        reads + 1,
+        "IBPB + RSB at each exit"
+    );
     let (k, flushes, _) = run("asi:prototype");
     assert_eq!(owned(&k, super::EXITS_PAGE_CACHE), 0);
     assert_eq!(owned(&k, "asi_ephmap_copies"), reads + 1);
@@ -136,7 +166,10 @@ fn page_cache_reads_exit_without_the_ephmap_and_stay_restricted_with_it() {
     let asi_root = k.cpus[0].mmu.root();
     assert!(paging::translate(&k.mem, asi_root, Asi::ephmap_slot(0)).is_none());
     assert!(k.cpus[0].mmu.tlb_entries().all(|e| e.va().0 != EPHMAP));
-    assert_ne!(asi_root, k.mms[mm].root, "user mode runs on the restricted tables");
+    assert_ne!(
+        asi_root, k.mms[mm].root,
+        "user mode runs on the restricted tables"
+    );
 }
 
 /// The 2022 design's transitions keep both PCIDs' entries: the same reads write CR3 with
@@ -148,7 +181,10 @@ fn no_flush_transitions_set_the_no_flush_bit_and_flush_nothing() {
     // Fault in anonymous pages: each zeroing leaves the restricted tables.
     k.anon_fault(0).unwrap();
     let s = k.total_stats();
-    let (flush, noflush) = (s.counter(Counter::Cr3WriteFlush), s.counter(Counter::Cr3WriteNoflush));
+    let (flush, noflush) = (
+        s.counter(Counter::Cr3WriteFlush),
+        s.counter(Counter::Cr3WriteNoflush),
+    );
     for _ in 0..4 {
         k.anon_fault(0).unwrap();
     }
@@ -166,7 +202,12 @@ fn context_switches_exit_and_l1d_flushes_follow_l1tf() {
     for (l1tf, flushes) in [(false, 0), (true, 2)] {
         let mut m = machine::load("haswell-i7-4770").unwrap();
         m.cpu.features.l1tf = l1tf;
-        let mut k = Kernel::boot_with(m, defense::parse_list("asi:prototype").unwrap(), &Params::linux(), OracleMode::Every);
+        let mut k = Kernel::boot_with(
+            m,
+            defense::parse_list("asi:prototype").unwrap(),
+            &Params::linux(),
+            OracleMode::Every,
+        );
         let a = k.spawn("a", None);
         let b = k.spawn("b", None);
         k.cpus[0].rq.push_back(a);
@@ -196,7 +237,10 @@ fn the_restricted_tables_leave_out_exactly_the_sensitive_frames() {
     let heap = crate::kernel::layout::direct_map(k.kernel_heap[0]);
     assert!(maps(&k, heap), "the kernel heap");
     assert!(maps(&k, k.tasks[t].task_struct), "the task_struct");
-    assert!(maps(&k, VirtAddr(crate::kernel::layout::KERNEL_TEXT)), "kernel text");
+    assert!(
+        maps(&k, VirtAddr(crate::kernel::layout::KERNEL_TEXT)),
+        "kernel text"
+    );
     k.anon_fault(0).unwrap();
     let user = *k.mms[mm].anon.last().unwrap();
     assert!(!maps(&k, k.direct_map_addr(user)), "a user page");

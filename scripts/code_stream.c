@@ -1,8 +1,8 @@
 /*
  * Where a block of kernel-like straight-line code comes from after user data went through
  * the caches, and what refetching it costs: the evidence for two cache properties of a
- * core that `kharden kernel evict-fault` cannot separate (docs/design/footprints.md
- * section 8, "Cold paths").
+ * core that `kharden kernel evict-fault` cannot separate (docs/design/memory.md
+ * section 2).
  *
  *   gcc -O2 -o code_stream scripts/code_stream.c
  *   for L in 128 256; do for E in 0 256 4096 65536; do ./code_stream $L $E 0; done;

@@ -1,7 +1,7 @@
 /*
  * What an anonymous page fault costs on this host by where its page comes from: the
  * evidence that a recording host which is itself a VM charges faults on memory its
- * hypervisor has not backed yet (docs/design/footprints.md section 7).
+ * hypervisor has not backed yet (docs/design/footprints.md section 6).
  *
  *   gcc -O2 -o first_touch_faults scripts/first_touch_faults.c
  *   ./first_touch_faults 16 5; ./first_touch_faults 8192 2; ./first_touch_faults 16 3

@@ -1,7 +1,7 @@
 /*
  * What fork() costs the parent against the anonymous memory it has touched: the evidence
  * for how much of the recorded fork latency is the recording driver's own size
- * (docs/design/footprints.md section 7).
+ * (docs/design/footprints.md section 6).
  *
  *   gcc -O2 -o fork_cost scripts/fork_cost.c
  *   for MIB in 0 2 8 44 100; do ./fork_cost $MIB; done

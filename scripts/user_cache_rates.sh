@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The compile job's user-code miss rates (workloads/kbuild-job.toml: user_l1i_lines_per_kcycle
 # and user_l1d_lines_per_kcycle; the unified-cache curve is printed for the L2/LLC question
-# of docs/design/footprints.md section 8): cc1 compiling mm/filemap.c of Debian's
+# of docs/design/memory.md section 3): cc1 compiling mm/filemap.c of Debian's
 # linux-source-6.1 (x86_64 defconfig) under cachegrind, with 32 KiB 8-way L1s and a unified
 # cache of each size below, against the same compile's native user time at the recording
 # host's clock. About four minutes.

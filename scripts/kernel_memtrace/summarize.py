@@ -186,7 +186,7 @@ def write_toml(result, syms, info, dest):
     with open(dest, "w") as f:
         f.write(f"""# Kernel data lines per footprint path, measured on Debian's {info['release']} kernel under
 # qemu TCG by the memtrace plugin (scripts/kernel_memtrace/): every data access of kernel
-# code on the driver's vCPU inside the driver's windows (docs/design/footprints.md section 4).
+# code on the driver's vCPU inside the driver's windows (docs/design/kernel-data.md).
 # Regenerate, do not edit. Per path and region: `recurring` lines are touched by at least
 # `recurring_share` of a window's operations (median over the path's windows);
 # `other_per_op` are the window's further distinct lines per operation; reads and writes are

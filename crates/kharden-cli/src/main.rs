@@ -103,20 +103,27 @@ fn main() -> ExitCode {
     }
 }
 
-/// clap explains over several lines: the line that names the problem and, where it ends in a
-/// colon (missing arguments), the indented lines that list what it names.
+/// clap explains over several lines: the line that names the problem; where it ends in a
+/// colon (missing arguments), the indented lines that list what it names; and its tips
+/// (`to pass 'make' as a value, use '-- make'`, `a similar argument exists: '--json'`).
 fn one_line(text: &str) -> String {
     let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
     let first = lines
         .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ");
-    if !first.ends_with(':') {
-        return first.to_string();
+    let mut out = first.to_string();
+    let rest: Vec<&str> = lines.collect();
+    if first.ends_with(':') {
+        let listed: Vec<&str> = rest
+            .iter()
+            .take_while(|l| l.starts_with(' '))
+            .map(|l| l.trim())
+            .collect();
+        out = format!("{first} {}", listed.join(", "));
     }
-    let listed: Vec<&str> = lines
-        .take_while(|l| l.starts_with(' '))
-        .map(str::trim)
-        .collect();
-    format!("{first} {}", listed.join(", "))
+    for tip in rest.iter().filter_map(|l| l.trim().strip_prefix("tip: ")) {
+        out = format!("{out}; {tip}");
+    }
+    out
 }

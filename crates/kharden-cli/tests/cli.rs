@@ -200,6 +200,46 @@ fn reproduce_json_has_the_promised_shape() {
         v["params"]["kernel.tlb_single_page_flush_ceiling"]["value"] == 33.0,
         "{v}"
     );
+    // A mechanism row carries what it adds over its baseline, published and simulated.
+    let on = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["label"] == "PCID, PTI on")
+        .unwrap();
+    assert_eq!(on["baseline"], "PCID, PTI off", "{on}");
+    let published = on["added_published_pct"].as_f64().unwrap();
+    assert!(
+        (published - (478.0 / 339.0 - 1.0) * 100.0).abs() < 1e-9,
+        "{on}"
+    );
+    for key in [
+        "added_simulated_pct",
+        "added_error_pct",
+        "added_tolerance_pct",
+    ] {
+        assert!(on.get(key).is_some(), "row lacks {key}: {on}");
+    }
+}
+
+#[test]
+fn reproduce_csv_carries_added_costs_and_verdicts() {
+    let o = kharden(&["reproduce", "pti-pcid", "--csv"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(
+        header
+            .ends_with(",baseline,added_published_pct,added_simulated_pct,added_error_pct,verdict"),
+        "{header}"
+    );
+    let on = text
+        .lines()
+        .find(|l| l.starts_with("pti-pcid,\"PCID, PTI on\""))
+        .unwrap();
+    assert!(
+        on.contains(",PCID, PTI off,") || on.contains(",\"PCID, PTI off\","),
+        "{on}"
+    );
 }
 
 #[test]

@@ -140,7 +140,7 @@ fn bad_flags_give_one_line_errors() {
     let help = kharden(&["trace", "--help"]);
     assert!(
         help.status.success()
-            && String::from_utf8_lossy(&help.stdout).contains("usage: kharden trace")
+            && String::from_utf8_lossy(&help.stdout).contains("Usage: kharden trace <COMMAND>")
     );
     fails_with(
         &["record", "-o", "/nonexistent/x.trace", "--", "true"],
@@ -159,28 +159,82 @@ fn bad_flags_give_one_line_errors() {
     );
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "precious");
     let _ = std::fs::remove_dir_all(&d);
-    fails_with(&["trace"], "expected a subcommand");
-    fails_with(&["trace", "frobnicate"], "unknown trace subcommand");
-    fails_with(&["trace", "stats"], "expected a file");
-    fails_with(&["trace", "stats", "a", "b"], "unexpected argument");
-    fails_with(&["trace", "stats", "--bogus", "x"], "--bogus: unknown flag");
+    fails_with(
+        &["trace", "frobnicate"],
+        "unrecognized subcommand 'frobnicate'",
+    );
+    fails_with(&["trace", "stats"], "not provided: <FILE>");
+    fails_with(&["trace", "stats", "a", "b"], "unexpected argument 'b'");
+    fails_with(
+        &["trace", "stats", "--jsn", "x"],
+        "unexpected argument '--jsn' found; a similar argument exists: '--json'",
+    );
     fails_with(
         &["trace", "dump", "x", "--limit", "many"],
-        "--limit: expected a number",
+        "invalid value 'many' for '--limit <N>'",
     );
-    fails_with(&["trace", "convert"], "expected a file");
+    fails_with(&["trace", "convert"], "not provided: <PERF_DATA>");
     fails_with(
         &["trace", "convert", "/nonexistent/perf.data"],
         "cannot open",
     );
-    fails_with(&["record"], "no command given");
-    fails_with(&["record", "-o"], "-o: expected a value");
-    fails_with(&["record", "--frob", "--", "true"], "--frob: unknown flag");
-    fails_with(&["record", "true"], "put the command after '--'");
+    fails_with(&["record"], "not provided: <COMMAND>...");
+    fails_with(
+        &["record", "-o"],
+        "a value is required for '--output <FILE>'",
+    );
+    fails_with(
+        &["record", "--frob", "--", "true"],
+        "unexpected argument '--frob'",
+    );
     fails_with(
         &["record", "--mmap-pages", "3", "--", "true"],
-        "--mmap-pages: expected a power of two",
+        "invalid value '3' for '--mmap-pages <N>': expected a power of two",
     );
+}
+
+/// Everything after `--` (or from the first word that is not one of record's flags) is the
+/// command, dashes and all: record's own `-o` and `--force` here belong to the command, so
+/// the error is the missing command's, not the existing output's.
+#[test]
+fn record_takes_the_command_line_after_its_flags() {
+    let d = scratch("cmdline");
+    let existing = d.join("old.trace");
+    std::fs::write(&existing, "precious").unwrap();
+    let fresh = d.join("new.trace");
+    let (fresh, existing) = (fresh.to_str().unwrap(), existing.to_str().unwrap());
+    let missing = "command 'no-such-command-kharden' not found in PATH";
+    fails_with(
+        &[
+            "record",
+            "-o",
+            fresh,
+            "--",
+            "no-such-command-kharden",
+            "-o",
+            existing,
+            "--force",
+        ],
+        missing,
+    );
+    fails_with(
+        &[
+            "record",
+            "-o",
+            fresh,
+            "no-such-command-kharden",
+            "-j2",
+            "--mmap-pages",
+            "3",
+        ],
+        missing,
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("old.trace")).unwrap(),
+        "precious"
+    );
+    assert!(!d.join("new.trace").exists());
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Why perf cannot record here, or None if it can.

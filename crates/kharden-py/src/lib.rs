@@ -135,13 +135,14 @@ fn sweep_of(place: &str, text: &str, set: Vec<String>) -> PyResult<Sweep> {
     Sweep::parse(place, text, &overrides(set)?, EXTENSIONS).map_err(err)
 }
 
-/// A sweep given as JSON (a dict from Python) in the sweep file's TOML form.
+/// A sweep given as JSON (a dict from Python) in the sweep file's TOML form; errors name
+/// `place`, what the caller gave (`sweep dict`, `run`).
 #[pyfunction]
-fn toml_of_json(text: &str) -> PyResult<String> {
+fn toml_of_json(place: &str, text: &str) -> PyResult<String> {
     let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| err(format!("sweep dict: {e}")))?;
-    let t: toml::Value = serde_json::from_value(v).map_err(|e| err(format!("sweep dict: {e}")))?;
-    toml::to_string(&t).map_err(|e| err(format!("sweep dict: {e}")))
+        serde_json::from_str(text).map_err(|e| err(format!("{place}: {e}")))?;
+    let t: toml::Value = serde_json::from_value(v).map_err(|e| err(format!("{place}: {e}")))?;
+    toml::to_string(&t).map_err(|e| err(format!("{place}: {e}")))
 }
 
 /// Checks a sweep and returns its points' keys, JSON.

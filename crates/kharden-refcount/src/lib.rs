@@ -1,14 +1,15 @@
 //! Refcount hardening (seed 001, issue 5): the real implementations, a native LKDTM-style
-//! benchmark and a per-instruction cost model for cores we cannot run on.
+//! benchmark and a cost model for cores we cannot run on.
 //!
 //! - [`native`]: the C implementations (c/) compiled for this host: atomic_t, fast checked
 //!   refcount (x86-64 lock add + js; arm64 LL/SC and LSE flag-setting forms), REFCOUNT_FULL's
 //!   cmpxchg loop and the later fetch_add-based generic version, with the kernel's saturation
 //!   and warning semantics.
 //! - [`bench`]: LKDTM's ATOMIC_TIMING / REFCOUNT_TIMING loops, timed natively.
-//! - [`model`]: cycles of those loops on a machine, from the instruction sequences actually
-//!   executed by the cross-compiled code (traced under qemu-user, `model/*.trace`) and a
-//!   per-core table of instruction costs (`cores/*.toml`).
+//! - [`model`]: cycles of those loops on a machine: the instruction sequences actually
+//!   executed by the cross-compiled code (traced under qemu-user, `model/*.trace`) run on an
+//!   out-of-order core model whose width, window, latencies and pipes come from a per-core
+//!   table (`cores/*.toml`).
 //! - [`reproduce`]: seed 001's table, published vs modelled.
 //! - [`op_cycles`]: the cost of one refcount operation on a machine, for the simulator.
 

@@ -1,6 +1,6 @@
 //! `--defense refcount:IMPL`: the simulator's kernel paths carry their refcount_t operations;
 //! this plug-in prices each one at what IMPL costs over plain atomic_t on the simulated
-//! machine, from the same per-instruction model `kharden refcount model` uses.
+//! machine, from the same overlap model `kharden refcount model` uses.
 
 use crate::{op_cycles, Impl, Op};
 use kharden::defense::{Defense, Extension};

@@ -1,6 +1,7 @@
 //! KVM commands: `kharden check --defense kvm-cr0wp:VARIANT` (the CR0.WP oracle on every
 //! MMU) and `kharden run --workload ssdd --virt kvm --mmu M` (one guest run's counters).
 
+use clap::Args as ClapArgs;
 use kharden::params::{Overrides, Params};
 use kharden::virt::params::{GuestParams, KvmCosts};
 use kharden::virt::{self, MmuFlavour, SsddOptions, SsddOutcome, SsddWords, Variant};
@@ -16,7 +17,7 @@ pub fn check(variant: &str, machines: &[String], overrides: &Overrides) -> Resul
     let mut violations = 0;
     for name in &names {
         let m = overrides.apply_machine(&machine::load(name)?)?;
-        for (flavour, found) in virt::oracle::check_variant(&m, variant)? {
+        for (flavour, found) in virt::ssdd::check_variant(&m, variant)? {
             let verdict = match found.first() {
                 None => "ok".to_string(),
                 Some(v) => {
@@ -41,10 +42,60 @@ pub fn check(variant: &str, machines: &[String], overrides: &Overrides) -> Resul
     Ok(())
 }
 
+/// `run`'s options for a guest under KVM: ssdd's, and a syscall loop's under `--virt kvm`.
+#[derive(ClapArgs)]
+pub struct GuestArgs {
+    /// ssdd, syscall-loop: the hypervisor the guest runs under (kvm).
+    #[arg(long)]
+    pub(crate) virt: Option<String>,
+    /// syscall-loop under --virt kvm, ssdd's kernel-model guest: the host page size backing
+    /// guest RAM, the EPT's leaf size (4k, 2m: transparent huge pages, 1g: hugetlbfs) [default: 2m]
+    #[arg(long)]
+    pub(crate) ept_page: Option<String>,
+    /// ssdd, syscall-loop under --virt kvm: KVM's MMU: legacy, tdp or shadow (shadow: ssdd's
+    /// path model only) [default: tdp]
+    #[arg(long)]
+    pub(crate) mmu: Option<String>,
+    /// ssdd, syscall-loop under --virt kvm: KVM's CR0 handling: base, keep-roots,
+    /// guest-owned-wp, broken-keep-roots [default: base]
+    #[arg(long)]
+    pub(crate) kvm_variant: Option<String>,
+    /// ssdd: the guest, `path` (the ssdd path model of virt/guest.rs) or `kernel` (the
+    /// kernel model itself with KERNEXEC, one vCPU; tdp or legacy MMU) [default: path]
+    #[arg(long)]
+    pub(crate) guest_model: Option<String>,
+    /// ssdd: guest vCPUs [default: 1]
+    #[arg(long)]
+    pub(crate) vcpus: Option<u64>,
+}
+
+impl GuestArgs {
+    /// The VM a syscall loop runs in under `--virt kvm`.
+    pub(crate) fn vm(
+        &self,
+        m: &machine::MachineProfile,
+        params: &Params,
+    ) -> Result<Option<virt::KernelVm>> {
+        match self.virt.as_deref() {
+            None => Ok(None),
+            Some("kvm") => {
+                let vm = virt::kernel_guest::GuestVmOptions::parse(
+                    self.mmu.as_deref(),
+                    self.kvm_variant.as_deref(),
+                    self.ept_page.as_deref(),
+                    |o| format!("--{}", o.replace('_', "-")),
+                )?;
+                vm.vm(m, params).map(Some)
+            }
+            Some(other) => Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
+        }
+    }
+}
+
 /// `run --workload ssdd`: prints run time and the VM's counters per ssdd step. The two
 /// quantities `reproduce kvm-cr0wp` fits are parameters: `--set
 /// guest.guest_work_cycles_per_step=N --set kvm.unload_cycles=N` (it prints their values).
-pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
+pub fn run_ssdd(machine_name: &str, args: &GuestArgs, overrides: &Overrides) -> Result<()> {
     match args.virt.as_deref() {
         Some("kvm") => {}
         Some(other) => return Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
@@ -62,7 +113,7 @@ pub fn run_ssdd(args: &super::run::Args, overrides: &Overrides) -> Result<()> {
         ept_page: args.ept_page.as_deref(),
     };
     let opts = SsddOptions::parse(&words, |o| format!("--{}", o.replace('_', "-")))?;
-    let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
+    let m = overrides.apply_machine(&machine::load(machine_name)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
     let guest = GuestParams::from(&params);

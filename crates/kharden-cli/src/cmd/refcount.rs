@@ -1,10 +1,10 @@
 //! `kharden refcount bench [--iterations N] [--threads T] [--repeat R] [--json]`
-//! `kharden refcount model [--machine M] [--json]`
+//! `kharden refcount model [--machine M] [--schedule IMPL] [--json]`
 //! `kharden refcount selftest [--threads T] [--iterations N]`
 use clap::builder::NonEmptyStringValueParser;
 use clap::{Args as ClapArgs, Subcommand};
 use kharden::Error;
-use kharden_refcount::{bench, model, native};
+use kharden_refcount::{bench, model, native, Impl};
 
 #[derive(ClapArgs)]
 pub struct Args {
@@ -17,8 +17,9 @@ enum Action {
     /// Run LKDTM's ATOMIC_TIMING and REFCOUNT_TIMING loops natively for every refcount
     /// implementation this host can run (time, ns per operation, ratio to atomic_t).
     Bench(BenchArgs),
-    /// The arm64/x86-64 per-instruction cost model: LKDTM's loops and one operation's cycles,
-    /// on one machine (--machine M) or on every core table.
+    /// The arm64/x86-64 cost model (traced instructions on an out-of-order core model):
+    /// LKDTM's loops and one operation's cycles, on one machine (--machine M) or on every
+    /// core table; --schedule IMPL shows where one implementation's loop time goes.
     Model(ModelArgs),
     /// Run the functional tests of every implementation on this host.
     Selftest(SelftestArgs),
@@ -45,9 +46,21 @@ struct ModelArgs {
     /// Machine name from `kharden machines`, or a path to a profile TOML (default: every core table).
     #[arg(long, value_name = "M", value_parser = NonEmptyStringValueParser::new())]
     machine: Option<String>,
+    /// Print, instruction by instruction, when each issues and completes in a steady-state
+    /// iteration of IMPL's loops (atomic_t, fast, full or fetch_add), on the machine's core
+    /// or on seed 001's Cortex-A57.
+    #[arg(long, value_name = "IMPL", value_parser = implementation)]
+    schedule: Option<Impl>,
     /// Print the table as JSON.
     #[arg(long)]
     json: bool,
+}
+
+fn implementation(v: &str) -> Result<Impl, String> {
+    Impl::from_name(v).ok_or_else(|| {
+        let names: Vec<&str> = Impl::ALL.iter().map(|i| i.name()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
 }
 
 #[derive(ClapArgs, Debug, PartialEq)]
@@ -112,6 +125,14 @@ pub fn run(args: Args) -> kharden::Result<()> {
                 Some(m) => Some(kharden::machine::load(m).map_err(|e| Error::at("--machine", e))?),
                 None => None,
             };
+            if let Some(imp) = f.schedule {
+                let tables = model::schedule_report(machine.as_ref(), imp)?;
+                return if f.json {
+                    print_json(serde_json::to_string_pretty(&tables))
+                } else {
+                    out(&tables.iter().map(|t| format!("{t}\n")).collect::<String>())
+                };
+            }
             let t = model::model_report(machine.as_ref())?;
             if f.json {
                 print_json(serde_json::to_string_pretty(&t))
@@ -201,6 +222,7 @@ mod tests {
                 f,
                 ModelArgs {
                     machine: Some("x".into()),
+                    schedule: None,
                     json: true
                 }
             ),
@@ -252,6 +274,10 @@ mod tests {
             (vec!["bench", "--machine", "x"], "'--machine'"),
             (vec!["model", "--threads", "2"], "'--threads'"),
             (vec!["model", "--machine="], "'--machine <M>'"),
+            (
+                vec!["model", "--schedule", "paranoid"],
+                "for '--schedule <IMPL>': expected one of atomic_t, fast, full, fetch_add",
+            ),
             (vec!["selftest", "--json"], "'--json'"),
             (
                 vec!["selftest", "--threads", "-1"],
@@ -282,6 +308,17 @@ mod tests {
     fn model_command() {
         run(parse(&["model"]).unwrap()).unwrap();
         run(parse(&["model", "--machine", "cortex-a57-opteron-a1100"]).unwrap()).unwrap();
+        run(parse(&["model", "--schedule", "fast"]).unwrap()).unwrap();
+        run(parse(&[
+            "model",
+            "--schedule",
+            "full",
+            "--machine",
+            "haswell-i7-4770",
+            "--json",
+        ])
+        .unwrap())
+        .unwrap();
         let e = run(parse(&["model", "--machine", "no-such-machine"]).unwrap())
             .unwrap_err()
             .to_string();

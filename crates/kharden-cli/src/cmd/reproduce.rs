@@ -2,7 +2,7 @@
 
 use clap::Args as ClapArgs;
 use kharden::params::Overrides;
-use kharden::report::Reproduction;
+use kharden::report::{summary, Reproduction};
 use kharden::{experiment, Error, Result};
 
 #[derive(ClapArgs)]
@@ -12,10 +12,16 @@ pub struct Args {
     /// Machine-readable output: one JSON object per experiment (a JSON array for "all").
     #[arg(long, conflicts_with = "csv")]
     json: bool,
-    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted,difference_pp,tolerance_pp (gains compared in percentage points).
+    /// Rows as CSV: experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted,difference_pp,tolerance_pp (gains compared in percentage points),baseline,added_published_pct,added_simulated_pct,added_error_pct (a mechanism row's cost over its baseline),verdict.
     #[arg(long)]
     csv: bool,
-    /// Write the charts the reproductions draw (NAME.svg) into this directory.
+    /// For "all": every experiment's tables, breakdowns and known-miss reasons instead of the
+    /// one-screen summary (`reproduce NAME` always prints them).
+    #[arg(long, conflicts_with_all = ["json", "csv"])]
+    detail: bool,
+    /// Write the charts the reproductions draw (NAME.svg) into this directory; for "all" also
+    /// added-costs.svg (each mechanism's M/B, published against simulated) and rows.svg
+    /// (every other row, simulated over published), each with its tolerance band.
     #[arg(long, value_name = "DIR")]
     figures: Option<std::path::PathBuf>,
     #[command(flatten)]
@@ -69,11 +75,6 @@ fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
     if let Some(dir) = &args.figures {
         write_figures(dir, reps)?;
     }
-    if !args.json && !args.csv {
-        for rep in reps {
-            println!("{rep}");
-        }
-    }
     if args.json {
         let text = if args.name == "all" {
             serde_json::to_string_pretty(reps)
@@ -83,27 +84,43 @@ fn print(args: &Args, reps: &[Reproduction]) -> Result<()> {
         println!("{}", text.map_err(|e| Error::new(e.to_string()))?);
     } else if args.csv {
         print!("{}", kharden::report::csv::reproductions(reps));
+    } else if args.name == "all" && !args.detail {
+        print!("{}", summary::one_screen(reps, terminal_width()));
     } else {
-        let rows: usize = reps.iter().map(|r| r.rows.len()).sum();
-        let predicted: Vec<&kharden::report::Row> =
-            reps.iter().flat_map(|r| r.predicted_rows()).collect();
-        let within = predicted.iter().filter(|r| !r.misses()).count();
-        let fitted_rows: usize = reps.iter().map(|r| r.fitted_rows()).sum();
-        let fitted: u32 = reps.iter().map(|r| r.fitted_parameters).sum();
-        println!(
-            "summary: {} experiments, {rows} published rows: {within} of {} predicted rows within tolerance, {fitted_rows} rows fitted ({fitted} fitted parameters)",
-            reps.len(),
-            predicted.len()
-        );
+        for rep in reps {
+            println!("{rep}");
+        }
+        println!("{}", summary::Counts::of(reps).line(reps.len()));
     }
     Ok(())
+}
+
+/// Columns of the terminal on standard output (COLUMNS, else the tty's, else 100).
+fn terminal_width() -> usize {
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()) {
+        return c;
+    }
+    // SAFETY: TIOCGWINSZ writes a winsize into the struct we own; a non-tty fails cleanly.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    if ok && ws.ws_col > 0 {
+        usize::from(ws.ws_col)
+    } else {
+        100
+    }
 }
 
 /// Writes every figure of `reps` to `dir`/NAME.svg.
 fn write_figures(dir: &std::path::Path, reps: &[Reproduction]) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::new(format!("--figures {}: {e}", dir.display())))?;
-    for f in reps.iter().flat_map(|r| &r.figures) {
+    // Every run draws its reproductions' own charts; `all` adds the pictures of the results.
+    let summary = if reps.len() > 1 {
+        kharden::report::results_svg::figures(reps)
+    } else {
+        vec![]
+    };
+    for f in reps.iter().flat_map(|r| &r.figures).chain(&summary) {
         let path = dir.join(format!("{}.svg", f.name));
         std::fs::write(&path, &f.svg)
             .map_err(|e| Error::new(format!("--figures: writing {}: {e}", path.display())))?;

@@ -63,28 +63,8 @@ pub struct Args {
     /// kernel-op: the NUMA node whose first CPU runs it [default: 0]
     #[arg(long)]
     node: Option<u32>,
-    /// ssdd, syscall-loop: the hypervisor the guest runs under (kvm).
-    #[arg(long)]
-    pub(crate) virt: Option<String>,
-    /// syscall-loop under --virt kvm, ssdd's kernel-model guest: the host page size backing
-    /// guest RAM, the EPT's leaf size (4k, 2m: transparent huge pages, 1g: hugetlbfs) [default: 2m]
-    #[arg(long)]
-    pub(crate) ept_page: Option<String>,
-    /// ssdd, syscall-loop under --virt kvm: KVM's MMU: legacy, tdp or shadow (shadow: ssdd's
-    /// path model only) [default: tdp]
-    #[arg(long)]
-    pub(crate) mmu: Option<String>,
-    /// ssdd, syscall-loop under --virt kvm: KVM's CR0 handling: base, keep-roots,
-    /// guest-owned-wp, broken-keep-roots [default: base]
-    #[arg(long)]
-    pub(crate) kvm_variant: Option<String>,
-    /// ssdd: the guest, `path` (the ssdd path model of virt/guest.rs) or `kernel` (the
-    /// kernel model itself with KERNEXEC, one vCPU; tdp or legacy MMU) [default: path]
-    #[arg(long)]
-    pub(crate) guest_model: Option<String>,
-    /// ssdd: guest vCPUs [default: 1]
-    #[arg(long)]
-    pub(crate) vcpus: Option<u64>,
+    #[command(flatten)]
+    pub(crate) guest: super::kvm::GuestArgs,
 }
 
 impl Args {
@@ -109,7 +89,7 @@ impl Args {
     /// guest, `--node 1` means nothing to a syscall loop.
     fn check_options_apply(&self) -> Result<()> {
         let w = self.workload.as_str();
-        let guest_loop = w == "syscall-loop" && self.virt.is_some();
+        let guest_loop = w == "syscall-loop" && self.guest.virt.is_some();
         // The first of `flags` given, if any.
         let first = |flags: &[(&'static str, bool)]| flags.iter().find(|f| f.1).map(|f| f.0);
         // (whether the group applies to this run, whom it applies to, the first flag given)
@@ -150,17 +130,17 @@ impl Args {
                 w == "ssdd" || guest_loop,
                 "ssdd and syscall-loop under --virt kvm",
                 first(&[
-                    ("--mmu", self.mmu.is_some()),
-                    ("--kvm-variant", self.kvm_variant.is_some()),
-                    ("--ept-page", self.ept_page.is_some()),
+                    ("--mmu", self.guest.mmu.is_some()),
+                    ("--kvm-variant", self.guest.kvm_variant.is_some()),
+                    ("--ept-page", self.guest.ept_page.is_some()),
                 ]),
             ),
             (
                 w == "ssdd",
                 "ssdd",
                 first(&[
-                    ("--guest-model", self.guest_model.is_some()),
-                    ("--vcpus", self.vcpus.is_some()),
+                    ("--guest-model", self.guest.guest_model.is_some()),
+                    ("--vcpus", self.guest.vcpus.is_some()),
                 ]),
             ),
         ];
@@ -185,12 +165,12 @@ pub fn run(args: Args) -> Result<()> {
     workload::check_name(&args.workload)?;
     args.check_options_apply()?;
     if args.workload == "ssdd" {
-        return super::kvm::run_ssdd(&args, &overrides);
+        return super::kvm::run_ssdd(&args.machine, &args.guest, &overrides);
     }
     let m = overrides.apply_machine(&machine::load(&args.machine)?)?;
     let mut params = Params::linux();
     overrides.apply(&mut params)?;
-    if args.virt.is_some() && args.workload != "syscall-loop" {
+    if args.guest.virt.is_some() && args.workload != "syscall-loop" {
         return Err(Error::new(format!(
             "--virt: the {} workload does not run in a guest (ssdd and syscall-loop do): the guest's exits on IPIs and timer writes are not modelled",
             args.workload
@@ -207,7 +187,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     kharden::workload::bounds::syscall_loop(args.loops(), args.iterations())?;
     let _ = args.seed; // the syscall loop makes no random choices
-    let vm = guest_vm(&args, &m, &params)?;
+    let vm = args.guest.vm(&m, &params)?;
     let mut k = Kernel::boot_with(
         m.clone(),
         super::defenses::parse(&args.defense, &m)?,
@@ -294,27 +274,6 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// The VM a syscall loop runs in under `--virt kvm`.
-fn guest_vm(
-    args: &Args,
-    m: &machine::MachineProfile,
-    params: &Params,
-) -> Result<Option<kharden::virt::KernelVm>> {
-    match args.virt.as_deref() {
-        None => Ok(None),
-        Some("kvm") => {
-            let vm = kharden::virt::kernel_guest::GuestVmOptions::parse(
-                args.mmu.as_deref(),
-                args.kvm_variant.as_deref(),
-                args.ept_page.as_deref(),
-                |o| format!("--{}", o.replace('_', "-")),
-            )?;
-            vm.vm(m, params).map(Some)
-        }
-        Some(other) => Err(Error::new(format!("--virt: expected kvm, got \"{other}\""))),
-    }
 }
 
 /// perf-stat-like lines: time by category, then counters (the kernel's, then those the

@@ -32,8 +32,8 @@ pub struct Args {
     /// CPU time of the build measured per point, milliseconds.
     #[arg(long, default_value_t = 300.0)]
     window_cpu_ms: f64,
-    /// Parameters, e.g. the values `reproduce xpfo` fits: `--set kernel.irq_path_cycles=374
-    /// --set xpfo.page_cycles=4663`.
+    /// Parameters by path, e.g. a what-if cost per XPFO user page: `--set
+    /// xpfo.page_cycles=300`.
     #[command(flatten)]
     set: super::params::SetArgs,
     /// Write the plot here (SVG).

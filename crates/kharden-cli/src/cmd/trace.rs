@@ -1,93 +1,86 @@
-//! `kharden record [-o FILE] [--keep-perf-data] -- COMMAND...` and
+//! `kharden record [-o FILE] [--keep-perf-data] [--] COMMAND...` and
 //! `kharden trace {stats|convert|profile|dump} ...`.
-//!
-//! Flags are parsed by hand so that every mistake is one line naming the flag.
-use clap::Args as ClapArgs;
+
+use clap::{Args as ClapArgs, Subcommand};
 use kharden::{Error, Result};
 use kharden_trace::{perf, profile, stats};
 use std::path::PathBuf;
 
 #[derive(ClapArgs)]
-#[command(disable_help_flag = true)]
 pub struct RecordArgs {
-    /// [-o FILE] [--keep-perf-data] [--mmap-pages N] -- COMMAND...
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-    args: Vec<String>,
+    /// The trace file to write.
+    #[arg(short, long, value_name = "FILE", default_value = "kharden.trace")]
+    output: PathBuf,
+    /// Replace an existing output (and kept perf.data).
+    #[arg(long)]
+    force: bool,
+    /// Keep perf's intermediate perf.data next to the output (`FILE.perf.data`).
+    #[arg(long)]
+    keep_perf_data: bool,
+    /// perf's ring buffer per CPU, in pages (a power of two).
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = power_of_two)]
+    mmap_pages: u32,
+    /// Record syscall, kmem and fault events system-wide instead of in the command's cgroup.
+    #[arg(long)]
+    no_cgroup: bool,
+    /// The command to record and its arguments (after `--` where they start with a dash).
+    #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+fn power_of_two(v: &str) -> std::result::Result<u32, String> {
+    match v.parse::<u32>() {
+        Ok(n) if n.is_power_of_two() => Ok(n),
+        _ => Err(format!("expected a power of two, got '{v}'")),
+    }
 }
 
 #[derive(ClapArgs)]
-#[command(disable_help_flag = true)]
 pub struct TraceArgs {
-    /// stats FILE [--json] | convert PERF_DATA [-o FILE] | profile TRACE... -o FILE | dump FILE [--limit N]
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-    args: Vec<String>,
+    #[command(subcommand)]
+    action: TraceAction,
 }
 
-const RECORD_USAGE: &str = "usage: kharden record [-o FILE] [--force] [--keep-perf-data] [--mmap-pages N] [--no-cgroup] -- COMMAND...";
-const TRACE_USAGE: &str =
-    "usage: kharden trace stats FILE [--json] | convert PERF_DATA [-o FILE] | profile TRACE... [-o FILE] [--name NAME] [--note TEXT]... | dump FILE [--limit N]";
-
-/// Splits `args` into flags with values, boolean flags and positionals; unknown flags are errors.
-struct Parsed {
-    values: Vec<(String, String)>,
-    bools: Vec<String>,
-    positional: Vec<String>,
-    rest: Vec<String>,
-}
-
-fn parse(args: &[String], with_value: &[&str], boolean: &[&str], usage: &str) -> Result<Parsed> {
-    let mut p = Parsed {
-        values: vec![],
-        bools: vec![],
-        positional: vec![],
-        rest: vec![],
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        if a == "--" {
-            p.rest = it.cloned().collect();
-            break;
-        }
-        if a.starts_with('-') && a.len() > 1 {
-            let (flag, inline) = match a.split_once('=') {
-                Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
-                _ => (a.as_str(), None),
-            };
-            if with_value.contains(&flag) {
-                let v = match inline {
-                    Some(v) => v,
-                    None => it
-                        .next()
-                        .cloned()
-                        .ok_or_else(|| Error::at(flag, "expected a value after it"))?,
-                };
-                if v.is_empty() || (v.starts_with('-') && v != "-") {
-                    return Err(Error::at(flag, format!("expected a value, got '{v}'")));
-                }
-                p.values.push((flag.to_string(), v));
-            } else if boolean.contains(&flag) && inline.is_none() {
-                p.bools.push(flag.to_string());
-            } else {
-                return Err(Error::at(a, format!("unknown flag; {usage}")));
-            }
-        } else {
-            p.positional.push(a.clone());
-        }
-    }
-    Ok(p)
-}
-
-impl Parsed {
-    fn value(&self, names: &[&str]) -> Option<&str> {
-        self.values
-            .iter()
-            .rev()
-            .find(|(k, _)| names.contains(&k.as_str()))
-            .map(|(_, v)| v.as_str())
-    }
-    fn has(&self, name: &str) -> bool {
-        self.bools.iter().any(|b| b == name)
-    }
+#[derive(Subcommand)]
+enum TraceAction {
+    /// Counts of a trace's events, syscalls, faults and tasks.
+    Stats {
+        file: PathBuf,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert a perf.data recorded with kharden's tracepoints into a kharden trace.
+    Convert {
+        perf_data: PathBuf,
+        /// The trace file to write.
+        #[arg(short, long, value_name = "FILE", default_value = "kharden.trace")]
+        output: PathBuf,
+        /// The pid of the perf process itself, whose events are dropped.
+        #[arg(long, value_name = "PID")]
+        perf_pid: Option<u32>,
+    },
+    /// Derive a workload profile (the kernel build's job) from recorded make traces.
+    Profile {
+        #[arg(required = true, value_name = "TRACE")]
+        traces: Vec<PathBuf>,
+        /// Write the profile here instead of to stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The profile's name.
+        #[arg(long, default_value = "kbuild")]
+        name: String,
+        /// A note to keep in the profile (repeatable).
+        #[arg(long, value_name = "TEXT")]
+        note: Vec<String>,
+    },
+    /// Print a trace's metadata and its events, one a line.
+    Dump {
+        file: PathBuf,
+        /// Print at most N events.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
 }
 
 /// Prints to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
@@ -108,57 +101,14 @@ fn human_bytes(n: u64) -> String {
 }
 
 pub fn record(args: RecordArgs) -> Result<()> {
-    // clap drops a "--" that comes first (`kharden record -- CMD`); put it back.
-    let mut raw = args.args.clone();
-    if std::env::args()
-        .skip_while(|a| a != "record")
-        .nth(1)
-        .as_deref()
-        == Some("--")
-    {
-        raw.insert(0, "--".into());
-    }
-    let p = parse(
-        &raw,
-        &["-o", "--output", "--mmap-pages"],
-        &["--keep-perf-data", "--no-cgroup", "--force", "-h", "--help"],
-        RECORD_USAGE,
-    )?;
-    if p.has("-h") || p.has("--help") {
-        println!("Record COMMAND's process tree with perf (system-wide tracepoints) into a kharden trace.\n{RECORD_USAGE}");
-        return Ok(());
-    }
-    if let Some(x) = p.positional.first() {
-        return Err(Error::at(
-            x,
-            format!("unexpected argument (put the command after '--'); {RECORD_USAGE}"),
-        ));
-    }
-    if p.rest.is_empty() {
-        return Err(Error::new(format!(
-            "record: no command given; {RECORD_USAGE}"
-        )));
-    }
-    let mmap_pages = match p.value(&["--mmap-pages"]) {
-        None => 1024,
-        Some(v) => match v.parse::<u32>() {
-            Ok(n) if n.is_power_of_two() => n,
-            _ => {
-                return Err(Error::at(
-                    "--mmap-pages",
-                    format!("expected a power of two, got '{v}'"),
-                ))
-            }
-        },
-    };
-    let output = PathBuf::from(p.value(&["-o", "--output"]).unwrap_or("kharden.trace"));
+    let output = args.output;
     let opts = perf::RecordOptions {
         output: output.clone(),
-        command: p.rest.clone(),
-        keep_perf_data: p.has("--keep-perf-data"),
-        force: p.has("--force"),
-        mmap_pages,
-        cgroup_filter: !p.has("--no-cgroup"),
+        command: args.command,
+        keep_perf_data: args.keep_perf_data,
+        force: args.force,
+        mmap_pages: args.mmap_pages,
+        cgroup_filter: !args.no_cgroup,
     };
     let s = perf::record(&opts)?;
     eprintln!(
@@ -194,22 +144,11 @@ pub fn record(args: RecordArgs) -> Result<()> {
 }
 
 pub fn trace(args: TraceArgs) -> Result<()> {
-    let Some((sub, rest)) = args.args.split_first() else {
-        return Err(Error::new(format!(
-            "trace: expected a subcommand; {TRACE_USAGE}"
-        )));
-    };
-    match sub.as_str() {
-        "-h" | "--help" | "help" => {
-            out(&format!("Inspect kharden traces.\n{TRACE_USAGE}\n"));
-            Ok(())
-        }
-        "stats" => {
-            let p = parse(rest, &[], &["--json"], TRACE_USAGE)?;
-            let file = one_file(&p, "trace stats")?;
+    match args.action {
+        TraceAction::Stats { file, json } => {
             let r = kharden_trace::open(&file)?;
             let s = stats::compute(r)?;
-            if p.has("--json") {
+            if json {
                 out(&format!(
                     "{}\n",
                     serde_json::to_string_pretty(&s)
@@ -221,72 +160,47 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             }
             Ok(())
         }
-        "convert" => {
-            let p = parse(rest, &["-o", "--output", "--perf-pid"], &[], TRACE_USAGE)?;
-            let file = one_file(&p, "trace convert")?;
-            let out = PathBuf::from(p.value(&["-o", "--output"]).unwrap_or("kharden.trace"));
-            let perf_pid = match p.value(&["--perf-pid"]) {
-                None => None,
-                Some(v) => Some(v.parse::<u32>().map_err(|_| {
-                    Error::at("--perf-pid", format!("expected a process id, got '{v}'"))
-                })?),
-            };
-            let s = perf::convert(&file, &out, true, perf_pid, &[])?;
+        TraceAction::Convert {
+            perf_data,
+            output,
+            perf_pid,
+        } => {
+            let s = perf::convert(&perf_data, &output, true, perf_pid, &[])?;
             eprintln!(
                 "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired",
                 s.perf_samples,
                 s.events,
                 s.tasks,
-                out.display(),
+                output.display(),
                 human_bytes(s.trace_bytes),
                 s.lost,
                 s.repaired
             );
             Ok(())
         }
-        "profile" => {
-            let p = parse(
-                rest,
-                &["-o", "--output", "--name", "--note"],
-                &[],
-                TRACE_USAGE,
-            )?;
-            if p.positional.is_empty() {
-                return Err(Error::new(format!(
-                    "trace profile: expected one or more trace files; {TRACE_USAGE}"
-                )));
-            }
-            let files: Vec<PathBuf> = p.positional.iter().map(PathBuf::from).collect();
-            let prof = profile::derive(&files)?;
-            let notes: Vec<String> = p
-                .values
-                .iter()
-                .filter(|(k, _)| k == "--note")
-                .map(|(_, v)| v.clone())
-                .collect();
-            let text = prof.to_toml(p.value(&["--name"]).unwrap_or("kbuild"), &notes);
-            match p.value(&["-o", "--output"]) {
-                Some(out) => {
+        TraceAction::Profile {
+            traces,
+            output,
+            name,
+            note,
+        } => {
+            let prof = profile::derive(&traces)?;
+            let text = prof.to_toml(&name, &note);
+            match output {
+                Some(path) => {
                     use std::io::Write;
-                    let mut o = kharden_trace::scratch::Output::create(out.as_ref(), true)?;
+                    let mut o = kharden_trace::scratch::Output::create(&path, true)?;
                     o.file()
                         .write_all(text.as_bytes())
-                        .map_err(|e| Error::at(out, format!("cannot write: {e}")))?;
+                        .map_err(|e| Error::at(path.display(), format!("cannot write: {e}")))?;
                     o.commit()?
                 }
                 None => out(&text),
             }
             Ok(())
         }
-        "dump" => {
-            let p = parse(rest, &["--limit"], &[], TRACE_USAGE)?;
-            let file = one_file(&p, "trace dump")?;
-            let limit = match p.value(&["--limit"]) {
-                None => u64::MAX,
-                Some(v) => v
-                    .parse::<u64>()
-                    .map_err(|_| Error::at("--limit", format!("expected a number, got '{v}'")))?,
-            };
+        TraceAction::Dump { file, limit } => {
+            let limit = limit.unwrap_or(u64::MAX);
             let mut r = kharden_trace::open(&file)?;
             use std::io::Write;
             let stdout = std::io::stdout();
@@ -304,22 +218,5 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let _ = o.flush();
             Ok(())
         }
-        other => Err(Error::at(
-            other,
-            format!("unknown trace subcommand; {TRACE_USAGE}"),
-        )),
-    }
-}
-
-fn one_file(p: &Parsed, what: &str) -> Result<PathBuf> {
-    match p.positional.as_slice() {
-        [f] => Ok(PathBuf::from(f)),
-        [] => Err(Error::new(format!(
-            "{what}: expected a file; {TRACE_USAGE}"
-        ))),
-        [_, extra, ..] => Err(Error::at(
-            extra,
-            format!("unexpected argument; {TRACE_USAGE}"),
-        )),
     }
 }

@@ -11,17 +11,22 @@ machine and workload, as pandas DataFrames.
     kharden.sweep({...}, ray="auto")         # the same points as Ray tasks
     kharden.use_footprints("mine.toml")      # your kernel's recorded paths, before any run
 
-Errors are `kharden.KhardenError` (a ValueError) with the command line's one-line message.
+Errors are `kharden.KhardenError` (a ValueError) with a one-line message that names the
+argument at fault: `run: machine: unknown machine 'nope': expected one of ...`, or for a
+sweep given as a dict, the key of the dict (`sweep dict: point[1]: machine: ...`).
 """
 
-import json
-import os
-import struct
-import tempfile
+import contextlib as _contextlib
+import json as _json
+import os as _os
+import struct as _struct
+import tempfile as _tempfile
 
-import pandas as pd
+import pandas as _pd
 
 from . import _native
+from ._errors import naming_dict_keys as _naming_dict_keys
+from ._errors import run_message as _run_message
 from ._native import KhardenError
 
 __version__ = _native.__version__
@@ -36,6 +41,11 @@ __all__ = [
     "sweep",
     "use_footprints",
 ]
+
+
+def __dir__():
+    """The API only: what `from kharden import *` gives, and the version."""
+    return sorted(__all__ + ["__version__"])
 
 
 def _set_list(set):
@@ -53,22 +63,22 @@ def _text(v):
 
 def machines():
     """The machine library: one row per profile (topology, CPU, costs as columns)."""
-    profiles = json.loads(_native.machines())
-    return pd.json_normalize(list(profiles.values()), sep=".").set_index("name")
+    profiles = _json.loads(_native.machines())
+    return _pd.json_normalize(list(profiles.values()), sep=".").set_index("name")
 
 
 def defenses():
     """The defense plug-ins: name, what it is, whether it is broken on purpose."""
-    rows = json.loads(_native.defenses())
-    return pd.DataFrame(rows, columns=["name", "description", "broken"])
+    rows = _json.loads(_native.defenses())
+    return _pd.DataFrame(rows, columns=["name", "description", "broken"])
 
 
 def parameters(machine=None, set=None):
     """Every model parameter resolved (value, unit, provenance); `machine` adds its
     profile's fields as `machine.*` rows."""
-    params = json.loads(_native.parameters(machine, _set_list(set)))
+    params = _json.loads(_native.parameters(machine, _set_list(set)))
     rows = [dict(path=p, **v) for p, v in params.items()]
-    return pd.DataFrame(rows).set_index("path")
+    return _pd.DataFrame(rows).set_index("path")
 
 
 def use_footprints(path):
@@ -89,10 +99,10 @@ def reproduce(name, set=None):
     """A reproduction of a published table: one row per table row (published,
     simulated, error, tolerance, fitted). The experiment's fitted parameters and notes are
     in `df.attrs`."""
-    rep = json.loads(_native.reproduce(name, _set_list(set)))
+    rep = _json.loads(_native.reproduce(name, _set_list(set)))
     rows = [dict(kind="row", **r) for r in rep.get("rows", [])]
     rows += [dict(kind="prediction", **r) for r in rep.get("predictions", [])]
-    df = pd.DataFrame(rows)
+    df = _pd.DataFrame(rows)
     df.insert(0, "experiment", rep["experiment"])
     df.attrs = {
         k: rep.get(k) for k in ("source", "fitted", "fitted_parameters", "notes", "params")
@@ -107,18 +117,37 @@ def _rows_frame(rows):
         rec = {}
         for name, kind, value in r["cells"]:
             # Reals travel as their IEEE-754 bits (exact, NaN included).
-            rec[name] = struct.unpack("<d", struct.pack("<Q", value))[0] if kind == "f" else value
+            rec[name] = _struct.unpack("<d", _struct.pack("<Q", value))[0] if kind == "f" else value
             if name not in columns:
                 columns.append(name)
         records.append(rec)
-    return pd.DataFrame(records, columns=columns)
+    return _pd.DataFrame(records, columns=columns)
 
 
 def run(machine, workload, defense="none", cpus=None, set=None, **options):
     """One simulation, as a one-row DataFrame with the columns of a sweep's row.
     `options` are the workload's (syscall, iterations, loops for syscall-loop; jobs,
     jobs_per_cpu, warmup_ms, window_ms, window_cpu_ms, seed, samples for kbuild; op,
-    caches, node for kernel-op; mmu, kvm_variant, guest_model, vcpus, ept_page for ssdd)."""
+    caches, node for kernel-op; mmu, kvm_variant, guest_model, vcpus, ept_page for ssdd);
+    an option given as None takes its default."""
+    options = {k: v for k, v in options.items() if v is not None}
+    text = _run_text(machine, workload, defense, cpus, set, options)
+    try:
+        rows = _json.loads(_native.sweep_rows("run", text, []))
+    except KhardenError as e:
+
+        def alone(key, value):
+            _native.sweep_keys("run", _run_text(machine, workload, "none", None, None, {key: value}))
+
+        raise KhardenError(_run_message(str(e), options, alone)) from None
+    df = _rows_frame(rows)
+    if "error" in df.columns and df["error"].notna().any():
+        raise KhardenError(df["error"].iloc[0])
+    return df
+
+
+def _run_text(machine, workload, defense, cpus, set, options):
+    """The one-point sweep file `run` runs."""
     point = {
         "machine": machine,
         "defense": defense,
@@ -128,19 +157,14 @@ def run(machine, workload, defense="none", cpus=None, set=None, **options):
         point["cpus"] = cpus
     if set:
         point["set"] = dict(set)
-    text = _native.toml_of_json(json.dumps({"point": [point]}))
-    rows = json.loads(_native.sweep_rows("run", text, []))
-    df = _rows_frame(rows)
-    if "error" in df.columns and df["error"].notna().any():
-        raise KhardenError(df["error"].iloc[0])
-    return df
+    return _native.toml_of_json("run", _json.dumps({"point": [point]}))
 
 
 def _source(file_or_dict):
     """(place, TOML text) of a sweep given as a path or a dict in the file's form."""
     if isinstance(file_or_dict, dict):
-        return "sweep dict", _native.toml_of_json(json.dumps(file_or_dict))
-    path = os.fspath(file_or_dict)
+        return "sweep dict", _native.toml_of_json("sweep dict", _json.dumps(file_or_dict))
+    path = _os.fspath(file_or_dict)
     try:
         with open(path, encoding="utf-8") as f:
             return path, f.read()
@@ -156,12 +180,15 @@ def sweep(file_or_dict, output=None, threads=0, set=None, ray=None):
     chosen with use_footprints go to every task."""
     place, text = _source(file_or_dict)
     sets = _set_list(set)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.fspath(output) if output else os.path.join(tmp, "sweep.parquet")
+    generated = isinstance(file_or_dict, dict)
+    with _tempfile.TemporaryDirectory() as tmp, (
+        _naming_dict_keys(place, text) if generated else _contextlib.nullcontext()
+    ):
+        out = _os.fspath(output) if output else _os.path.join(tmp, "sweep.parquet")
         if ray is not None:
             from .ray_sweep import run_on_ray
 
             run_on_ray(place, text, out, ray, sets)
         else:
             _native.sweep_to_file(place, text, out, sets, threads)
-        return pd.read_parquet(out, engine="pyarrow")
+        return _pd.read_parquet(out, engine="pyarrow")

@@ -260,7 +260,7 @@ impl Defense for Xpfo {
             return;
         }
         // Whatever XPFO costs per page that the model does not derive (0 unless an experiment
-        // fitted it; docs/design/xpfo.md section 9): accounted, not spent (Kernel::account).
+        // fitted it; docs/design/xpfo-model.md section 2): accounted, not spent (Kernel::account).
         k.account(cpu, self.page_cycles, TimeCategory::Fitted);
         k.cpus[cpu].stats.count_owned(self.counters.page_charges);
         if self.policy == Policy::Batched && st.user && st.unmapped {

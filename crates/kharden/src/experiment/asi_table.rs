@@ -1,25 +1,29 @@
-//! Address Space Isolation's published figures (issue 54; docs/design/asi.md): rows of a
-//! workload on a machine with ASI off (a baseline row) and on (a mechanism row, which names
-//! its baseline). A mechanism row is judged by what it adds over its own baseline row,
-//! M/B - 1 of the published figures against M/B - 1 of the simulated ones, in percentage
-//! points; a baseline row by its absolute figure where the model predicts one (fio's IOPS),
-//! and not at all where it cannot (a build's seconds need the build's size). The build is
-//! the kbuild workload's steady state (workload/kbuild_run.rs), whose time at make -jN with
-//! every CPU busy is its CPU time per unit of work; fio-randread is workload/fio.rs.
-//! Predictions: the same comparison for the no-flush transitions of the 2022 design, and
-//! ASI against PTI against nothing on every x86 profile for a syscall loop, fio and the
-//! build. Nothing is fitted.
+//! Address Space Isolation's published figures (issue 54; docs/design/asi.md): a workload on
+//! a machine with ASI off (a baseline row) and on (a mechanism row naming its baseline),
+//! judged as every table is (report::judge): a mechanism row by what it adds over its
+//! baseline, a baseline by its absolute figure. The build is the kbuild workload's steady
+//! state at make -jN with every CPU busy (workload/kbuild_run.rs): its seconds are its CPU
+//! time per cycle of user work, times the build's user work, over the CPUs. The build's user
+//! work, which no source gives, is fitted to one baseline row; what ASI adds does not depend
+//! on it. fio-randread (workload/fio.rs) is predicted outright, in IOPS. Predictions: the
+//! no-flush transitions of the 2022 design, and ASI against PTI against nothing on every x86
+//! profile for a syscall loop, fio and the build.
 
+use super::Fit;
 use crate::error::{Error, Result};
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params};
 use crate::report::table::Table;
-use crate::report::{Reproduction, Row};
+use crate::report::{KnownMiss, Reproduction, Row};
 use crate::sim::{Counter, Stats, TimeCategory};
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::kbuild_run::{self, Sampling};
 use crate::workload::{fio, SyscallLoop};
 use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The one parameter this table fits: the build's total user work.
+const BUILD_SIZE: &str = "build_user_cycles";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,8 +33,13 @@ pub struct Experiment {
     pub kind: String,
     pub title: String,
     pub source: String,
+    /// Rows judged by their absolute figure: the largest relative error within tolerance.
+    pub tolerance_pct: f64,
     pub kbuild: KbuildSampling,
     pub fio: FioSampling,
+    /// `build_user_cycles` fitted to a build baseline row; required when a row is a build.
+    #[serde(default)]
+    pub fit: Vec<Fit>,
     pub row: Vec<RowSpec>,
     /// Published figures the model has no run for, with the reason.
     #[serde(default)]
@@ -81,24 +90,22 @@ pub struct RowSpec {
     pub machine: String,
     pub workload: Workload,
     pub defense: String,
-    /// The row this one is measured against (ASI off on the same machine and workload);
-    /// none for a baseline row.
+    /// How the row is judged: see report::judge (`baseline`: ASI off on the same machine
+    /// and workload, whose figure this row's added cost is over; `known_miss = { band, why
+    /// }`; `derived`: why the row follows from the fitted one).
     #[serde(default)]
     pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
     /// The published figure: seconds of the build, or fio's IOPS.
     #[serde(default)]
     pub published: Option<f64>,
-    /// A change published without its baseline's figure, in percent of it.
+    /// A change published without its baseline's figure, in percent of it (RFC v2's "70%
+    /// degradation"): the row's published figure is its baseline's times (1 + change).
     #[serde(default)]
     pub published_change_pct: Option<f64>,
-    /// Mechanism rows: how far the added cost may be from the published one.
-    #[serde(default)]
-    pub tolerance_pp: Option<f64>,
-    /// Baseline rows with an absolute prediction: relative tolerance.
-    #[serde(default)]
-    pub tolerance_pct: Option<f64>,
-    #[serde(default)]
-    pub known_miss: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -130,45 +137,57 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let e: Experiment =
         toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
     let err = |msg: String| Err(Error::at(place, msg));
+    let row_named = |label: &str| e.row.iter().find(|x| x.label == label);
     for r in &e.row {
         crate::defense::parse_list(&r.defense)
             .map_err(|x| Error::at(place, format!("row \"{}\" defense: {x}", r.label)))?;
+        if r.published.is_some() == r.published_change_pct.is_some() {
+            return err(format!(
+                "row \"{}\": expected either published or published_change_pct",
+                r.label
+            ));
+        }
         match &r.baseline {
+            // report::judge says what else a baseline must be (a row, not a mechanism row).
             Some(b) => {
-                let Some(base) = e.row.iter().find(|x| &x.label == b) else {
-                    return err(format!(
-                        "row \"{}\" baseline: no row labelled \"{b}\"",
-                        r.label
-                    ));
-                };
-                if base.baseline.is_some()
-                    || base.machine != r.machine
-                    || base.workload != r.workload
-                {
-                    return err(format!("row \"{}\" baseline: \"{b}\" is not a baseline row of the same machine and workload", r.label));
-                }
-                if r.published.is_some() == r.published_change_pct.is_some()
-                    || (r.published.is_some() && base.published.is_none())
-                    || r.tolerance_pp.is_none()
-                {
-                    return err(format!("row \"{}\": a mechanism row gives tolerance_pp and either published (its baseline giving one too) or published_change_pct", r.label));
+                if let Some(base) = row_named(b) {
+                    if base.machine != r.machine || base.workload != r.workload {
+                        return err(format!("row \"{}\" baseline: \"{b}\" is not a row of the same machine and workload", r.label));
+                    }
+                    if r.published_change_pct.is_some() && base.published.is_none() {
+                        return err(format!("row \"{}\": published_change_pct needs a baseline with a published figure", r.label));
+                    }
                 }
             }
-            None if r.published_change_pct.is_some() || r.tolerance_pp.is_some() => {
+            None if r.published_change_pct.is_some() => {
                 return err(format!(
-                    "row \"{}\": published_change_pct and tolerance_pp need a baseline",
+                    "row \"{}\": published_change_pct needs a baseline",
                     r.label
                 ));
             }
             None => {}
         }
     }
+    let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
+    let builds = e.row.iter().any(|r| r.workload == Workload::Kbuild);
+    match (&e.fit[..], builds) {
+        ([], false) => {}
+        ([f], true) => {
+            f.check(&format!("{place}: fit"), &[BUILD_SIZE], &labels)?;
+            let r = row_named(&f.row).expect("checked");
+            if r.workload != Workload::Kbuild || r.baseline.is_some() || r.published.is_none() {
+                return err(format!("fit.row: \"{}\" is not a build baseline row with a published figure: the build's size is fitted to one", f.row));
+            }
+        }
+        (_, true) => {
+            return err(format!(
+                "fit: expected one [[fit]] of {BUILD_SIZE} (the build rows' size)"
+            ))
+        }
+        (_, false) => return err("fit: no build row to fit the build's size to".into()),
+    }
     for n in &e.predictions.no_flush {
-        if !e
-            .row
-            .iter()
-            .any(|r| r.label == n.row && r.baseline.is_some())
-        {
+        if !row_named(&n.row).is_some_and(|r| r.baseline.is_some()) {
             return err(format!(
                 "predictions.no_flush: no mechanism row labelled \"{}\"",
                 n.row
@@ -207,18 +226,31 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     Ok(e)
 }
 
-/// What a run measured: its figure in the published sense (the build's time per unit of
-/// work, fio's IOPS, a loop's ns per iteration), each sample's figure, the stats and how
-/// many units of work they cover (compile jobs, reads, iterations).
+/// What a run measured: its figure (the build's CPU seconds per cycle of user work, fio's
+/// IOPS, a loop's ns per iteration), each sample's figure, the stats and how many units of
+/// work they cover (compile jobs, reads, iterations), and the CPUs the build kept busy.
 struct Measured {
     figure: f64,
     samples: Vec<f64>,
     stats: Stats,
     units: f64,
     unit: &'static str,
+    cpus: f64,
 }
 
-/// The simulations of a run, each done once.
+impl Measured {
+    /// CPU time (user and system) per unit of work, in ns.
+    fn busy_ns_per_unit(&self) -> f64 {
+        (self.stats.user_time() + self.stats.system_time()).ns() / self.units
+    }
+
+    /// The figure's standard error over its samples, in percent of it.
+    fn sampling_pct(&self) -> Option<f64> {
+        kbuild_run::standard_error(&self.samples).map(|se| 100.0 * se / self.figure)
+    }
+}
+
+/// The simulations of a run.
 struct Runs<'a> {
     e: &'a Experiment,
     params: &'a Params,
@@ -241,17 +273,17 @@ impl Runs<'_> {
         };
         let r = kbuild_run::simulate(m, defense, jobs, &self.profile, sampling, self.params)?;
         let busy = |st: &Stats| (st.user_time() + st.system_time()).secs();
-        let samples = r
-            .per_sample
-            .iter()
-            .map(|(st, work)| busy(st) / work)
-            .collect();
         Ok(Measured {
             figure: busy(&r.window.tasks) / r.user_work_cycles,
-            samples,
+            samples: r
+                .per_sample
+                .iter()
+                .map(|(st, work)| busy(st) / work)
+                .collect(),
             stats: r.window.tasks.clone(),
             units: r.user_work_cycles / self.profile.user_cycles(),
             unit: "compile job",
+            cpus: jobs as f64,
         })
     }
 
@@ -272,6 +304,7 @@ impl Runs<'_> {
             stats: r.window.tasks,
             units: r.ios as f64,
             unit: "read",
+            cpus: f.jobs as f64,
         })
     }
 
@@ -295,6 +328,7 @@ impl Runs<'_> {
             stats: r.stats,
             units: p.syscall_iterations as f64,
             unit: "iteration",
+            cpus: 1.0,
         })
     }
 
@@ -307,53 +341,35 @@ impl Runs<'_> {
     }
 }
 
-/// M/B - 1 in percent, and its standard error over the samples both ran (the same seeds).
-fn change(m: &Measured, b: &Measured) -> (f64, Option<f64>) {
-    let pct = (m.figure / b.figure - 1.0) * 100.0;
+/// M/B - 1 of two runs' figures, in percent (a loss of IOPS is negative).
+fn change(m: &Measured, b: &Measured) -> f64 {
+    (m.figure / b.figure - 1.0) * 100.0
+}
+
+/// The standard error in points of M/B - 1 over the samples both runs pooled, seed by seed
+/// (both run the same seeds); `None` for runs of one sample.
+fn paired_standard_error(m: &Measured, b: &Measured) -> Option<f64> {
     let per_seed: Vec<f64> = m
         .samples
         .iter()
         .zip(&b.samples)
         .map(|(x, y)| (x / y - 1.0) * 100.0)
         .collect();
-    (pct, kbuild_run::standard_error(&per_seed))
+    kbuild_run::standard_error(&per_seed)
 }
 
-fn mechanism_row(
-    label: &str,
-    published: Option<f64>,
-    simulated: (f64, Option<f64>),
-    tolerance_pp: Option<f64>,
-) -> Row {
-    let mut row = Row::predicted(label, "% added", simulated.0);
-    row.published = published;
-    if let (Some(p), Some(t)) = (published, tolerance_pp) {
-        row.difference_pp = Some(simulated.0 - p);
-        row.tolerance_pp = Some(t);
-        row.sign_required = true;
-    }
-    // The standard error in points, as a percentage of the added cost.
-    row.sampling_pct = simulated
-        .1
-        .map(|se| 100.0 * se / simulated.0.abs().max(1e-9));
-    row
-}
-
-/// One line of the breakdown: what the mechanism row adds over its baseline per unit of
-/// work, by ASI event and by time category.
-fn breakdown_line(label: &str, m: &Measured, b: &Measured) -> Vec<String> {
-    let owned = |s: &Stats, name: &str| s.owned(crate::defense::registry::counter(name)) as f64;
-    let per = |x: f64, u: f64| x / u;
-    let ev = |name: &str| format!("{:.2}", per(owned(&m.stats, name), m.units));
-    let added_count = |c: Counter| {
-        per(m.stats.counter(c) as f64, m.units) - per(b.stats.counter(c) as f64, b.units)
-    };
+/// What a mechanism run adds over its baseline per unit of work: ASI's events, the CR3
+/// writes and walks it adds, and the time it adds by category. `cells` is the breakdown
+/// table's line; `values` the same figures by name for known-miss texts (exits per unit, and
+/// time added in percent of the baseline's CPU time per unit).
+fn breakdown(label: &str, m: &Measured, b: &Measured) -> (Vec<String>, Vec<(String, f64)>) {
+    let per = |name: &str| m.stats.owned(crate::defense::registry::counter(name)) as f64 / m.units;
+    let added_count =
+        |c: Counter| m.stats.counter(c) as f64 / m.units - b.stats.counter(c) as f64 / b.units;
     let added_ns = |cats: &[TimeCategory]| {
         let t = |s: &Stats, u: f64| cats.iter().map(|&c| s.time(c).ns()).sum::<f64>() / u;
         t(&m.stats, m.units) - t(&b.stats, b.units)
     };
-    let scale = if m.unit == "compile job" { 1e-3 } else { 1.0 };
-    let ns = |cats: &[TimeCategory]| format!("{:.1}", added_ns(cats) * scale);
     use TimeCategory as T;
     let all: Vec<TimeCategory> = T::ALL.iter().copied().filter(|c| *c != T::User).collect();
     let named = [
@@ -367,31 +383,51 @@ fn breakdown_line(label: &str, m: &Measured, b: &Measured) -> Vec<String> {
         T::KernelCacheMiss,
     ];
     let rest: Vec<TimeCategory> = all.iter().copied().filter(|c| !named.contains(c)).collect();
-    vec![
-        label.to_string(),
-        m.unit.to_string(),
-        ev("asi_exits_page_cache"),
-        ev("asi_exits_user_page"),
-        ev("asi_exits_context_switch"),
-        ev("asi_exits_tlb_flush"),
-        ev("asi_exits_other"),
-        ev("asi_enters"),
-        ev("asi_control_flushes"),
-        ev("asi_l1d_flushes"),
-        ev("asi_ephmap_copies"),
-        format!("{:.2}", added_count(Counter::Cr3WriteFlush)),
-        format!("{:.2}", added_count(Counter::Cr3WriteNoflush)),
-        format!("{:.2}", added_count(Counter::PageWalks)),
-        ns(&[T::Cr3Write]),
-        ns(&[T::EntryTrampoline]),
-        ns(&[T::TlbInvalidate, T::DirectMap]),
-        ns(&[T::InterruptEntry]),
-        ns(&[T::KernelTlbRefill]),
-        ns(&[T::UserTlbRefill]),
-        ns(&[T::KernelCacheMiss]),
-        ns(&rest),
-        ns(&all),
-    ]
+    let events = [
+        ("exits_page_cache", "asi_exits_page_cache"),
+        ("exits_user_page", "asi_exits_user_page"),
+        ("exits_context_switch", "asi_exits_context_switch"),
+        ("exits_tlb_flush", "asi_exits_tlb_flush"),
+        ("exits_other", "asi_exits_other"),
+        ("enters", "asi_enters"),
+        ("control_flushes", "asi_control_flushes"),
+        ("l1d_flushes", "asi_l1d_flushes"),
+        ("ephmap_copies", "asi_ephmap_copies"),
+    ];
+    let times: [(&str, Vec<TimeCategory>); 9] = [
+        ("cr3_write", vec![T::Cr3Write]),
+        ("asi_code", vec![T::EntryTrampoline]),
+        ("invalidate", vec![T::TlbInvalidate, T::DirectMap]),
+        ("fault_entry", vec![T::InterruptEntry]),
+        ("kernel_refill", vec![T::KernelTlbRefill]),
+        ("user_refill", vec![T::UserTlbRefill]),
+        ("kernel_cache_misses", vec![T::KernelCacheMiss]),
+        ("other", rest),
+        ("total", all),
+    ];
+    // Time per unit in the table: ns per read, us per compile job.
+    let scale = if m.unit == "compile job" { 1e-3 } else { 1.0 };
+    let base_ns = b.busy_ns_per_unit();
+    let mut cells = vec![label.to_string(), m.unit.to_string()];
+    let mut values = vec![];
+    for (name, counter) in events {
+        let v = per(counter);
+        cells.push(format!("{v:.2}"));
+        values.push((name.to_string(), v));
+    }
+    for c in [
+        Counter::Cr3WriteFlush,
+        Counter::Cr3WriteNoflush,
+        Counter::PageWalks,
+    ] {
+        cells.push(format!("{:.2}", added_count(c)));
+    }
+    for (name, cats) in &times {
+        let ns = added_ns(cats);
+        cells.push(format!("{:.1}", ns * scale));
+        values.push((format!("{name}_pct"), 100.0 * ns / base_ns));
+    }
+    (cells, values)
 }
 
 const BREAKDOWN_HEADER: &[&str] = &[
@@ -429,70 +465,106 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         overrides,
         profile: JobProfile::builtin(),
     };
-    let mut rows = vec![];
-    let mut baselines = vec![];
-    let mut measured: Vec<(String, Measured)> = vec![];
-    let mut breakdown = Table::new(
+    // Each row's run; a row that is another's configuration (two baselines of one build)
+    // shares its run, which is deterministic.
+    let mut measured: Vec<Measured> = vec![];
+    let mut run_of: Vec<usize> = vec![];
+    for (i, r) in e.row.iter().enumerate() {
+        let same = e.row[..i].iter().position(|x| {
+            (&x.machine, x.workload, &x.defense) == (&r.machine, r.workload, &r.defense)
+        });
+        match same {
+            Some(j) => run_of.push(run_of[j]),
+            None => {
+                measured.push(runs.row(r, &r.defense)?);
+                run_of.push(measured.len() - 1);
+            }
+        }
+    }
+    let of = |label: &str| {
+        let i = e
+            .row
+            .iter()
+            .position(|r| r.label == label)
+            .expect("checked by parse");
+        (&e.row[i], &measured[run_of[i]])
+    };
+    let mut fitted = vec![];
+    let build_user_cycles = match e.fit.first() {
+        Some(f) => {
+            let (r, m) = of(&f.row);
+            let published = r.published.expect("checked by parse");
+            let cycles = published * m.cpus / m.figure;
+            fitted.push(format!(
+                "{BUILD_SIZE} = {cycles:.4e} (the build's total user work, {:.0} compile jobs of the recorded kind; what a mechanism adds does not depend on it), fitted to \"{}\" = {published} s",
+                cycles / runs.profile.user_cycles(),
+                f.row
+            ));
+            cycles
+        }
+        None => 0.0,
+    };
+    let mut values = BTreeMap::new();
+    values.insert(
+        "compile_jobs_in_build".into(),
+        build_user_cycles / runs.profile.user_cycles(),
+    );
+    let mut breakdown_table = Table::new(
         "\nWhat each mechanism row adds over its baseline, per unit of work: ASI's events, then time added (ns per read; us per compile job)",
         BREAKDOWN_HEADER,
     );
-    for r in &e.row {
-        let m = runs.row(r, &r.defense)?;
-        match &r.baseline {
-            None => match (r.workload, r.published) {
-                (Workload::FioRandread, Some(p)) => {
-                    let mut row =
-                        Row::compared(&r.label, "IOPS", p, m.figure, r.tolerance_pct.unwrap_or(15.0));
-                    row.known_miss = r.known_miss.clone();
-                    rows.push(row);
-                }
-                // A build's seconds need the build's size, which nothing gives: the baseline
-                // is reported, not judged.
-                _ => baselines.push(Row::predicted(
-                    &format!("{} (baseline: CPU ms per compile job; the published seconds need the build's size)", r.label),
-                    "CPU ms/job",
-                    m.figure * runs.profile.user_cycles() * 1e3,
-                )),
-            },
-            Some(b) => {
-                let base_spec = e.row.iter().find(|x| &x.label == b).expect("checked by parse");
-                let base = &measured.iter().find(|(l, _)| l == b).expect("baselines come first").1;
-                let published = match (r.published, base_spec.published, r.published_change_pct) {
-                    (Some(p), Some(pb), _) => Some((p / pb - 1.0) * 100.0),
-                    (_, _, c) => c,
-                };
-                let mut row = mechanism_row(&r.label, published, change(&m, base), r.tolerance_pp);
-                row.known_miss = r.known_miss.clone();
-                rows.push(row);
-                breakdown.push(breakdown_line(&r.label, &m, base));
+    let mut rows = vec![];
+    let mut paired = vec![];
+    for (i, r) in e.row.iter().enumerate() {
+        let m = &measured[run_of[i]];
+        let (unit, simulated) = match r.workload {
+            Workload::Kbuild => ("s", m.figure * build_user_cycles / m.cpus),
+            Workload::FioRandread => ("IOPS", m.figure),
+        };
+        let published = match (r.published, &r.baseline) {
+            (Some(p), _) => p,
+            (None, Some(b)) => {
+                of(b).0.published.expect("checked by parse")
+                    * (1.0 + r.published_change_pct.expect("checked by parse") / 100.0)
+            }
+            (None, None) => unreachable!("checked by parse"),
+        };
+        let mut row = Row::compared(&r.label, unit, published, simulated, e.tolerance_pct);
+        crate::report::judge::mark(
+            &mut row,
+            r.baseline.as_ref(),
+            r.known_miss.as_ref(),
+            r.derived.as_ref(),
+        );
+        row.sampling_pct = m.sampling_pct();
+        row.fitted = e.fit.iter().any(|f| f.row == r.label);
+        if let Some(b) = &r.baseline {
+            let base = of(b).1;
+            if let Some(se) = paired_standard_error(m, base) {
+                values.insert(format!("{}/added_paired_se_pp", r.label), se);
+                paired.push(format!("\"{}\" {se:.2}", r.label));
+            }
+            let (cells, figures) = breakdown(&r.label, m, base);
+            breakdown_table.push(cells);
+            for (name, v) in figures {
+                values.insert(format!("{}/{name}", r.label), v);
             }
         }
-        measured.push((r.label.clone(), m));
+        rows.push(row);
     }
-    let mut predictions = baselines;
+    let mut predictions = vec![];
     for n in &e.predictions.no_flush {
-        let r = e
-            .row
-            .iter()
-            .find(|x| x.label == n.row)
-            .expect("checked by parse");
-        let b = r.baseline.as_ref().expect("a mechanism row");
-        let base = &measured.iter().find(|(l, _)| l == b).expect("measured").1;
-        let flushing = &measured
-            .iter()
-            .find(|(l, _)| l == &n.row)
-            .expect("measured")
-            .1;
+        let (r, flushing) = of(&n.row);
+        let base = of(r.baseline.as_ref().expect("checked by parse")).1;
         let m = runs.row(r, &n.defense)?;
         let label = format!("{} with no-flush transitions ({})", r.label, n.defense);
-        predictions.push(mechanism_row(&label, None, change(&m, base), None));
-        predictions.push(mechanism_row(
-            &format!("{}: against the prototype's full flushes", label),
-            None,
+        predictions.push(Row::predicted(&label, "% added", change(&m, base)));
+        predictions.push(Row::predicted(
+            &format!("{label}: against the prototype's full flushes"),
+            "% added",
             change(&m, flushing),
-            None,
         ));
-        breakdown.push(breakdown_line(&label, &m, base));
+        breakdown_table.push(breakdown(&label, &m, base).0);
     }
     let p = &e.predictions;
     let mut cross = Table::new(
@@ -516,30 +588,35 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             let mut line = vec![name.clone(), w.to_string()];
             for d in &p.defenses {
                 let c = change(&measure(d)?, &none);
-                predictions.push(mechanism_row(&format!("{name}, {w}: {d}"), None, c, None));
-                line.push(format!("{:+.1}", c.0));
+                predictions.push(Row::predicted(&format!("{name}, {w}: {d}"), "% added", c));
+                line.push(format!("{c:+.1}"));
             }
             cross.push(line);
         }
+    }
+    let mut notes: Vec<String> = e
+        .not_modelled
+        .iter()
+        .map(|n| format!("not modelled: \"{}\" ({:+.1}% published): {}", n.label, n.published_change_pct, n.reason))
+        .chain([
+            format!("the build's seconds are its CPU time per cycle of user work at make -jN with every CPU busy, times the fitted user work, over the CPUs; each build row pools {} windows (seeds) of {} CPU-ms after {} ms of warm-up, and sampling ± is the standard error of their mean", e.kbuild.samples, e.kbuild.window_cpu_ms, e.kbuild.warmup_ms),
+            "Nothing of ASI is fitted: IBPB's cost (asi.ibpb_cycles) and the ASI code's are estimates, the CR3 writes the profile's in-context figures, the rest of the machine its profile's (docs/design/asi.md)".into(),
+        ])
+        .collect();
+    if !paired.is_empty() {
+        notes.push(format!("a mechanism row and its baseline run the same seeds: the added cost's standard error over each seed's own pair, in points, is {} (the JSON's added_sampling_pp combines the rows' errors as if independent, an upper bound)", paired.join(", ")));
     }
     Ok(Reproduction {
         experiment: e.name.clone(),
         source: e.source.clone(),
         rows,
-        fitted_parameters: 0,
-        fitted: vec![],
+        fitted_parameters: fitted.len() as u32,
+        fitted,
         predictions,
-        breakdowns: vec![breakdown, cross],
+        breakdowns: vec![breakdown_table, cross],
         figures: vec![],
-        notes: e
-            .not_modelled
-            .iter()
-            .map(|n| format!("not modelled: \"{}\" ({:+.1}% published): {}", n.label, n.published_change_pct, n.reason))
-            .chain([
-            "A mechanism row's figure is what it adds over its baseline row, M/B - 1 in percent of the published and of the simulated figures, compared in points (the build: time, so CPU time per unit of work at make -jN with every CPU busy; fio: IOPS, so a loss is negative).".into(),
-            "Nothing is fitted: IBPB's cost (asi.ibpb_cycles) and the ASI code's are estimates, the rest of the machine is its profile's (docs/design/asi.md).".into(),
-        ])
-        .collect(),
+        notes,
+        values,
         params: Some(params.to_json()),
     })
 }
@@ -548,8 +625,8 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
 mod tests {
     use super::parse;
 
-    /// A mechanism row without a usable baseline, a figure or a tolerance, an unknown
-    /// defense or syscall: one line naming the file and what is wrong.
+    /// A mechanism row without a usable baseline or figure, a fit that is not the build's
+    /// size, an unknown defense or syscall: one line naming the file and what is wrong.
     #[test]
     fn bad_rows_are_one_line_errors() {
         let text = crate::experiment::source_text("asi").unwrap();
@@ -557,18 +634,33 @@ mod tests {
         for (from, to, expect) in [
             (
                 "baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928",
-                "baseline = \"nope\"\npublished = 871928",
-                "no row labelled \"nope\"",
-            ),
-            (
-                "baseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928",
                 "baseline = \"Kernel compile, asi-off\"\npublished = 871928",
-                "not a baseline row of the same machine and workload",
+                "not a row of the same machine and workload",
             ),
             (
-                "published = 871928\ntolerance_pp = 3.0",
-                "published = 871928",
-                "a mechanism row gives tolerance_pp",
+                "defense = \"asi:prototype\"\nbaseline = \"FIO randread tmpfs, asi-off\"\npublished = 871928",
+                "defense = \"asi:prototype\"\nbaseline = \"FIO randread tmpfs, asi-off\"",
+                "expected either published or published_change_pct",
+            ),
+            (
+                "defense = \"none\"\npublished = 1003102",
+                "defense = \"none\"\npublished_change_pct = 3",
+                "published_change_pct needs a baseline",
+            ),
+            (
+                "row = \"Kernel compile, asi-off\"",
+                "row = \"Kernel compile, asi-on (IBPB hard-coded in asi_exit)\"",
+                "is not a build baseline row",
+            ),
+            (
+                "parameter = \"build_user_cycles\"",
+                "parameter = \"asi.ibpb_cycles\"",
+                "fit.parameter: expected \"build_user_cycles\"",
+            ),
+            (
+                "[[fit]]\nparameter = \"build_user_cycles\"\nrow = \"Kernel compile, asi-off\"",
+                "",
+                "expected one [[fit]] of build_user_cycles",
             ),
             (
                 "defense = \"asi:rfcv2\"",
@@ -591,7 +683,7 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(
-                e.starts_with("e.toml: ") && e.contains(expect) && !e.contains('\n'),
+                e.starts_with("e.toml") && e.contains(expect) && !e.contains('\n'),
                 "{to}: {e}"
             );
         }

@@ -51,8 +51,15 @@ pub struct RowSpec {
     /// The host's median operation after the eviction, ns (the runs of one operation
     /// interleaved over the sizes; an evicted row compares its difference to the hot one).
     pub published: f64,
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
 }
 
 fn fault() -> String {
@@ -240,7 +247,9 @@ pub fn fit_machine(
         op: op.name().into(),
         evict_kib,
         published,
+        baseline: None,
         known_miss: None,
+        derived: None,
     };
     let fit = |parameter: &str, row: &str| Fit {
         parameter: parameter.into(),
@@ -312,7 +321,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 e.tolerance_pct,
             )
         };
-        row.known_miss = r.known_miss.clone();
+        crate::report::judge::mark(
+            &mut row,
+            r.baseline.as_ref(),
+            r.known_miss.as_ref(),
+            r.derived.as_ref(),
+        );
         row.fitted = e.fit.iter().any(|f| f.row == r.label);
         rows.push(row);
     }
@@ -330,6 +344,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         breakdowns: vec![breakdown(&e.title, &measured)],
         figures: vec![],
         notes,
+        values: Default::default(),
         params: Some(params.to_json()),
     })
 }

@@ -170,6 +170,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         breakdowns: vec![table],
         figures: vec![],
         notes: vec!["the initiator's CPU is timed; a full flush costs one CR3 write but drops every non-global entry, so the working set's refill is where it pays".into()],
+        values: Default::default(),
         params: Some(params.to_json()),
     })
 }

@@ -23,6 +23,10 @@ pub struct Experiment {
     pub source: String,
     pub machine: String,
     pub vcpus: u64,
+    /// The row the vCPU count was chosen to match, where no source gives it: the choice is
+    /// a fit of that row (counted among the fitted parameters, the row never a prediction).
+    #[serde(default)]
+    pub vcpus_chosen_for: Option<String>,
     pub tolerance_pct: f64,
     pub warmup_steps: u64,
     pub sample_steps: u64,
@@ -41,8 +45,15 @@ pub struct RowSpec {
     pub mmu: String,
     pub variant: String,
     pub published: f64,
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -74,6 +85,14 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     for f in &e.fit {
         f.check(place, &[WORK, TOGGLES, UNLOAD], &labels)?;
         f.start_pair(place, [0.0, 4.0])?;
+    }
+    if let Some(row) = &e.vcpus_chosen_for {
+        if !labels.contains(&row.as_str()) {
+            return Err(Error::at(
+                place,
+                format!("vcpus_chosen_for: no [[row]] labelled \"{row}\""),
+            ));
+        }
     }
     if e.fit
         .iter()
@@ -241,8 +260,15 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         .filter(|f| !set(&f.parameter))
         .cloned()
         .collect();
-    let fitted = fit(&mut r, &m, &fits)?;
-    let fitted_rows: Vec<&str> = fits.iter().map(|f| f.row.as_str()).collect();
+    let mut fitted = fit(&mut r, &m, &fits)?;
+    let mut fitted_rows: Vec<&str> = fits.iter().map(|f| f.row.as_str()).collect();
+    if let Some(row) = &e.vcpus_chosen_for {
+        fitted.push(format!(
+            "vcpus = {}: a choice no source gives, made to match \"{row}\"",
+            e.vcpus
+        ));
+        fitted_rows.push(row);
+    }
     let mut rows = vec![];
     let mut breakdown = breakdown_table(&format!(
         "\nper ssdd step, {} ({} vCPU{}; the busiest vCPU runs {} pairs):",
@@ -293,7 +319,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             res.seconds,
             e.tolerance_pct,
         );
-        row.known_miss = spec.known_miss.clone();
+        crate::report::judge::mark(
+            &mut row,
+            spec.baseline.as_ref(),
+            spec.known_miss.as_ref(),
+            spec.derived.as_ref(),
+        );
         row.fitted = fitted_rows.contains(&spec.label.as_str());
         rows.push(row);
         push_breakdown(&mut breakdown, &mut time, &spec.label, &res, &m);
@@ -320,6 +351,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         breakdowns: vec![breakdown, time, kernel_guest],
         figures: vec![],
         notes,
+        values: Default::default(),
         params: Some(params.to_json()),
     })
 }

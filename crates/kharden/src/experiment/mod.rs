@@ -122,7 +122,7 @@ fn kind_of(place: &str, text: &str) -> Result<String> {
 /// Parses and runs an experiment file's text with the command line's `--set` overrides.
 pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reproduction> {
     validate::check(place, text)?;
-    match kind_of(place, text)?.as_str() {
+    let mut rep = match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),
         "kvm-table" => kvm_table::run(&kvm_table::parse(place, text)?, overrides),
@@ -136,7 +136,9 @@ pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reprod
             place,
             format!("kind: expected \"syscall-table\", \"kbuild-table\", \"kvm-table\", \"text-replication\", \"flush-range\", \"evict-fault\" or \"asi-table\", got \"{other}\""),
         )),
-    }
+    }?;
+    rep.judge(place)?;
+    Ok(rep)
 }
 
 pub fn source_text(name: &str) -> Option<&'static str> {

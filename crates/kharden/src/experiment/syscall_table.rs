@@ -31,15 +31,25 @@ pub struct Experiment {
     pub row: Vec<RowSpec>,
     #[serde(default)]
     pub prediction: Vec<PredictionSpec>,
+    /// A syscall whose Linux PTI added cost to print on every x86 profile of the library,
+    /// with and without PCID and global kernel text (with its measured Linux work).
+    #[serde(default)]
+    pub pti_on_every_profile: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
-    /// Why this row is known to miss its tolerance (see report::Row::known_miss).
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
     pub defense: String,
     pub published: f64,
     #[serde(default)]
@@ -193,7 +203,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             res.ns_per_iteration(),
             e.tolerance_pct,
         );
-        row.known_miss = r.known_miss.clone();
+        crate::report::judge::mark(
+            &mut row,
+            r.baseline.as_ref(),
+            r.known_miss.as_ref(),
+            r.derived.as_ref(),
+        );
         row.fitted = e.fit.as_ref().is_some_and(|f| f.row == r.label);
         rows.push(row);
         measured.push(Measured {
@@ -231,6 +246,15 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             result: res,
         });
     }
+    let mut breakdowns = vec![breakdown(&e.title, &measured)];
+    if let Some(syscall) = &e.pti_on_every_profile {
+        breakdowns.push(pti_on_every_profile(
+            syscall,
+            e.iterations,
+            overrides,
+            params,
+        )?);
+    }
     notes.extend(rows.iter().zip(&measured).filter_map(implied_cr3_write));
     notes.push("work cycles of syscalls other than the fitted one are estimates (kernel/syscall.rs), not reproduction targets".into());
     Ok(Reproduction {
@@ -240,11 +264,64 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
-        breakdowns: vec![breakdown(&e.title, &measured)],
+        breakdowns,
         figures: vec![],
         notes,
+        values: Default::default(),
         params: Some(params.to_json()),
     })
+}
+
+/// Linux PTI's added cost per `syscall` (its measured Linux work) on every x86 profile of the
+/// library: with PCID where the CPU has it (kernel text not global, as Linux does with
+/// PCID), and without PCID with global kernel text (pti=auto) and without (pti=on).
+fn pti_on_every_profile(
+    syscall: &str,
+    iterations: u64,
+    overrides: &Overrides,
+    params: &Params,
+) -> Result<Table> {
+    let mut t = Table::new(
+        format!("\nLinux PTI's added cost per {syscall} on every x86 profile (its measured Linux work), ns and % of the call without PTI"),
+        &["machine", "PTI off ns", "PCID", "no PCID, global text", "no PCID, no global text"],
+    );
+    let machines: Vec<MachineProfile> = machine::names()
+        .into_iter()
+        .map(|n| overrides.apply_machine(&machine::load(n)?))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|m| m.arch == machine::Arch::X86_64)
+        .collect();
+    const CONFIGS: [&str; 4] = [
+        "none",
+        "pti:linux",
+        "pti:linux,nopcid",
+        "pti:linux-forced,nopcid",
+    ];
+    let runs = crate::sim::parallel::map_indices(machines.len() * CONFIGS.len(), |i| {
+        let (m, d) = (&machines[i / CONFIGS.len()], CONFIGS[i % CONFIGS.len()]);
+        if d == "pti:linux" && !m.cpu.features.pcid {
+            return Ok(None);
+        }
+        simulate(m, d, syscall, None, iterations, params, None).map(|r| Some(r.ns_per_iteration()))
+    });
+    let runs: Vec<Option<f64>> = runs.into_iter().collect::<Result<_>>()?;
+    for (m, ns) in machines.iter().zip(runs.chunks(CONFIGS.len())) {
+        let off = ns[0].expect("every machine runs without PTI");
+        let added = |v: Option<f64>| {
+            v.map_or("-".into(), |v| {
+                format!("{:+.1} ({:+.0}%)", v - off, (v / off - 1.0) * 100.0)
+            })
+        };
+        t.push(vec![
+            m.name.clone(),
+            format!("{off:.1}"),
+            added(ns[1]),
+            added(ns[2]),
+            added(ns[3]),
+        ]);
+    }
+    Ok(t)
 }
 
 /// For a row that misses and writes CR3: the cost per write the published figure would mean

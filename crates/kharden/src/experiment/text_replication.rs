@@ -46,8 +46,15 @@ pub struct RowSpec {
     pub caches: String,
     /// Published gain, percent.
     pub published: f64,
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
 }
 
 /// Every row again on another machine, with its own base defenses.
@@ -257,6 +264,9 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
 
     let measured = next();
     let mut rows = vec![];
+    // Each row's gain on each node (`ROW/node0_gain_pct`) and, as base/replicated - 1, on
+    // each node (`ROW/node1_speedup_pct`), for its known-miss text to quote.
+    let mut values = std::collections::BTreeMap::new();
     let mut breakdown = breakdown_table(&format!(
         "\nper node, {} under {} (base) and {} (replicated); counts per timed operation:",
         m.name,
@@ -276,8 +286,21 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             tolerance,
             spec.published >= e.sign_from_pct,
         );
-        row.known_miss = spec.known_miss.clone();
+        crate::report::judge::mark(
+            &mut row,
+            spec.baseline.as_ref(),
+            spec.known_miss.as_ref(),
+            spec.derived.as_ref(),
+        );
         rows.push(row);
+        for (node, pair) in &res.pairs {
+            let (b, r) = (pair.base.elapsed.ns(), pair.repl.elapsed.ns());
+            values.insert(format!("{label}/node{node}_gain_pct"), pair.gain_pct());
+            values.insert(
+                format!("{label}/node{node}_speedup_pct"),
+                (b / r - 1.0) * 100.0,
+            );
+        }
         push_breakdown(&mut breakdown, &label, op, res);
     }
     let mut predictions = vec![];
@@ -321,6 +344,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 crate::defense::text_repl::REPLICATED_BYTES >> 20
             ),
         ],
+        values,
         params: Some(params.to_json()),
     })
 }

@@ -429,7 +429,7 @@ mod tests {
         let f = Footprints::parse(BUILTIN_PLACE, BUILTIN).unwrap();
         let mut p = f.path("open-close").unwrap().clone();
         // The host's BPF programs hook chrdev_open: 11.1% of open/close's kernel samples in
-        // a perf record -g of 2026-11-27 (footprints.md section 5).
+        // a perf record -g of 2026-11-27 (footprints.md section 4).
         let measured = p.instrumentation_share();
         assert!((0.05..0.15).contains(&measured), "{measured}");
         // A quarter of the samples in the host's BPF programs.

@@ -5,7 +5,7 @@
 //! rodata, data and bss every operation touches (as offsets from the section's start), its
 //! recurring direct-map lines (guest physical addresses) and kernel-stack lines, and how many
 //! lines of each region (direct map, vmalloc stacks, vmemmap, cpu_entry_area, user memory) it
-//! touches (docs/design/footprints.md section 4).
+//! touches (docs/design/kernel-data.md).
 
 use super::footprint::{from_toml, read_file, LINE_BYTES};
 use super::layout::KERNEL_STACK_BYTES;

@@ -11,7 +11,7 @@
 //! time is its work: its native latency on the recording host, minus what an empty syscall
 //! costs there (a target machine charges that as its own SYSCALL round trip), minus the
 //! modelled memory time of the same warm loop on the recording host's caches (the
-//! docs/design/footprints.md rule). Work is carried in core cycles, unchanged from machine to
+//! rule of docs/design/kernel-paths.md section 3). Work is carried in core cycles, unchanged from machine to
 //! machine: the instructions are the same, and the recording host's IPC stands for the
 //! target's (an ESTIMATE the design note discusses).
 

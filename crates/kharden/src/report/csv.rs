@@ -20,6 +20,11 @@ pub fn reproductions(reps: &[Reproduction]) -> String {
             "fitted",
             "difference_pp",
             "tolerance_pp",
+            "baseline",
+            "added_published_pct",
+            "added_simulated_pct",
+            "added_error_pct",
+            "verdict",
         ]
         .map(String::from),
     );
@@ -38,6 +43,15 @@ pub fn reproductions(reps: &[Reproduction]) -> String {
                     r.fitted.to_string(),
                     opt(r.difference_pp),
                     opt(r.tolerance_pp),
+                    r.baseline.clone().unwrap_or_default(),
+                    opt(r.added.as_ref().map(|a| a.published_pct)),
+                    opt(r.added.as_ref().map(|a| a.simulated_pct)),
+                    opt(r.added.as_ref().map(|a| a.error_pct)),
+                    if r.published.is_some() {
+                        r.verdict().to_string()
+                    } else {
+                        "prediction".into()
+                    },
                 ],
             );
         }
@@ -85,13 +99,14 @@ mod tests {
             breakdowns: vec![],
             figures: vec![],
             notes: vec![],
+            values: Default::default(),
             params: None,
         };
         assert_eq!(
             reproductions(&[rep]),
-            "experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted,difference_pp,tolerance_pp\n\
-             x,\"a, \"\"b\"\"\",%,2,2.5,25,10,false,,\n\
-             x,plain,s,,1.5,,,false,,\n"
+            "experiment,label,unit,published,simulated,error_pct,tolerance_pct,fitted,difference_pp,tolerance_pp,baseline,added_published_pct,added_simulated_pct,added_error_pct,verdict\n\
+             x,\"a, \"\"b\"\"\",%,2,2.5,25,10,false,,,,,,,MISS\n\
+             x,plain,s,,1.5,,,false,,,,,,,prediction\n"
         );
     }
 

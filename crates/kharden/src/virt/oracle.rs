@@ -3,50 +3,40 @@
 //! hardware performs it (through whatever translation, cached or walked, is current) and
 //! when KVM emulates it with its own permission bitmap.
 
-use super::ssdd::Vcpu;
+use super::vmx::VirtFlavour;
+use crate::arch::x86::VirtAddr;
 
-/// Probes the read-only GDT page; records a violation when either path disagrees with WP.
-pub(crate) fn check_after_cr0_write(v: &mut Vcpu) {
-    let gdt = v.guest.gdt;
-    let wp = v.wp();
-    let hw = v.access(gdt, true, false);
-    let emulated = v.emulated_write_allowed(gdt);
-    for (path, allowed) in [("hardware", hw), ("emulated", emulated)] {
-        if allowed == wp {
-            v.violations.push(format!(
-                "{path} supervisor write to read-only {gdt} {} with CR0.WP={} ({:?})",
-                if allowed { "succeeded" } else { "faulted" },
-                wp as u8,
-                v.flavour()
-            ));
-        }
-    }
+/// What a vCPU saw when it probed a read-only page right after a CR0 write: CR0.WP, and
+/// whether a supervisor write went through on each path.
+pub(crate) struct Cr0Probe {
+    pub page: VirtAddr,
+    pub wp: bool,
+    /// The hardware's answer, through whatever translation is current.
+    pub hardware: bool,
+    /// KVM's emulator's answer, from its permission bitmap.
+    pub emulated: bool,
+    pub flavour: VirtFlavour,
 }
 
-/// Runs a short ssdd with the oracle on for every MMU flavour the machine supports; returns
-/// each flavour's violations.
-pub fn check_variant(
-    m: &crate::machine::MachineProfile,
-    variant: super::Variant,
-) -> crate::error::Result<Vec<(super::MmuFlavour, Vec<String>)>> {
-    let mut out = vec![];
-    for flavour in super::MmuFlavour::ALL {
-        if super::ssdd::check_support(m, flavour).is_err() {
-            continue;
-        }
-        let mut cfg = super::SsddConfig::new(flavour, variant);
-        cfg.oracle = true;
-        cfg.warmup_steps = 0;
-        cfg.sample_steps = 40;
-        cfg.guest.wp_pairs_other_per_step = 1.5;
-        out.push((flavour, super::run_ssdd(m, &cfg)?.violations));
-    }
-    Ok(out)
+/// The violations a probe shows: each path whose answer disagrees with CR0.WP.
+pub(crate) fn violations(p: &Cr0Probe) -> impl Iterator<Item = String> + '_ {
+    [("hardware", p.hardware), ("emulated", p.emulated)]
+        .into_iter()
+        .filter(|&(_, allowed)| allowed == p.wp)
+        .map(|(path, allowed)| {
+            format!(
+                "{path} supervisor write to read-only {} {} with CR0.WP={} ({:?})",
+                p.page,
+                if allowed { "succeeded" } else { "faulted" },
+                p.wp as u8,
+                p.flavour
+            )
+        })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::virt::ssdd::check_variant;
     use crate::virt::{MmuFlavour, Variant};
 
     #[test]

@@ -8,6 +8,7 @@
 use super::ept::{load_cycles, VcpuTlb};
 use super::guest::{Guest, GuestOp};
 use super::kvm_mmu::{KvmMmu, MmuFlavour, MmuStats, Variant};
+use super::oracle::{self, Cr0Probe};
 use super::params::{GuestParams, KvmCosts};
 use super::placement::{MeasuredPlacement, Placement};
 use super::vmx::{Cr0Controls, ExitReason, VirtFlavour, VirtHardware, CR0_PG, CR0_WP};
@@ -156,6 +157,27 @@ pub fn check_support(m: &MachineProfile, flavour: MmuFlavour) -> Result<VirtHard
         ));
     }
     Ok(hw)
+}
+
+/// Runs a short ssdd with the CR0.WP oracle on (virt/oracle.rs) for every MMU flavour the
+/// machine supports; returns each flavour's violations.
+pub fn check_variant(
+    m: &MachineProfile,
+    variant: Variant,
+) -> Result<Vec<(MmuFlavour, Vec<String>)>> {
+    let mut out = vec![];
+    for flavour in MmuFlavour::ALL {
+        if check_support(m, flavour).is_err() {
+            continue;
+        }
+        let mut cfg = SsddConfig::new(flavour, variant);
+        cfg.oracle = true;
+        cfg.warmup_steps = 0;
+        cfg.sample_steps = 40;
+        cfg.guest.wp_pairs_other_per_step = 1.5;
+        out.push((flavour, run_ssdd(m, &cfg)?.violations));
+    }
+    Ok(out)
 }
 
 pub fn run_ssdd(m: &MachineProfile, cfg: &SsddConfig) -> Result<SsddResult> {
@@ -376,7 +398,15 @@ impl<'a> Vcpu<'a> {
             self.cr0 = new;
         }
         if self.cfg.oracle {
-            super::oracle::check_after_cr0_write(self);
+            let page = self.guest.gdt;
+            let probe = Cr0Probe {
+                page,
+                wp: self.wp(),
+                hardware: self.access(page, true, false),
+                emulated: self.emulated_write_allowed(page),
+                flavour: self.flavour(),
+            };
+            self.violations.extend(oracle::violations(&probe));
         }
     }
 

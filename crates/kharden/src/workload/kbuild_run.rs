@@ -250,11 +250,24 @@ fn done_simulations() -> &'static std::sync::Mutex<std::collections::HashMap<Str
 /// The build's kernel cycles per user cycle as `measured` on its machine under `defenses`,
 /// against the recorded (unhardened) job's: how much of the measured kernel time the
 /// modelled paths account for.
-pub fn kernel_share_note(measured: &Measured, profile: &JobProfile, defenses: &str) -> String {
+/// The modelled kernel cycles per user cycle of `measured`, and the recording's.
+fn kernel_per_user(measured: &Measured, profile: &JobProfile) -> (f64, f64) {
     let m = &measured.machine;
     let modelled = measured.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9
         / measured.user_work_cycles;
-    let target = profile.system_cycles() / profile.user_cycles();
+    (modelled, profile.system_cycles() / profile.user_cycles())
+}
+
+/// How much of the recorded job's kernel time the modelled paths give in `measured` (1.0:
+/// all of it).
+pub fn kernel_share(measured: &Measured, profile: &JobProfile) -> f64 {
+    let (modelled, target) = kernel_per_user(measured, profile);
+    modelled / target
+}
+
+pub fn kernel_share_note(measured: &Measured, profile: &JobProfile, defenses: &str) -> String {
+    let m = &measured.machine;
+    let (modelled, target) = kernel_per_user(measured, profile);
     let mut split = kernel_split(measured, profile);
     let short = |r: &SplitRow| r.recorded_ms.unwrap_or(0.0) - r.model_ms;
     split.sort_by(|a, b| short(b).total_cmp(&short(a)));

@@ -10,7 +10,7 @@ use crate::machine::MachineProfile;
 use crate::params::{Params, Provenance};
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::kbuild_run::{
-    kernel_share_note, simulate, standard_error, Measured, Sampling,
+    kernel_share, kernel_share_note, simulate, standard_error, Measured, Sampling,
 };
 use std::collections::BTreeMap;
 
@@ -25,7 +25,7 @@ pub(super) struct Rows<'a> {
     pub params: Params,
     /// (machine, jobs, kernel parameters) -> how much of the recorded job's kernel time the
     /// unhardened rows' modelled paths account for.
-    kernel_share: BTreeMap<(String, u32, Fingerprint), String>,
+    kernel_share: BTreeMap<(String, u32, Fingerprint), (String, f64)>,
 }
 
 /// Parameters of the kernel and the workloads: what a run with no defense depends on.
@@ -65,7 +65,18 @@ impl<'a> Rows<'a> {
         self.kernel_share
             .iter()
             .filter(|(k, _)| k.2 == now)
-            .map(|(_, note)| note.clone())
+            .map(|(_, (note, _))| note.clone())
+            .collect()
+    }
+
+    /// Each machine's share of the recorded job's kernel time that its baseline row's
+    /// modelled paths give, at the current kernel parameters.
+    pub fn kernel_shares(&self) -> BTreeMap<String, f64> {
+        let now = self.params.fingerprint(kernel_only);
+        self.kernel_share
+            .iter()
+            .filter(|(k, _)| k.2 == now)
+            .map(|(k, (_, share))| (k.0.clone(), *share))
             .collect()
     }
 
@@ -89,8 +100,9 @@ impl<'a> Rows<'a> {
                 r.jobs,
                 self.params.fingerprint(kernel_only),
             );
+            let note = kernel_share_note(&one, &self.profile, &r.defense);
             self.kernel_share
-                .insert(key, kernel_share_note(&one, &self.profile, &r.defense));
+                .insert(key, (note, kernel_share(&one, &self.profile)));
         }
         Ok(one)
     }
@@ -118,9 +130,23 @@ impl<'a> Rows<'a> {
             experiment: self.e.name.clone(),
             row: f.row.clone(),
         };
+        // A mechanism row is fitted to its added cost: its published ratio to its own
+        // baseline, applied to that baseline as simulated, so the baseline's own error is
+        // not absorbed into the mechanism's parameter.
+        let baseline = self.e.row_named(&f.row).baseline.clone();
+        let target = |rows: &mut Self| -> Result<f64> {
+            Ok(match &baseline {
+                Some(b) => {
+                    let ratio = published / rows.e.row_named(b).published;
+                    rows.row(b)?.system_per_user_cycle() * build_user_cycles * ratio
+                }
+                None => published,
+            })
+        };
         let error = |rows: &mut Self, v: f64| -> Result<f64> {
             rows.params.set_num("[[fit]]", path, v, fitted())?;
-            Ok(rows.row(&f.row)?.system_per_user_cycle() * build_user_cycles / published - 1.0)
+            let t = target(rows)?;
+            Ok(rows.row(&f.row)?.system_per_user_cycle() * build_user_cycles / t - 1.0)
         };
         let starts = f.start.clone().unwrap_or_else(|| {
             let now = self.params.num(path);
@@ -139,7 +165,8 @@ impl<'a> Rows<'a> {
                 let m = self.row(&f.row)?;
                 let events = m.window.tasks.owned(registry::counter(counter)) as f64;
                 let seconds_per_cycle = events / (m.machine.cpu.frequency_ghz * 1e9);
-                let slope = seconds_per_cycle / m.user_work_cycles * build_user_cycles / published;
+                let slope =
+                    seconds_per_cycle / m.user_work_cycles * build_user_cycles / target(self)?;
                 if slope <= 0.0 {
                     return Err(Error::new(format!(
                         "[[fit]] {path}: \"{}\" counted no {counter} events at {a}; give start = [a, b]",
@@ -178,8 +205,12 @@ impl<'a> Rows<'a> {
         v: f64,
         slope: f64,
     ) -> Result<Option<f64>> {
-        let (row, base_row) = (self.row(&f.row)?, self.row(base)?);
-        let scale = self.e.row_named(base).published / self.e.row_named(&f.row).published;
+        // Against the row's own baseline where it has one (the fit's target), else the
+        // build-size row.
+        let against = self.e.row_named(&f.row).baseline.clone();
+        let against = against.as_deref().unwrap_or(base);
+        let (row, base_row) = (self.row(&f.row)?, self.row(against)?);
+        let scale = self.e.row_named(against).published / self.e.row_named(&f.row).published;
         Ok(per_seed_standard_error(
             &row.sample_ratios(),
             &base_row.sample_ratios(),

@@ -72,9 +72,15 @@ fn single() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
-    /// Why this row is known to miss its tolerance (see report::Row::known_miss).
+    /// How the row is judged: see report::judge (`baseline`: the row without the
+    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
+    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub known_miss: Option<String>,
+    pub baseline: Option<String>,
+    #[serde(default)]
+    pub known_miss: Option<crate::report::KnownMiss>,
+    #[serde(default)]
+    pub derived: Option<String>,
     pub machine: String,
     pub jobs: u32,
     pub defense: String,
@@ -159,6 +165,19 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
     for f in &e.fit {
         f.check(place, &parameters, &labels)?;
+        // A mechanism's parameter is fitted to what the mechanism adds, never to an
+        // absolute row whose baseline error it would absorb (report::judge).
+        let mechanism = f.parameter != "build_user_cycles"
+            && !crate::defense::registry::param_applies(&f.parameter, &[]);
+        if mechanism && e.row_named(&f.row).baseline.is_none() {
+            return Err(Error::at(
+                place,
+                format!(
+                    "fit {}: a mechanism parameter is fitted to an added cost: row \"{}\" needs a baseline",
+                    f.parameter, f.row
+                ),
+            ));
+        }
         let per_event = declared.get(&f.parameter).and_then(|p| p.decl.per_event);
         if f.start.as_ref().is_some_and(|s| s.len() == 1) && per_event.is_none() {
             return Err(Error::at(
@@ -275,7 +294,12 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 m.system_per_user_cycle() * build_user_cycles,
                 e.tolerance_pct,
             );
-            row.known_miss = r.known_miss.clone();
+            crate::report::judge::mark(
+                &mut row,
+                r.baseline.as_ref(),
+                r.known_miss.as_ref(),
+                r.derived.as_ref(),
+            );
             row.sampling_pct = m.sampling_error().map(|e| 100.0 * e);
             row.fitted = fitted_rows.contains(&r.label);
             row
@@ -306,6 +330,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             one.system_per_user_cycle() * build_user_cycles,
         ));
     }
+    let values = figures(e, &compared, &rows.kernel_shares(), jobs_in_build);
     let mut notes = rows.kernel_share_notes();
     notes.push(report::EVENT_COLUMNS.to_string());
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work; {} independent windows (seeds) are pooled per row, and sampling ± is the standard error of their mean; a fitted parameter's ± is the standard error of the values each seed's windows give it on their own (that seed's fitted row against its baseline)", e.warmup_ms, e.window_cpu_ms, e.samples));
@@ -320,10 +345,43 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         breakdowns,
         figures: vec![],
         notes,
+        values,
         params: Some(rows.params.to_json()),
     })
 }
 
+/// The run's figures a known-miss text may quote (report::judge): the build's compile jobs;
+/// per machine, the share of the recorded job's kernel time its modelled paths give
+/// (`coverage_pct/MACHINE`); per mechanism row, its added cost were the build fitted by a
+/// model giving all of it (`ROW/added_if_complete_pct`: the build's size is fitted to the
+/// baseline's system time, so a model giving a share s of the kernel time fits 1/s times the
+/// jobs, and a cost per job is that much too high; the baseline's unmodelled time is taken
+/// to be unchanged by the mechanism).
+fn figures(
+    e: &Experiment,
+    rows: &[Row],
+    shares: &BTreeMap<String, f64>,
+    jobs: f64,
+) -> BTreeMap<String, f64> {
+    let mut v = BTreeMap::from([("jobs".to_string(), jobs)]);
+    for (machine, share) in shares {
+        v.insert(format!("coverage_pct/{machine}"), 100.0 * share);
+    }
+    for (spec, row) in e.row.iter().zip(rows) {
+        let Some(base) = &spec.baseline else { continue };
+        let Some(base_row) = rows.iter().find(|r| &r.label == base) else {
+            continue;
+        };
+        if let Some(share) = shares.get(&spec.machine) {
+            let added = (row.simulated / base_row.simulated - 1.0) * 100.0;
+            v.insert(
+                format!("{}/added_if_complete_pct", row.label),
+                added * share,
+            );
+        }
+    }
+    v
+}
 /// A sensitivity's machine and parameters, and its description ("with X x2 and Y x0").
 fn what_if(
     m: &MachineProfile,

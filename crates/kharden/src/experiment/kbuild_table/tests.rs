@@ -18,6 +18,7 @@ defense = "pti:linux"
 published = 600.0
 [[row]]
 label = "xpfo"
+baseline = "base"
 machine = "ivybridge-i5-3550"
 jobs = 4
 defense = "pti:linux,xpfo:immediate"
@@ -270,4 +271,38 @@ fn the_report_gives_a_fitted_cost_with_its_sampling_error() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no ± in {two}"));
     assert!(se > 0.0, "{two}");
+}
+
+/// A mechanism's parameter is fitted to what the mechanism adds over its baseline, so the
+/// baseline's own error is not absorbed; without a baseline row it is not fitted at all.
+#[test]
+fn a_mechanism_parameter_is_fitted_to_the_added_cost() {
+    let text = ROWS.replace("xpfo:immediate", "xpfo:deferred").replace("1600.0", "900.0")
+        // The build is fitted on a second machine, so the i5's baseline keeps its own error.
+        + "[[row]]\nlabel = \"big\"\nmachine = \"xeon-platinum-8160\"\njobs = 60\ndefense = \"pti:linux\"\npublished = 900.0\n"
+        + "[[fit]]\nparameter = \"build_user_cycles\"\nrow = \"big\"\n"
+        + "[[fit]]\nparameter = \"xpfo.page_cycles\"\nrow = \"xpfo\"\nstart = [0]\n";
+    let e = parse("t.toml", &text).unwrap();
+    let mut r = run(&e, &crate::params::Overrides::default()).unwrap();
+    r.judge("t.toml").unwrap();
+    let row = |l: &str| r.rows.iter().find(|x| x.label == l).unwrap();
+    let base_error = row("base").error_pct.unwrap();
+    assert!(
+        base_error.abs() > 1.0,
+        "the baseline has an error of its own: {base_error}"
+    );
+    let added = row("xpfo").added.as_ref().unwrap();
+    assert!(
+        added.difference_pp.abs() < 1.0,
+        "the added cost is what was fitted: {added:?}"
+    );
+    // The absolute row carries the baseline's error instead.
+    assert!((row("xpfo").error_pct.unwrap() - base_error).abs() < 3.0);
+    let refused = parse("t.toml", &text.replace("baseline = \"base\"\n", ""))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("a mechanism parameter is fitted to an added cost"),
+        "{refused}"
+    );
 }

@@ -604,7 +604,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         ])
         .collect();
     if !paired.is_empty() {
-        notes.push(format!("a mechanism row and its baseline run the same seeds: the added cost's standard error over each seed's own pair, in points, is {} (the JSON's added_sampling_pp combines the rows' errors as if independent, an upper bound)", paired.join(", ")));
+        notes.push(format!("a mechanism row and its baseline run the same seeds: the added cost's standard error over each seed's own pair, in points, is {} (the JSON's added_sampling_pp combines the two rows' errors as if they were independent)", paired.join(", ")));
     }
     Ok(Reproduction {
         experiment: e.name.clone(),

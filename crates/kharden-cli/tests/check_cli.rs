@@ -133,3 +133,37 @@ fn all_historical_prints_each_fix_and_catches_every_bug() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+/// ASI: the published variants hold everywhere; the enter that keeps the full tables'
+/// translations is caught wherever a page is zeroed or copied, the ephmap that leaves its
+/// page mapped in the page-cache scenario; PTI next to ASI is refused in one line.
+#[test]
+fn check_holds_for_asi_and_catches_its_broken_variants() {
+    for d in ["asi:prototype", "asi:rfcv2", "asi:pcid"] {
+        let (code, out) = check(d, "haswell-i7-4770");
+        assert_eq!(code, Some(0), "{d}: {out}");
+        assert_eq!(verdict(&out, "page-cache-read"), "ok", "{d}: {out}");
+    }
+    let (code, out) = check("asi:broken-enter-keeps-tlb", "haswell-i7-4770");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        verdict(&out, "mmap-locked").starts_with("VIOLATION"),
+        "{out}"
+    );
+    let (code, out) = check("asi:broken-ephmap-leak", "haswell-i7-4770");
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        verdict(&out, "page-cache-read").starts_with("VIOLATION"),
+        "{out}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kharden"))
+        .args(["check", "--defense", "asi,pti:linux"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("asi turns pti off") && err.lines().count() == 1,
+        "{err}"
+    );
+}

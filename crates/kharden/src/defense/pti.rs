@@ -36,6 +36,7 @@ pub const FAMILY: registry::Family = registry::Family {
         registry::Variant::new("pti:broken-before-clear-global", &[], "BROKEN, as Linux 4.17-4.18.4 had it: without PCID the whole kernel image stays global, its read-write data included (fixed by \"x86/mm/pti: Clear Global bit more aggressively\")", true, || Box::new(Pti::new(Variant::BrokenBeforeClearGlobal))),
     ],
     params: &[Decl::num("pti.switch_macro_cycles", Unit::Cycles, (0.0, 10_000.0), "the CR3-switch macro's own instructions at each kernel entry and exit")],
+    excludes: &[],
     counters: &[("deferred_user_flushes", "Linux PTI: user-PCID flushes deferred to the next return to user space")],
 };
 

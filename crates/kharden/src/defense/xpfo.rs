@@ -80,6 +80,7 @@ pub const FAMILY: registry::Family = registry::Family {
             per_event: None,
         },
     ],
+    excludes: &[],
     counters: &[
         ("xpfo_page_charges", "user-page allocations charged xpfo.page_cycles"),
         ("xpfo_flushes", "XPFO flush requests (allocations and kunmaps), whatever the policy does with them"),

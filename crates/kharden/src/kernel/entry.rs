@@ -122,7 +122,7 @@ impl Kernel {
     ) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
-            self.touch(cpu, va, access).map_err(|f| {
+            self.touch_kernel(cpu, va, access).map_err(|f| {
                 Error::new(format!("kernel fault in {path} at {va} ({t:?}): {f:?}"))
             })?;
         }

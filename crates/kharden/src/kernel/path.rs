@@ -579,7 +579,7 @@ impl Kernel {
         first = 0;
         for (g, &(object, lines)) in p.data.iter().enumerate() {
             let va = self.object_va(cpu, object, lines);
-            let t = self.touch(cpu, va, Access::Write).map_err(|f| {
+            let t = self.touch_kernel(cpu, va, Access::Write).map_err(|f| {
                 Error::new(format!(
                     "kernel fault in {} at {va} ({object:?}): {f:?}",
                     p.name
@@ -637,7 +637,7 @@ impl Kernel {
                 return Ok(pa + (va.0 - start));
             }
         }
-        let t = self.touch(cpu, va, access).map_err(|f| {
+        let t = self.touch_kernel(cpu, va, access).map_err(|f| {
             Error::new(format!(
                 "kernel fault on {}'s page {va} ({access:?}): {f:?}",
                 p.name

@@ -64,11 +64,18 @@ impl Kernel {
         self.with_defenses(|d, k| d.on_refcount_ops(k, cpu, n));
     }
 
-    /// kmap(): the kernel alias of a page for a copy. On x86-64 that is the direct map;
-    /// defenses may have to map it back first.
-    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn) -> VirtAddr {
+    /// kmap(): the kernel alias of a page for a copy that makes `access` to it. On x86-64
+    /// that is the direct map; defenses may have to map it back first, or map it elsewhere
+    /// (Defense::kmap_alias).
+    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn, access: Access) -> VirtAddr {
         self.with_defenses(|d, k| d.on_kmap(k, cpu, pfn));
-        self.direct_map_addr(pfn)
+        let mut alias = None;
+        self.with_defenses(|d, k| {
+            if alias.is_none() {
+                alias = d.kmap_alias(k, cpu, pfn, access);
+            }
+        });
+        alias.unwrap_or_else(|| self.direct_map_addr(pfn))
     }
 
     pub fn kunmap(&mut self, cpu: CpuId, pfn: Pfn) {
@@ -98,14 +105,14 @@ impl Kernel {
         page_access: Access,
         user_buffer: Option<(VirtAddr, Access)>,
     ) -> Result<()> {
-        let va = self.kmap(cpu, pfn);
+        let va = self.kmap(cpu, pfn, page_access);
         if self.fast_forward {
             // The kmap/kunmap pair is lasting state (XPFO unmaps a user page's alias at its
             // first kunmap); the copy's translation and lines are not.
             self.kunmap(cpu, pfn);
             return Ok(());
         }
-        self.touch(cpu, va, page_access)
+        self.touch_kernel(cpu, va, page_access)
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
         // write-allocating accesses), evicting what the kernel and the task had there.
@@ -236,6 +243,30 @@ impl Kernel {
                 )?;
             }
             Ok(())
+        })
+    }
+
+    /// pread() of 4 KiB at page `page` of file `file` into the user buffer at `buffer`
+    /// (fio's psync engine): the recorded pread64 path, then the page-cache page copied out
+    /// through kmap. The file is cached in full (a tmpfs file written before the run): a
+    /// page read for the first time is put in the page cache as history, at no cost.
+    pub fn pread(&mut self, cpu: CpuId, file: u32, page: u32, buffer: VirtAddr) -> Result<()> {
+        let key = (file as u64) << 32 | page as u64;
+        let pfn = match self.file_pages.get(&key) {
+            Some(&p) => p,
+            None => {
+                let was = std::mem::replace(&mut self.fast_forward, true);
+                let p = self.alloc_page(cpu, Gfp::PageCache, None);
+                self.fast_forward = was;
+                self.file_pages.insert(key, p);
+                p
+            }
+        };
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Syscalls);
+        self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
+            k.run_known_path(cpu, "pread64-4k", Work::MeasuredLess("_copy_to_iter"))?;
+            k.copy_page(cpu, pfn, Access::Read, Some((buffer, Access::Write)))
         })
     }
 

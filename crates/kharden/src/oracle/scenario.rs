@@ -7,6 +7,7 @@ use crate::arch::x86::{Access, Pfn};
 use crate::defense::Defense;
 use crate::error::{Error, Result};
 use crate::kernel::page_alloc::Gfp;
+use crate::kernel::process::PageCacheFs;
 use crate::kernel::{syscall, tlbflush, CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
 use crate::params::Params;
@@ -37,6 +38,11 @@ pub const ALL: &[Scenario] = &[
         name: "kmap-two-cpus",
         what: "threads T and S of one process kmap the same page of theirs at once on two CPUs; S unmaps first, T's kunmap on CPU 0 takes the page out of the direct map; S then makes a system call on CPU 1",
         run: kmap_two_cpus,
+    },
+    Scenario {
+        name: "page-cache-read",
+        what: "a task reads a file through the page cache (read(): a page brought in, then pages already cached, each copied to its buffer) while a task of another process on the other CPU reads the same file",
+        run: page_cache_read,
     },
     Scenario {
         name: "text-poke",
@@ -115,8 +121,8 @@ pub fn kmap_two_cpus(
         .last()
         .ok_or_else(|| Error::new("kmap-two-cpus: the fault mapped no page"))?;
     let read = |k: &mut Kernel, cpu: CpuId| {
-        let alias = k.kmap(cpu, p);
-        k.touch(cpu, alias, Access::Read).map(|_| ()).map_err(|f| {
+        let alias = k.kmap(cpu, p, Access::Read);
+        k.touch_kernel(cpu, alias, Access::Read).map(|_| ()).map_err(|f| {
             Error::new(format!(
                 "kernel read of kmapped page {} faulted: {f:?}",
                 p.0
@@ -136,6 +142,28 @@ pub fn kmap_two_cpus(
     let getppid = syscall::lookup("getppid")
         .ok_or_else(|| Error::new("kmap-two-cpus: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
+    Ok(k.violations)
+}
+
+/// Two processes read the same file on two CPUs: the first read of each brings a page into
+/// the page cache, the others copy cached pages out (the kernel reads page-cache pages, a
+/// defense's sensitive memory, then returns to user mode).
+pub fn page_cache_read(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, params, "page-cache-read")?;
+    let buffer = crate::arch::x86::VirtAddr(crate::kernel::layout::USER_DATA);
+    for cpu in [0, 1] {
+        let t = k.spawn_on(cpu, "reader", None);
+        run_next(&mut k, cpu, t);
+    }
+    for _ in 0..3 {
+        for cpu in [0, 1] {
+            k.file_read(cpu, PageCacheFs::Disk, 1, u32::from(k.page_cache.len() < 2), buffer)?;
+        }
+    }
     Ok(k.violations)
 }
 
@@ -208,7 +236,13 @@ fn stale_kernel_alias(k: &mut Kernel, on: CpuId, to: CpuId) -> Result<Pfn> {
     })?;
     k.free_page(on, p);
     k.cpus[on].pcp.retain(|&f| f != p);
-    k.cpus[to].pcp.push(p);
+    // Next out on `to` for a user allocation (from the user list where the allocator
+    // keeps one: BootConfig::sensitive_freelists).
+    if k.config.sensitive_freelists {
+        k.cpus[to].pcp_sensitive.push(p);
+    } else {
+        k.cpus[to].pcp.push(p);
+    }
     Ok(p)
 }
 

@@ -65,6 +65,11 @@ pub enum Op {
         pages: u32,
         new_pages: u32,
     },
+    /// pread() of 4 KiB at page `page` of file `file` (Kernel::pread).
+    Pread {
+        file: u32,
+        page: u32,
+    },
     /// Any other system call from the table, `count` times, each with `extra_cycles` of
     /// kernel work beyond the table's path (a replayed syscall carries its measured work here).
     Syscall {
@@ -107,6 +112,7 @@ impl Op {
             Op::WithKernelWork { op, .. } => op.label(),
             Op::FileRead { .. } => "read",
             Op::FileWrite { .. } => "write",
+            Op::Pread { .. } => "pread64",
             Op::Syscall { spec, .. } => spec.name.split('-').next().unwrap_or(spec.name),
             Op::Fork(_) | Op::Vfork(_) | Op::SpawnThread(_) => "fork",
             Op::Exec => "execve",

@@ -311,6 +311,7 @@ impl Runner {
                 pages,
                 new_pages,
             } => k.file_write(cpu, fs, pages, new_pages, VirtAddr(USER_DATA))?,
+            Op::Pread { file, page } => k.pread(cpu, file, page, VirtAddr(USER_DATA))?,
             Op::Syscall {
                 spec,
                 count,

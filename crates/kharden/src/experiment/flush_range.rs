@@ -74,18 +74,29 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         return Err(Error::at(place, "threads: expected at least 1"));
     }
     if !e.rows.is_empty() && e.tolerance_pct.is_none() {
-        return Err(Error::at(place, "tolerance_pct: expected one for the published rows"));
+        return Err(Error::at(
+            place,
+            "tolerance_pct: expected one for the published rows",
+        ));
     }
     for (i, r) in e.rows.iter().enumerate() {
         let at = |what: &str| Error::at(place, format!("row[{i}] \"{}\" {what}", r.label));
         if r.threads < 2 {
-            return Err(at("threads: expected at least 2 (an initiator and a remote target)"));
+            return Err(at(
+                "threads: expected at least 2 (an initiator and a remote target)",
+            ));
         }
         if r.pages == 0 || r.pages > e.working_set_pages {
-            return Err(at(&format!("pages: expected 1 to working_set_pages ({})", e.working_set_pages)));
+            return Err(at(&format!(
+                "pages: expected 1 to working_set_pages ({})",
+                e.working_set_pages
+            )));
         }
         if !(r.clock_ghz > 0.0) {
-            return Err(at(&format!("clock_ghz: expected a positive clock, got {}", r.clock_ghz)));
+            return Err(at(&format!(
+                "clock_ghz: expected a positive clock, got {}",
+                r.clock_ghz
+            )));
         }
     }
     defense::parse_list(&e.defenses).map_err(|err| Error::at(place, format!("defenses: {err}")))?;
@@ -247,20 +258,36 @@ mod tests {
     use super::*;
 
     fn text() -> String {
-        crate::experiment::source_text("flush-range").unwrap().to_string()
+        crate::experiment::source_text("flush-range")
+            .unwrap()
+            .to_string()
     }
 
     #[test]
     fn a_published_row_needs_a_remote_target_and_a_tolerance() {
         for (from, to, expect) in [
-            ("threads = 2\n", "threads = 1\n", "threads: expected at least 2"),
-            ("clock_ghz = 3.4", "clock_ghz = 0", "clock_ghz: expected a positive clock"),
-            ("pages = 1\n", "pages = 65\n", "pages: expected 1 to working_set_pages"),
+            (
+                "threads = 2\n",
+                "threads = 1\n",
+                "threads: expected at least 2",
+            ),
+            (
+                "clock_ghz = 3.4",
+                "clock_ghz = 0",
+                "clock_ghz: expected a positive clock",
+            ),
+            (
+                "pages = 1\n",
+                "pages = 65\n",
+                "pages: expected 1 to working_set_pages",
+            ),
             ("tolerance_pct = 20\n", "", "tolerance_pct: expected one"),
         ] {
             let t = text();
             assert!(t.contains(from), "{from}");
-            let e = parse("f.toml", &t.replacen(from, to, 1)).unwrap_err().to_string();
+            let e = parse("f.toml", &t.replacen(from, to, 1))
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("f.toml") && e.contains(expect), "{to}: {e}");
         }
     }

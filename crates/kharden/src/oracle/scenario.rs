@@ -122,12 +122,14 @@ pub fn kmap_two_cpus(
         .ok_or_else(|| Error::new("kmap-two-cpus: the fault mapped no page"))?;
     let read = |k: &mut Kernel, cpu: CpuId| {
         let alias = k.kmap(cpu, p, Access::Read);
-        k.touch_kernel(cpu, alias, Access::Read).map(|_| ()).map_err(|f| {
-            Error::new(format!(
-                "kernel read of kmapped page {} faulted: {f:?}",
-                p.0
-            ))
-        })
+        k.touch_kernel(cpu, alias, Access::Read)
+            .map(|_| ())
+            .map_err(|f| {
+                Error::new(format!(
+                    "kernel read of kmapped page {} faulted: {f:?}",
+                    p.0
+                ))
+            })
     };
     k.in_kernel(0, 0.0, |k| {
         read(k, 0)?;
@@ -161,7 +163,13 @@ pub fn page_cache_read(
     }
     for _ in 0..3 {
         for cpu in [0, 1] {
-            k.file_read(cpu, PageCacheFs::Disk, 1, u32::from(k.page_cache.len() < 2), buffer)?;
+            k.file_read(
+                cpu,
+                PageCacheFs::Disk,
+                1,
+                u32::from(k.page_cache.len() < 2),
+                buffer,
+            )?;
         }
     }
     Ok(k.violations)

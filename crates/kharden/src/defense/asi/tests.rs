@@ -134,11 +134,13 @@ fn page_cache_reads_exit_without_the_ephmap_and_stay_restricted_with_it() {
     let run = |d: &str| {
         let mut k = boot("haswell-i7-4770", d);
         user_task(&mut k, 0);
-        k.file_read(0, crate::kernel::process::PageCacheFs::Disk, 1, 1, buffer).unwrap();
+        k.file_read(0, crate::kernel::process::PageCacheFs::Disk, 1, 1, buffer)
+            .unwrap();
         let flushes = k.total_stats().counter(Counter::Cr3WriteFlush);
         let enters = owned(&k, "asi_enters");
         for _ in 0..reads {
-            k.file_read(0, crate::kernel::process::PageCacheFs::Disk, 1, 0, buffer).unwrap();
+            k.file_read(0, crate::kernel::process::PageCacheFs::Disk, 1, 0, buffer)
+                .unwrap();
         }
         assert!(k.violations.is_empty(), "{d}: {:?}", k.violations);
         let flushes = k.total_stats().counter(Counter::Cr3WriteFlush) - flushes;

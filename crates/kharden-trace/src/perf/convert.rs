@@ -13,7 +13,7 @@ use kharden::{Error, Result};
 use linux_perf_data::linux_perf_event_reader::{EventRecord, SampleRecord};
 use linux_perf_data::{Feature, PerfFile, PerfFileReader, PerfFileRecord};
 use std::collections::{HashMap, HashSet};
-use std::io::{self, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -39,12 +39,10 @@ pub fn convert(
 ) -> Result<ConvertSummary> {
     let name = perf_data.display().to_string();
     let perr = |e: &dyn std::fmt::Display| Error::at(&name, format!("cannot parse perf.data: {e}"));
-    let file = std::fs::File::open(perf_data)
-        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
+    } = super::open_perf_data(perf_data)?;
     let tracepoints = Tracepoints::read(&perf_file, &name)?;
     let base = perf_file
         .sample_time_range()

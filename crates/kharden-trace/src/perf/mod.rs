@@ -546,3 +546,14 @@ impl RecordCgroup {
         crate::scratch::forget(&self.dir);
     }
 }
+
+/// Opens `perf_data` for reading its records; the errors name the file.
+pub(super) fn open_perf_data(
+    perf_data: &Path,
+) -> Result<linux_perf_data::PerfFileReader<BufReader<std::fs::File>>> {
+    let name = perf_data.display().to_string();
+    let file = std::fs::File::open(perf_data)
+        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
+    linux_perf_data::PerfFileReader::parse_file(BufReader::new(file))
+        .map_err(|e| Error::at(&name, format!("cannot parse perf.data: {e}")))
+}

@@ -12,7 +12,6 @@ use kharden::{Error, Result};
 use linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord};
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
 use std::collections::{HashMap, HashSet};
-use std::io::BufReader;
 use std::path::Path;
 
 /// The cpu-clock sampling period `record` asks for (ns of CPU time).
@@ -31,12 +30,10 @@ pub(super) fn prepass(
 ) -> Result<Prepass> {
     let name = perf_data.display().to_string();
     let perr = |e: &dyn std::fmt::Display| Error::at(&name, format!("cannot parse perf.data: {e}"));
-    let file = std::fs::File::open(perf_data)
-        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
+    } = super::open_perf_data(perf_data)?;
     let sampled = layouts.iter().any(|(k, _)| *k == Kind::CpuClock);
     let mut entered: HashMap<u32, (u32, u64, u64)> = HashMap::new();
     let mut calls: HashMap<u32, Vec<OpenCall>> = HashMap::new();

@@ -13,7 +13,8 @@
 # Needs qemu-system-x86, linux-image-6.1.0-*-amd64, busybox-static and a release build of
 # kharden (cargo build --release -p kharden-cli).
 # Other guests reuse it (scripts/kernel_memtrace/run.sh): GUEST_INIT names another /init,
-# QEMU_ARGS adds arguments to qemu's command line, RECORD_PREFIX names the records to count.
+# QEMU_ARGS adds arguments to qemu's command line, KERNEL_ARGS to the guest kernel's,
+# RECORD_PREFIX names the records to count.
 # GUEST_TIMEOUT (seconds, default 3600) ends a guest that has not powered off by then (exit
 # status 124): a TCG guest has been seen to stop making progress without a soft-lockup report
 # (with MTTCG, before thread=single below).
@@ -61,7 +62,7 @@ chmod +x "$work/root/init"
 # tracer on hung the guest for good, both CPUs idle and stuck, in 1 of 8 boots that switched
 # it 5 times each; round-robin vCPUs ran 20 such boots without a hang, booting as fast.
 timeout "${GUEST_TIMEOUT:-3600}" qemu-system-x86_64 -accel tcg,thread=single -cpu max,la57=off -m 3072 -smp 2 -kernel "$kernel" \
-    -initrd "$work/initrd.gz" -append "console=ttyS0 nokaslr quiet panic=-1 clocksource=tsc tsc=reliable" \
+    -initrd "$work/initrd.gz" -append "console=ttyS0 nokaslr quiet panic=-1 clocksource=tsc tsc=reliable ${KERNEL_ARGS:-}" \
     -display none -serial "file:$out/console.txt" -no-reboot ${QEMU_ARGS:-} &
 qemu=$!
 # A TCG guest on a busy host has been seen to hang for good ("soft lockup - CPU#0 stuck for

@@ -9,11 +9,17 @@
  * writes and the operations that touched it (the driver's loops mark each operation with a load
  * from the tick slot, or from byte 1 of the window's slot, which opens the window too).
  * Instruction fetches are not counted (the text side is recorded already).
+ * It also counts, per window, the kernel instructions that the speculation mitigations act on
+ * (docs/design/mitigations.md): near returns, indirect calls and jumps, direct calls, LFENCEs
+ * and SWAPGS (two per entry from user mode and return to it).
  * At exit the counts go to the file named by the plugin's `out` argument, one line each:
  *     WINDOW LINE_ADDRESS_HEX READS WRITES OPERATIONS
  *     T WINDOW TICKS
+ *     I WINDOW RET CALL_INDIRECT JMP_INDIRECT CALL_DIRECT LFENCE SWAPGS
  * where WINDOW is the marker slot (1 + scenario * 65536 + window) and TICKS the operations
  * marked in it (none: the window's loop marks none, and OPERATIONS says nothing).
+ * With the argument `lines=off` no data access is counted (the instruction counts alone run
+ * several times faster).
  *
  * Written against QEMU's plugin API version 1 (QEMU 7.2, Debian 12), whose few declarations
  * are given below so that no QEMU headers are needed:
@@ -60,6 +66,9 @@ __attribute__((visibility("default"))) int qemu_plugin_version = 1;
 #define KERNEL_HALF 0xffff800000000000ull
 #define MAX_VCPUS 64
 
+/* The instruction classes counted per window (classify()). */
+enum insn_class { RET, CALL_INDIRECT, JMP_INDIRECT, CALL_DIRECT, LFENCE, SWAPGS, CLASSES, NONE };
+
 struct entry {
     uint64_t key; /* window << 42 | (line address bits 6..47); 0 = empty */
     uint64_t reads, writes;
@@ -79,10 +88,13 @@ struct vcpu {
     uint32_t *ticks;
     struct entry *table;
     size_t cap, used;
+    /* Per window slot, the kernel instructions of each class run in it on this vCPU. */
+    uint64_t (*insns)[CLASSES];
 };
 
 static struct vcpu vcpus[MAX_VCPUS];
 static char *out_path;
+static bool count_lines = true;
 
 static uint64_t key_of(uint64_t window, uint64_t vaddr)
 {
@@ -175,14 +187,68 @@ static bool is_marker(struct qemu_plugin_insn *insn)
     return b[1] == 0x8a || ((b[1] & 0xf0) == 0x40 && b[2] == 0x8a);
 }
 
+/* The class of an x86-64 instruction from its bytes: legacy and REX prefixes skipped, then
+ * RET (C3, C2 iw), CALL r/m (FF /2), JMP r/m (FF /4), CALL rel32 (E8), LFENCE (0F AE E8-EF),
+ * SWAPGS (0F 01 F8). */
+static enum insn_class classify(const uint8_t *b, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (b[i] == 0x26 || b[i] == 0x2e || b[i] == 0x36 || b[i] == 0x3e ||
+                     b[i] == 0x64 || b[i] == 0x65 || b[i] == 0x66 || b[i] == 0x67 ||
+                     b[i] == 0xf0 || b[i] == 0xf2 || b[i] == 0xf3))
+        i++;
+    if (i < n && (b[i] & 0xf0) == 0x40)
+        i++;
+    if (i >= n)
+        return NONE;
+    switch (b[i]) {
+    case 0xc3:
+    case 0xc2:
+        return RET;
+    case 0xe8:
+        return CALL_DIRECT;
+    case 0xff:
+        if (i + 1 < n && (b[i + 1] >> 3 & 7) == 2)
+            return CALL_INDIRECT;
+        if (i + 1 < n && (b[i + 1] >> 3 & 7) == 4)
+            return JMP_INDIRECT;
+        return NONE;
+    case 0x0f:
+        if (i + 2 < n && b[i + 1] == 0xae && (b[i + 2] & 0xf8) == 0xe8)
+            return LFENCE;
+        if (i + 2 < n && b[i + 1] == 0x01 && b[i + 2] == 0xf8)
+            return SWAPGS;
+        return NONE;
+    }
+    return NONE;
+}
+
+static void kernel_insn(unsigned int cpu, void *u)
+{
+    struct vcpu *v = &vcpus[cpu % MAX_VCPUS];
+    if (!v->window || v->in_marker)
+        return;
+    if (!v->insns && !(v->insns = calloc(MARKER_SLOTS, sizeof *v->insns))) {
+        fprintf(stderr, "memtrace: out of memory for instruction counts\n");
+        abort();
+    }
+    v->insns[v->window][(uintptr_t)u]++;
+}
+
 static void translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         if (qemu_plugin_insn_vaddr(insn) >= KERNEL_HALF) {
-            qemu_plugin_register_vcpu_mem_cb(insn, kernel_access, QEMU_PLUGIN_CB_NO_REGS,
-                                             QEMU_PLUGIN_MEM_RW, NULL);
+            enum insn_class c =
+                classify(qemu_plugin_insn_data(insn), qemu_plugin_insn_size(insn));
+            if (c != NONE)
+                qemu_plugin_register_vcpu_insn_exec_cb(insn, kernel_insn, QEMU_PLUGIN_CB_NO_REGS,
+                                                       (void *)(uintptr_t)c);
+            if (count_lines)
+                qemu_plugin_register_vcpu_mem_cb(insn, kernel_access, QEMU_PLUGIN_CB_NO_REGS,
+                                                 QEMU_PLUGIN_MEM_RW, NULL);
         } else if (is_marker(insn)) {
             qemu_plugin_register_vcpu_insn_exec_cb(insn, marker_start, QEMU_PLUGIN_CB_NO_REGS,
                                                    NULL);
@@ -216,6 +282,17 @@ static void write_out(qemu_plugin_id_t id, void *u)
         for (uint64_t w = 0; vcpus[c].ticks && w < MARKER_SLOTS; w++)
             if (vcpus[c].ticks[w])
                 fprintf(f, "T %llu %u\n", (unsigned long long)w, vcpus[c].ticks[w]);
+    for (int c = 0; c < MAX_VCPUS; c++)
+        for (uint64_t w = 0; vcpus[c].insns && w < MARKER_SLOTS; w++) {
+            uint64_t *k = vcpus[c].insns[w], any = 0;
+            for (int i = 0; i < CLASSES; i++)
+                any |= k[i];
+            if (any)
+                fprintf(f, "I %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)w,
+                        (unsigned long long)k[RET], (unsigned long long)k[CALL_INDIRECT],
+                        (unsigned long long)k[JMP_INDIRECT], (unsigned long long)k[CALL_DIRECT],
+                        (unsigned long long)k[LFENCE], (unsigned long long)k[SWAPGS]);
+        }
     fclose(f);
 }
 
@@ -225,6 +302,8 @@ qemu_plugin_install(qemu_plugin_id_t id, const struct qemu_info_t *info, int arg
     for (int i = 0; i < argc; i++)
         if (!strncmp(argv[i], "out=", 4))
             out_path = argv[i] + 4;
+        else if (!strcmp(argv[i], "lines=off"))
+            count_lines = false;
     if (!out_path) {
         fprintf(stderr, "memtrace: expected the argument out=FILE\n");
         return -1;

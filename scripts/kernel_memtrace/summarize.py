@@ -111,6 +111,8 @@ def summarize(out_dir):
             if fields[0] == "T":
                 ticks[int(fields[1])] += int(fields[2])
                 continue
+            if fields[0] == "I":  # instruction counts: scripts/kernel_memtrace/branches.py
+                continue
             slot, addr, reads, writes, ops = fields
             slot = int(slot)
             if slot in windows:

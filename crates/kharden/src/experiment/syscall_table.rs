@@ -137,6 +137,7 @@ pub fn simulate(
     let mut lp = SyscallLoop::new(syscall, iterations)?;
     if let Some(w) = work {
         lp.syscall.work_cycles = w;
+        lp.syscall.work_is_given = true;
     }
     let r = lp.run(&mut k)?;
     if let Some(v) = k.violations.first() {

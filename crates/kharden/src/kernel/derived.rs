@@ -279,6 +279,10 @@ pub fn derive(p: &PathFootprint, d: &DerivedPath) -> PathFootprint {
         missing_source: p.missing_source.clone(),
         latency_ns: p.latency_ns.map(|l| l.map(|ns| ns * kept)),
         latency_windows: p.latency_windows,
+        // In the share the latency keeps (an estimate: the skipped functions' own returns
+        // and calls are not counted apart).
+        returns: p.returns.map(|r| r * kept),
+        indirect_calls: p.indirect_calls.map(|c| c * kept),
         data: p
             .data
             .iter()

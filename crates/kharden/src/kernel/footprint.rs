@@ -47,6 +47,11 @@ pub struct KernelInfo {
     pub latency_scale: f64,
     pub commands: Vec<String>,
     pub seed_kernels: String,
+    /// The speculation mitigations the recording host's kernel ran on every path
+    /// (kernel/mitigations.rs: retpoline, safe-ret), whose cost the paths' `returns` and
+    /// `indirect_calls` measure. Empty: none, or not known.
+    #[serde(default)]
+    pub speculation_mitigations: Vec<String>,
 }
 
 /// One function a path ran: name, offset from `_text`, size, samples in it (0: code that
@@ -112,6 +117,12 @@ pub struct PathFootprint {
     /// figure to use).
     pub latency_ns: Option<[f64; 3]>,
     pub latency_windows: Option<u32>,
+    /// Returns and indirect calls per operation (ESTIMATE: counted on another build of the
+    /// kernel, docs/design/footprints.md section 5); what the speculation mitigations act on.
+    #[serde(default)]
+    pub returns: Option<f64>,
+    #[serde(default)]
+    pub indirect_calls: Option<f64>,
     /// Kernel objects touched (ESTIMATE from the source), keys of `objects`.
     pub data: Vec<String>,
     pub functions: Vec<FunctionUse>,
@@ -248,9 +259,25 @@ impl Footprints {
                 k.host_ghz
             ));
         }
+        for m in &k.speculation_mitigations {
+            if super::mitigations::Mitigation::named(m).is_none() {
+                return Err(format!(
+                    "kernel.speculation_mitigations: expected retpoline or safe-ret, got '{m}'"
+                ));
+            }
+        }
         let mut seen = BTreeSet::new();
         for p in &self.path {
             let at = |key: &str| format!("path '{}': {key}", p.name);
+            for (key, count) in [("returns", p.returns), ("indirect_calls", p.indirect_calls)] {
+                if count.is_some_and(|c| !(c >= 0.0 && c.is_finite())) {
+                    return Err(format!(
+                        "{}: expected a count per operation of at least 0, got {}",
+                        at(key),
+                        count.unwrap()
+                    ));
+                }
+            }
             if p.name.is_empty() || !seen.insert(p.name.as_str()) {
                 return Err(format!(
                     "path.name: expected a unique non-empty name, got '{}'",

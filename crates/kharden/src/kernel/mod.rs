@@ -16,6 +16,7 @@ pub mod ipi;
 pub mod irq_calendar;
 mod l1_replay;
 pub mod layout;
+pub mod mitigations;
 pub mod mode_log;
 pub mod numa;
 pub mod page_alloc;

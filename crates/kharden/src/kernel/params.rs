@@ -1,6 +1,7 @@
 //! The kernel model's software parameters: declared here, valued in kernels/linux.toml,
 //! resolved once at boot into a plain struct the paths read.
 
+use super::mitigations::KernelMitigations;
 use super::IrqTime;
 use crate::params::{Decl, Params, Unit};
 use crate::sim::Time;
@@ -10,6 +11,7 @@ const CYC: (f64, f64) = (0.0, 1e8);
 pub const DECLS: &[Decl] = &[
     Decl::num("kernel.irq_path_cycles", Unit::Cycles, (0.0, 100_000.0), "Linux's hard-IRQ path on top of the exception entry and return (APIC EOI, irq_enter/irq_exit)"),
     Decl::choice("kernel.irq_time", &["task-system", "tick", "excluded"], "whose time a hard interrupt's handler is: the interrupted task's system time, tick-sampled, or no task's (CONFIG_IRQ_TIME_ACCOUNTING)"),
+    Decl::choice("kernel.speculation_mitigations", &KernelMitigations::WORDS, "which of the recording's speculation mitigations (retpolines, Safe RET) the kernel runs on its paths: auto decides by the machine (a detected host: the recording's; arm64: none; other x86: retpolines only), or recorded, retpoline, none"),
     Decl::num("kernel.tlb_single_page_flush_ceiling", Unit::Count, (0.0, 1e6), "above this many pages a range flush becomes a full flush"),
     Decl::num("kernel.exit_latency_ns", Unit::Ns, (0.0, 1e7), "a minimal process's exit timed on the recording host, from which the exit path's work is derived (its pages' teardown apart)"),
     Decl::num("kernel.exit_page_cycles", Unit::Cycles, CYC, "tearing down one anonymous page of an address space (exit_mmap: unmap, rmap, memcg uncharge, free)"),
@@ -40,6 +42,7 @@ pub const LATENCIES_TIMED_APART: &[(&str, &str)] = &[
 pub struct KernelParams {
     pub irq_path_cycles: f64,
     pub irq_time: IrqTime,
+    pub speculation_mitigations: KernelMitigations,
     pub tlb_single_page_flush_ceiling: u64,
     pub exit_latency_ns: f64,
     pub exit_page_cycles: f64,
@@ -66,6 +69,10 @@ impl KernelParams {
                 .into_iter()
                 .find(|t| t.name() == p.word("kernel.irq_time"))
                 .expect("the declaration lists the same words"),
+            speculation_mitigations: KernelMitigations::named(
+                p.word("kernel.speculation_mitigations"),
+            )
+            .expect("the declaration lists the same words"),
             tlb_single_page_flush_ceiling: p.num("kernel.tlb_single_page_flush_ceiling") as u64,
             exit_latency_ns: p.num("kernel.exit_latency_ns"),
             exit_page_cycles: p.num("kernel.exit_page_cycles"),

@@ -17,6 +17,7 @@
 
 use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::image_data::{ImageData, PathData};
+use super::mitigations::{Mitigation, MitigationCycles};
 use super::layout::{
     direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
     KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
@@ -97,6 +98,10 @@ pub struct KernelPath {
     pub native_cycles: Option<f64>,
     /// The path's own work in core cycles (module doc), when it was measured.
     pub work_cycles: Option<f64>,
+    /// What of that work the recording host's speculation mitigations took, which a kernel
+    /// that does not run them leaves out (kernel/mitigations.rs; zero where the recording
+    /// counted no returns or indirect calls for the path).
+    pub mitigation_cycles: MitigationCycles,
     /// Samples of each function (sorted by name: a binary search on every fault), and of
     /// the whole path (the recording host's own BPF programs included, whose time is in the
     /// latency): what a function's share of the native latency is.
@@ -266,6 +271,9 @@ impl KernelPaths {
         for (i, p) in paths.iter_mut().enumerate() {
             p.work_cycles = p.native_cycles.map(|n| work_basis.work(i, n));
         }
+        for (p, cycles) in paths.iter_mut().zip(mitigation_cycles(f, host)?) {
+            p.mitigation_cycles = cycles;
+        }
         let entry_text_offset = f
             .path
             .iter()
@@ -313,6 +321,47 @@ impl KernelPaths {
     pub fn objects_bytes(&self, name: &str) -> u64 {
         self.object_bytes.get(name).copied().unwrap_or(0)
     }
+}
+
+/// Each path's cycles of the mitigations the recording ran (`f.kernel.speculation_mitigations`),
+/// at the recording host's cost of each, for its returns and indirect calls beyond the
+/// empty syscall's; in the order of `f.path`.
+fn mitigation_cycles(f: &Footprints, host: &MachineProfile) -> Result<Vec<MitigationCycles>> {
+    let ran: Vec<Mitigation> = f
+        .kernel
+        .speculation_mitigations
+        .iter()
+        .filter_map(|m| Mitigation::named(m))
+        .collect();
+    let cost = |m: Mitigation| -> Result<f64> {
+        let (c, field) = match m {
+            Mitigation::Retpoline => (host.costs.retpoline_call_cycles, "retpoline_call_cycles"),
+            Mitigation::SafeRet => (host.costs.return_thunk_cycles, "return_thunk_cycles"),
+        };
+        match c {
+            Some(c) if ran.contains(&m) => Ok(c),
+            None if ran.contains(&m) => Err(Error::new(format!(
+                "footprints of kernel {}: the recording ran {} but its host profile {} gives no costs.{field}",
+                f.kernel.release,
+                m.name(),
+                host.name
+            ))),
+            _ => Ok(0.0),
+        }
+    };
+    let (retpoline, safe_ret) = (cost(Mitigation::Retpoline)?, cost(Mitigation::SafeRet)?);
+    let base = f.path(EMPTY_SYSCALL);
+    let beyond = |count: Option<f64>, base: Option<f64>| match count {
+        Some(c) => (c - base.unwrap_or(0.0)).max(0.0),
+        None => 0.0,
+    };
+    Ok(f.path
+        .iter()
+        .map(|p| MitigationCycles {
+            retpoline: retpoline * beyond(p.indirect_calls, base.and_then(|b| b.indirect_calls)),
+            safe_ret: safe_ret * beyond(p.returns, base.and_then(|b| b.returns)),
+        })
+        .collect())
 }
 
 impl WorkBasis {
@@ -479,6 +528,7 @@ fn layout(
         image: image_lines(measured, bases),
         native_cycles: None,
         work_cycles: None,
+        mitigation_cycles: MitigationCycles::default(),
         function_samples,
         samples: p.samples as f64 / (1.0 - p.instrumentation_share()),
     })

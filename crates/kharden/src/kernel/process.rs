@@ -471,9 +471,11 @@ impl Kernel {
                     )))
                 }
             },
-            Work::Cycles(c) => Some(c),
+            Work::Cycles(c) => return self.run_path(cpu, id, Some(c)),
             Work::NativeNs(ns) => Some(self.paths.work_from_native_ns(id, ns)),
         };
+        // Recorded work (a given figure above is the target's own).
+        let cycles = cycles.map(|w| self.work_on_this_kernel(cpu, id, w));
         self.run_path(cpu, id, cycles)
     }
 }
@@ -657,7 +659,12 @@ mod tests {
             "clear_page_erms took {share:.3} of the recorded fault"
         );
         let charged = kernel_cycles_of(&mut k, |k| k.anon_fault(0).unwrap());
-        let expected = work - clear + k.params.copy_page_cycles;
+        let id = k.paths.id("fault-anon").unwrap();
+        let expected = k.paths.get(id).mitigation_cycles.work_without_unrun(
+            work - clear,
+            k.params.speculation_mitigations,
+            &k.machine,
+        ) + k.params.copy_page_cycles;
         assert!(
             (charged - expected).abs() < 1.0,
             "charged {charged:.1} kernel cycles, expected {expected:.1}"

@@ -58,6 +58,10 @@ pub struct SyscallSpec {
     /// The handler's own work in cycles beyond entry/exit: the path's measured work, unless
     /// an experiment sets it (FreeBSD's getppid in seed 003 is not the recorded kernel's).
     pub work_cycles: f64,
+    /// Whether `work_cycles` is the target's own (an experiment's fit), run as it is; else it
+    /// is the recording host's, which loses the mitigations the kernel does not run
+    /// (kernel/mitigations.rs).
+    pub work_is_given: bool,
     /// Memory the path touches beyond its own kernel objects.
     pub touches: &'static [KTouch],
     pub effect: Effect,
@@ -211,6 +215,7 @@ pub fn lookup(name: &str) -> Option<SyscallSpec> {
         name: e.0,
         path,
         work_cycles: paths.get(path).work_cycles.unwrap_or(0.0),
+        work_is_given: false,
         touches: e.2,
         effect: e.3,
     })

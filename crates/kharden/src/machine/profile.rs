@@ -256,6 +256,13 @@ pub struct Costs {
     /// arm64: TLBI ...IS + DSB ISH broadcast invalidation; absent on x86.
     #[serde(default)]
     pub tlbi_broadcast_ns: Option<f64>,
+    /// x86: what a kernel's return thunk (SRSO's Safe RET on AMD Zen) adds to each return,
+    /// where the machine's kernel runs one (kernel/mitigations.rs).
+    #[serde(default)]
+    pub return_thunk_cycles: Option<f64>,
+    /// x86: what a retpoline adds to each indirect call over a predicted indirect call.
+    #[serde(default)]
+    pub retpoline_call_cycles: Option<f64>,
     /// Hardware interrupt entry + IRET (or exception entry + ERET).
     pub interrupt_entry_cycles: u32,
     /// Sending one IPI (ICR write in x2APIC mode, or GIC SGI register write).

@@ -167,6 +167,9 @@ named_enum! {
         RefcountOps = "refcount_ops",
         /// Misses on kernel lines shared between CPUs outside the IPI path (kernel/shared_line.rs).
         SharedLineTransfers = "shared_line_transfers",
+        /// Cycles of recorded kernel-path work left out for the speculation mitigations the
+        /// kernel does not run (kernel/mitigations.rs), rounded per path run.
+        MitigationCyclesLeftOut = "mitigation_cycles_left_out",
     }
 }
 

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, OracleMode};
 use crate::machine::MachineProfile;
 use crate::params::{Params, Provenance};
-use crate::sim::{Clock, OwnedCounter, Stats, Time, TimeCategory};
+use crate::sim::{Clock, Counter, OwnedCounter, Stats, Time, TimeCategory};
 use crate::workload::kbuild::Make;
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::run::{Runner, Window};
@@ -250,10 +250,14 @@ fn done_simulations() -> &'static std::sync::Mutex<std::collections::HashMap<Str
 /// The build's kernel cycles per user cycle as `measured` on its machine under `defenses`,
 /// against the recorded (unhardened) job's: how much of the measured kernel time the
 /// modelled paths account for.
-/// The modelled kernel cycles per user cycle of `measured`, and the recording's.
+/// The modelled kernel cycles per user cycle of `measured`, and the recording's. The
+/// recording's mitigations the modelled kernel left out are put back (kernel/mitigations.rs):
+/// the share says what the modelled paths cover, not which mitigations a machine runs.
 fn kernel_per_user(measured: &Measured, profile: &JobProfile) -> (f64, f64) {
     let m = &measured.machine;
-    let modelled = measured.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9
+    let left_out = measured.window.tasks.counter(Counter::MitigationCyclesLeftOut) as f64;
+    let modelled = (measured.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9
+        + left_out)
         / measured.user_work_cycles;
     (modelled, profile.system_cycles() / profile.user_cycles())
 }
@@ -285,7 +289,7 @@ pub fn kernel_share_note(measured: &Measured, profile: &JobProfile, defenses: &s
         })
         .collect();
     format!(
-        "{}: the modelled kernel paths give {:.3} kernel cycles per user cycle {}, the unhardened recording {:.3} ({:.0}%); nothing is calibrated to close the gap. Largest shortfalls, ms per job at the recording's clock, modelled of recorded: {} (kharden run --workload kbuild prints every operation)",
+        "{}: the modelled kernel paths give {:.3} kernel cycles per user cycle {}, the unhardened recording {:.3} ({:.0}%); nothing is calibrated to close the gap. Largest shortfalls, ms per job at the recording's clock, modelled (without the recording's mitigations this kernel does not run) of recorded: {} (kharden run --workload kbuild prints every operation)",
         m.name,
         modelled,
         match defenses {

@@ -1,0 +1,228 @@
+//! The speculation mitigations in a recorded path's work, and which of them a simulated
+//! kernel runs (docs/design/footprints.md section 5).
+//!
+//! The recording host's kernel ran retpolines on every indirect call and SRSO's Safe RET
+//! return thunk on every return; both are in each path's measured latency and so in its
+//! work. A path's footprint counts its returns and indirect calls, the host's profile says
+//! what one of each costs there, and a kernel that did not run a mitigation runs its paths
+//! without that share of their work.
+
+use crate::machine::{Arch, MachineProfile};
+
+/// A mitigation a recording's kernel may have run on its paths (`kernel.speculation_mitigations`
+/// of a footprint file names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mitigation {
+    /// Every indirect call through a retpoline thunk (spectre_v2=retpoline).
+    Retpoline,
+    /// Every return through SRSO's Safe RET thunk (spec_rstack_overflow=safe-ret, AMD Zen 1-4).
+    SafeRet,
+}
+
+impl Mitigation {
+    pub const ALL: [Mitigation; 2] = [Mitigation::Retpoline, Mitigation::SafeRet];
+
+    /// Its name in a footprint file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mitigation::Retpoline => "retpoline",
+            Mitigation::SafeRet => "safe-ret",
+        }
+    }
+
+    pub fn named(name: &str) -> Option<Mitigation> {
+        Mitigation::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// What a simulated kernel runs of the recording's mitigations: the parameter
+/// `kernel.speculation_mitigations` names it in kebab case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelMitigations {
+    /// Decided by the machine: a profile `machine detect` wrote (it has `measured` readings)
+    /// describes a host running a current kernel, taken to run what the recording's ran; an
+    /// arm64 machine runs neither (they are x86 thunks); any other x86 machine runs
+    /// retpolines only, Linux's choice on Intel parts without enhanced IBRS from 4.15 on.
+    Auto,
+    /// Everything the recording's kernel ran.
+    Recorded,
+    /// Retpolines, no return thunk.
+    Retpoline,
+    /// Neither (mitigations=off, or a kernel of before 2018).
+    None,
+}
+
+impl KernelMitigations {
+    pub const WORDS: [&'static str; 4] = ["auto", "recorded", "retpoline", "none"];
+
+    pub fn named(word: &str) -> Option<KernelMitigations> {
+        let all = [
+            KernelMitigations::Auto,
+            KernelMitigations::Recorded,
+            KernelMitigations::Retpoline,
+            KernelMitigations::None,
+        ];
+        KernelMitigations::WORDS
+            .iter()
+            .position(|w| *w == word)
+            .map(|i| all[i])
+    }
+
+    /// Whether a kernel of this choice on `machine` runs `m` (when the recording ran it).
+    pub fn runs(self, m: Mitigation, machine: &MachineProfile) -> bool {
+        match self {
+            KernelMitigations::Auto if machine.measured.is_some() => true,
+            KernelMitigations::Auto if machine.arch == Arch::Aarch64 => false,
+            KernelMitigations::Auto => m == Mitigation::Retpoline,
+            KernelMitigations::Recorded => true,
+            KernelMitigations::Retpoline => m == Mitigation::Retpoline,
+            KernelMitigations::None => false,
+        }
+    }
+}
+
+/// The recording host's cycles of a path's work that each mitigation took, beyond the
+/// empty syscall's (whose own share a target charges as its syscall round trip).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct MitigationCycles {
+    pub retpoline: f64,
+    pub safe_ret: f64,
+}
+
+impl MitigationCycles {
+    pub fn of(&self, m: Mitigation) -> f64 {
+        match m {
+            Mitigation::Retpoline => self.retpoline,
+            Mitigation::SafeRet => self.safe_ret,
+        }
+    }
+
+    /// `work`, the recording host's cycles, less the mitigations a kernel of `choice` on
+    /// `machine` does not run.
+    pub fn work_without_unrun(
+        &self,
+        work: f64,
+        choice: KernelMitigations,
+        machine: &MachineProfile,
+    ) -> f64 {
+        let unrun: f64 = Mitigation::ALL
+            .into_iter()
+            .filter(|&m| !choice.runs(m, machine))
+            .map(|m| self.of(m))
+            .sum();
+        (work - unrun).max(0.0)
+    }
+}
+
+impl super::Kernel {
+    /// `work`, recording-host cycles of path `id`'s work, less the recording's mitigations
+    /// this kernel does not run (counted on `cpu` as left out).
+    pub(crate) fn work_on_this_kernel(
+        &mut self,
+        cpu: super::CpuId,
+        id: super::path::PathId,
+        work: f64,
+    ) -> f64 {
+        let kept = self.paths.get(id).mitigation_cycles.work_without_unrun(
+            work,
+            self.params.speculation_mitigations,
+            &self.machine,
+        );
+        let left_out = (work - kept).round() as u64;
+        if left_out > 0 {
+            self.cpus[cpu]
+                .stats
+                .add(crate::sim::Counter::MitigationCyclesLeftOut, left_out);
+        }
+        kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(name: &str) -> MachineProfile {
+        crate::machine::load(name).unwrap()
+    }
+
+    /// The seeds' Intel machines keep retpolines and lose Safe RET; the recording host, whose
+    /// profile has `machine detect` readings, keeps both; arm64 keeps neither.
+    #[test]
+    fn auto_runs_what_each_machines_kernel_ran() {
+        let auto = KernelMitigations::Auto;
+        let runs = |m: &str| {
+            let p = machine(m);
+            Mitigation::ALL.map(|x| auto.runs(x, &p))
+        };
+        assert_eq!(runs("xeon-platinum-8160"), [true, false]);
+        assert_eq!(runs(super::super::path::RECORDING_HOST), [true, true]);
+        assert_eq!(runs("thunderx2-cn9980-2s"), [false, false]);
+    }
+
+    #[test]
+    fn work_loses_only_what_the_kernel_does_not_run_and_never_goes_negative() {
+        let c = MitigationCycles {
+            retpoline: 30.0,
+            safe_ret: 100.0,
+        };
+        let intel = machine("xeon-platinum-8160");
+        assert_eq!(c.work_without_unrun(500.0, KernelMitigations::Auto, &intel), 400.0);
+        assert_eq!(c.work_without_unrun(500.0, KernelMitigations::Recorded, &intel), 500.0);
+        assert_eq!(c.work_without_unrun(500.0, KernelMitigations::None, &intel), 370.0);
+        assert_eq!(c.work_without_unrun(50.0, KernelMitigations::None, &intel), 0.0);
+    }
+
+    /// A getppid on the seeds' Skylake-SP runs its recorded work less its Safe RET returns
+    /// beyond the empty syscall's at the recording host's cost; told to run what the
+    /// recording ran, the whole of it.
+    #[test]
+    fn a_syscall_runs_without_the_safe_ret_its_kernel_does_not_run() {
+        use crate::kernel::footprint::Footprints;
+        use crate::kernel::{Kernel, OracleMode};
+        use crate::sim::TimeCategory;
+        let f = Footprints::builtin();
+        let returns = |p: &str| f.path(p).and_then(|p| p.returns).unwrap();
+        let host = machine(&f.kernel.host_machine);
+        let safe_ret = host.costs.return_thunk_cycles.unwrap()
+            * (returns("getppid") - returns(super::super::path::EMPTY_SYSCALL));
+        assert!(safe_ret > 0.0);
+        let kernel_time = |choice: &str| {
+            let params = crate::params::Params::linux()
+                .with("kernel.speculation_mitigations", choice)
+                .unwrap();
+            let mut k = Kernel::boot_with(
+                machine("xeon-platinum-8160"),
+                vec![],
+                &params,
+                OracleMode::Every,
+            );
+            let t = k.spawn("caller", None);
+            k.switch_to(0, t);
+            k.enter_user(0);
+            let spec = crate::kernel::syscall::lookup("getppid").unwrap();
+            k.syscall(0, &spec).unwrap();
+            let before = k.cpus[0].stats.time(TimeCategory::Kernel);
+            k.syscall(0, &spec).unwrap();
+            k.cpus[0].stats.time(TimeCategory::Kernel) - before
+        };
+        let (auto, recorded) = (kernel_time("auto"), kernel_time("recorded"));
+        let ghz = machine("xeon-platinum-8160").cpu.frequency_ghz;
+        let cycles = |t: crate::sim::Time| t.0 as f64 * 1e-3 * ghz;
+        assert!(
+            (cycles(recorded - auto) - safe_ret).abs() < 1.0,
+            "{} cycles apart, expected {safe_ret}",
+            cycles(recorded - auto)
+        );
+    }
+
+    #[test]
+    fn every_word_names_a_choice_and_a_mitigation_name_round_trips() {
+        for w in KernelMitigations::WORDS {
+            assert!(KernelMitigations::named(w).is_some(), "{w}");
+        }
+        for m in Mitigation::ALL {
+            assert_eq!(Mitigation::named(m.name()), Some(m));
+        }
+    }
+}

@@ -11,15 +11,54 @@ pub struct Canon {
     /// Some part could not write itself out (a defense that does not say what its state
     /// is): no two such states are taken for the same.
     opaque: bool,
+    /// Set by `checking`: the words are compared with an earlier state's as they come
+    /// instead of kept (a large machine's state is hundreds of megabytes of words).
+    against: Option<Box<Against>>,
+}
+
+/// An earlier state's words, how far the words written since have matched them, and
+/// whether one differed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Against {
+    earlier: Canon,
+    next: usize,
+    differs: bool,
 }
 
 impl Canon {
+    /// A state to be written out and compared with `earlier` word by word as it is
+    /// (`matches`), keeping none of its own.
+    pub fn checking(earlier: Canon) -> Canon {
+        Canon {
+            against: Some(Box::new(Against {
+                earlier,
+                next: 0,
+                differs: false,
+            })),
+            ..Canon::default()
+        }
+    }
+
     pub fn word(&mut self, w: u64) {
-        self.words.push(w);
+        match &mut self.against {
+            None => self.words.push(w),
+            Some(a) => {
+                a.differs |= a.earlier.words.get(a.next) != Some(&w);
+                a.next += 1;
+            }
+        }
     }
 
     pub fn words(&mut self, ws: impl IntoIterator<Item = u64>) {
-        self.words.extend(ws);
+        match &mut self.against {
+            None => self.words.extend(ws),
+            Some(a) => {
+                for w in ws {
+                    a.differs |= a.earlier.words.get(a.next) != Some(&w);
+                    a.next += 1;
+                }
+            }
+        }
     }
 
     /// A value through its Debug form: every field, whatever fields it has (for small
@@ -67,9 +106,22 @@ impl Canon {
         self.opaque = true;
     }
 
+    /// Gives back the room a kept state's words grew into beyond them.
+    pub fn shrink_to_fit(&mut self) {
+        self.words.shrink_to_fit();
+    }
+
     /// Whether two states are known to be alike.
     pub fn same(&self, other: &Canon) -> bool {
         !self.opaque && !other.opaque && self.words == other.words
+    }
+
+    /// For a state written out `checking` an earlier one: whether the two are known to be
+    /// alike (as `same` says of two kept states).
+    pub fn matches(&self) -> bool {
+        self.against.as_ref().is_some_and(|a| {
+            !self.opaque && !a.earlier.opaque && !a.differs && a.next == a.earlier.words.len()
+        })
     }
 }
 
@@ -86,6 +138,39 @@ mod tests {
         let mut c = Canon::default();
         c.ranks(&[9, 5, 7]);
         assert!(!a.same(&c));
+    }
+
+    #[test]
+    fn checking_an_earlier_state_matches_as_same_does() {
+        let write = |c: &mut Canon, ws: &[u64]| {
+            c.word(ws.len() as u64);
+            c.words(ws.iter().copied());
+            c.debug(&("a", 3));
+        };
+        let mut earlier = Canon::default();
+        write(&mut earlier, &[1, 2, 3]);
+        for (ws, alike) in [
+            (&[1, 2, 3][..], true),
+            (&[1, 2, 4][..], false),
+            (&[1, 2][..], false),
+            (&[1, 2, 3, 0][..], false),
+        ] {
+            let mut now = Canon::default();
+            write(&mut now, ws);
+            let mut checking = Canon::checking(earlier.clone());
+            write(&mut checking, ws);
+            assert_eq!(now.same(&earlier), alike, "{ws:?}");
+            assert_eq!(checking.matches(), alike, "{ws:?}");
+        }
+        // A state one word shorter that ends where the earlier one continues.
+        let mut checking = Canon::checking(earlier.clone());
+        checking.word(3);
+        assert!(!checking.matches());
+        let mut opaque = Canon::checking(earlier);
+        write(&mut opaque, &[1, 2, 3]);
+        opaque.opaque();
+        assert!(!opaque.matches());
+        assert!(!Canon::default().matches(), "nothing to check against");
     }
 
     #[test]

@@ -51,9 +51,11 @@ impl RecencyCache {
         hit.is_some()
     }
 
-    /// Tags in recency order are the whole state.
+    /// Tags in recency order are the whole state; two to a word (a 256 MiB LLC is 4 M
+    /// tags, and a probe keeps its state's words: kernel/steady.rs).
     pub(super) fn canon(&self, c: &mut crate::sim::Canon) {
-        c.words(self.tags.iter().map(|&t| t as u64));
+        let pair = |p: &[u32]| p[0] as u64 | (p.get(1).map_or(0, |&t| t as u64) << 32);
+        c.words(self.tags.chunks(2).map(pair));
     }
 
     pub(super) fn clear(&mut self) {

@@ -40,6 +40,9 @@ enum Command {
     Trace(cmd::trace::TraceArgs),
     /// Replay a recorded trace on a machine model.
     Replay(cmd::replay::Args),
+    /// How far a replay of a command can be trusted here: the command untraced, recorded and
+    /// replayed on a profile of this host, side by side.
+    Validate(cmd::validate::Args),
     /// Refcount implementations: native benchmark (LKDTM style).
     Refcount(cmd::refcount::Args),
     /// KVM: a native CR0.WP toggle benchmark through /dev/kvm beside the model.
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Record(args) => cmd::trace::record(args),
         Command::Trace(args) => cmd::trace::trace(args),
         Command::Replay(args) => cmd::replay::run(args),
+        Command::Validate(args) => cmd::validate::run(args),
         Command::Kvm(args) => cmd::kvm::run(args),
         Command::Kernel(args) => cmd::kernel::run(args),
     };

@@ -696,3 +696,58 @@ fn run_takes_its_kernel_paths_from_the_footprints_given() {
         assert_one_line_error(&[SYSCALL_LOOP, &["--footprints", file]].concat(), says);
     }
 }
+
+/// `--workload fio-randread`: deterministic JSON with the reads and IOPS, options checked.
+#[test]
+fn fio_randread_runs_and_refuses_what_does_not_apply() {
+    let args = [
+        "run",
+        "--machine",
+        "haswell-i7-4770",
+        "--workload",
+        "fio-randread",
+        "--defense",
+        "asi:prototype",
+        "--jobs",
+        "2",
+        "--window-ms",
+        "1",
+        "--json",
+    ];
+    let a = kharden(&args);
+    assert_eq!(a.status.code(), Some(0), "{}", stderr(&a));
+    assert_eq!(a.stdout, kharden(&args).stdout, "same inputs, same output");
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert!(
+        v["ios"].as_u64().unwrap() > 0 && v["iops"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    assert!(
+        v["stats"]["counters.asi_ephmap_copies"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "fio-randread",
+            "--syscall",
+            "getppid",
+        ],
+        "--syscall: applies to syscall-loop",
+    );
+    assert_one_line_error(
+        &[
+            "run",
+            "--machine",
+            "haswell-i7-4770",
+            "--workload",
+            "fio-randread",
+            "--jobs",
+            "64",
+        ],
+        "jobs: expected 1..8",
+    );
+}

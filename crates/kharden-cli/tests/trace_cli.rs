@@ -54,7 +54,7 @@ fn valid_trace(path: &Path) -> Vec<u8> {
             },
         ),
         (1, Op::SwitchIn { cpu: 0 }),
-        (2, Op::SysEnter { nr: 60 }),
+        (2, Op::sys_enter(60)),
         (3, Op::SwitchOut { state: 0x10 }),
         (3, Op::Exit),
     ] {
@@ -90,11 +90,11 @@ fn bad_traces_give_one_line_errors() {
     );
 
     let mut v = bytes.clone();
-    v[8] = 3;
+    v[8] = 4;
     std::fs::write(p("version.trace"), &v).unwrap();
     fails_with(
         &["trace", "stats", &p("version.trace")],
-        "trace format version 3 is not supported",
+        "trace format version 4 is not supported",
     );
     // Version 1 (no checksums) is no longer read, and says what to do.
     v[8] = 1;

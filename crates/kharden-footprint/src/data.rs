@@ -70,7 +70,10 @@ pub fn objects(path: &str) -> Vec<&'static str> {
     let groups: &[&[&str]] = match path {
         "rt_sigaction" => &[ENTRY, &["sighand_struct"]],
         "lseek" | "read-1" | "read-8k" | "write-1" | "fcntl" | "close" => &[ENTRY, FD],
-        "read-4k-file" | "write-4k-file" | "pread64-4k" | "pwrite64-4k" => &[ENTRY, FD, PAGE_CACHE],
+        "read-4k-file" | "write-4k-file" | "pread64-4k" | "pwrite64-4k" | "read-4k-tmpfs"
+        | "write-4k-tmpfs" | "read-pipe-4k" | "write-pipe-4k" => &[ENTRY, FD, PAGE_CACHE],
+        "openat-1" | "newfstatat-1" | "openat-enoent" => &[ENTRY, FD, LOOKUP],
+        "getdents64-small" | "getdents64-large" => &[ENTRY, FD, &["dentry", "inode"]],
         "open-close" | "openat" | "newfstatat" | "access" | "readlink" | "getcwd" => {
             &[ENTRY, FD, LOOKUP]
         }

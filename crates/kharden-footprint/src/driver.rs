@@ -9,6 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 mod seed002;
+mod variants;
 
 /// Runs loops and keeps their windows.
 pub struct Driver {
@@ -143,6 +144,21 @@ pub const SCENARIOS: &[Scenario] = &[
         name: "mmap-locked",
         paths: &["mmap-locked"],
         run: seed002::mmap_locked,
+    },
+    Scenario {
+        name: "variants",
+        paths: &[
+            "write-pipe-4k",
+            "read-pipe-4k",
+            "read-4k-tmpfs",
+            "write-4k-tmpfs",
+            "openat-1",
+            "newfstatat-1",
+            "openat-enoent",
+            "getdents64-small",
+            "getdents64-large",
+        ],
+        run: variants::variants,
     },
 ];
 

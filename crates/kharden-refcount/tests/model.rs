@@ -71,7 +71,10 @@ fn the_fast_checks_run_in_the_shadow_of_the_exclusive_pair() {
         let r = m(imp);
         for t in [r.inc, r.dec] {
             assert_eq!(t.bound(), "chain", "{imp:?}: {t:?}");
-            assert!(t.cycles > pair - 1e-6 && t.cycles < pair + 2.0, "{imp:?}: {t:?}");
+            assert!(
+                t.cycles > pair - 1e-6 && t.cycles < pair + 2.0,
+                "{imp:?}: {t:?}"
+            );
         }
     }
 }

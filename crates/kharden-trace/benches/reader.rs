@@ -53,10 +53,12 @@ fn synthetic() -> Vec<u8> {
             },
             58..=75 => Op::SysEnter {
                 nr: ((x >> 32) % 64) as u32,
+                args: [3, 0x7ffd_0000_0000 + (x >> 48), 4096, 0, 0, 0],
             },
             76..=93 => Op::SysExit {
                 nr: ((x >> 32) % 64) as u32,
                 ret: ((x >> 40) % 4096) as i64,
+                target: kharden_trace::format::Target::of(kharden_trace::format::FdKind::File),
             },
             94..=96 => Op::TlbFlush {
                 cpu: 0,

@@ -69,22 +69,14 @@ fn synthetic(path: &std::path::Path) -> u64 {
                     },
                 );
             } else {
-                put(&mut w, t, tid, Op::SysEnter { nr: 0 });
+                put(&mut w, t, tid, Op::sys_enter(0));
                 t += 500;
-                put(&mut w, t, tid, Op::SysExit { nr: 0, ret: 4096 });
+                put(&mut w, t, tid, Op::sys_exit(0, 4096));
             }
         }
         put(&mut w, t, tid, Op::Exit);
-        put(&mut w, t, 1, Op::SysEnter { nr: 61 });
-        put(
-            &mut w,
-            t + 10,
-            1,
-            Op::SysExit {
-                nr: 61,
-                ret: tid as i64,
-            },
-        );
+        put(&mut w, t, 1, Op::sys_enter(61));
+        put(&mut w, t + 10, 1, Op::sys_exit(61, tid as i64));
     }
     put(&mut w, t + 100, 1, Op::Exit);
     w.finish().unwrap();

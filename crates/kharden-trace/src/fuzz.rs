@@ -78,7 +78,7 @@ pub fn kernel_footprint(data: &[u8]) -> Result<(), String> {
 /// Bytes as an experiment file: the entry checks and the parse of either kind (not the run).
 pub fn experiment_file(data: &[u8]) -> Result<(), String> {
     use kharden::experiment::{
-        flush_range, kbuild_table, kvm_table, syscall_table, text_replication, validate,
+        asi_table, flush_range, kbuild_table, kvm_table, syscall_table, text_replication, validate,
     };
     let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
     let place = "fuzz.toml";
@@ -87,7 +87,9 @@ pub fn experiment_file(data: &[u8]) -> Result<(), String> {
         .lines()
         .find_map(|l| l.trim().strip_prefix("kind = "))
         .unwrap_or("");
-    let parsed = if kind.contains("kbuild") {
+    let parsed = if kind.contains("asi") {
+        asi_table::parse(place, text).map(|_| ())
+    } else if kind.contains("kbuild") {
         kbuild_table::parse(place, text).map(|_| ())
     } else if kind.contains("kvm") {
         kvm_table::parse(place, text).map(|_| ())

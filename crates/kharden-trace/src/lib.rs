@@ -6,6 +6,7 @@
 //! switch in/out, migration, syscalls, page allocations and frees, TLB flushes, page faults),
 //! so a replayer can demultiplex it by tid into one stream of operations per task.
 
+pub mod calibrate;
 pub mod format;
 #[doc(hidden)]
 pub mod fuzz;

@@ -187,7 +187,7 @@ impl Deriver {
                     return;
                 };
                 match op {
-                    Op::SysEnter { nr } => {
+                    Op::SysEnter { nr, .. } => {
                         j.syscalls += 1;
                         *j.sys_by_nr.entry(*nr).or_default() += 1;
                     }
@@ -268,7 +268,7 @@ pub fn derive(files: &[PathBuf]) -> Result<Profile> {
         let mut last = 0;
         while let Some(e) = r.next() {
             let e = e?;
-            if let Op::SysEnter { nr } = e.op {
+            if let Op::SysEnter { nr, .. } = e.op {
                 if let (std::collections::hash_map::Entry::Vacant(v), Some(n)) =
                     (d.sys_names.entry(nr), r.syscall_name(nr))
                 {
@@ -485,7 +485,7 @@ mod tests {
                 },
             ),
             ev(6, 3, Op::SwitchIn { cpu: 0 }),
-            ev(7, 3, Op::SysEnter { nr: 0 }),
+            ev(7, 3, Op::sys_enter(0)),
             ev(
                 8,
                 3,

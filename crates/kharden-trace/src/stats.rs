@@ -131,7 +131,7 @@ impl StatsBuilder {
                 }
             }
             Op::Migrate { .. } => s.migrations += 1,
-            Op::SysEnter { nr } => {
+            Op::SysEnter { nr, .. } => {
                 s.syscalls += 1;
                 *self.sys_by_nr.entry(*nr).or_default() += 1;
             }

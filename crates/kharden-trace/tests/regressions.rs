@@ -78,8 +78,8 @@ fn many_live_tasks_replay_without_running_out_of_descriptors() {
         put(tid as u64, tid, Op::SwitchIn { cpu: tid % 4 });
     }
     for tid in 2..1502 {
-        put(100_000, tid, Op::SysEnter { nr: 39 });
-        put(100_500, tid, Op::SysExit { nr: 39, ret: 0 });
+        put(100_000, tid, Op::sys_enter(39));
+        put(100_500, tid, Op::sys_exit(39, 0));
     }
     for tid in 2..1502 {
         put(200_000, tid, Op::SwitchOut { state: 0x10 });

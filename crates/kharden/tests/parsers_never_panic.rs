@@ -66,6 +66,14 @@ proptest! {
     }
 
     #[test]
+    fn asi_experiment_files(text in mutated(experiment::source_text("asi").unwrap())) {
+        if let Err(e) = experiment::asi_table::parse("e.toml", &text) {
+            prop_assert!(e.to_string().starts_with("e.toml: "));
+            prop_assert!(!e.to_string().contains('\n'));
+        }
+    }
+
+    #[test]
     fn cpuid_dumps(text in mutated("CPUID Registers (CPU #1):
 CPUID 00000000: 0000000B-756E6547-6C65746E-49656E69
 CPUID 00000002: 61B3A001-0000FFC2-00000000-00000000

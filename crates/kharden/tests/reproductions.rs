@@ -84,3 +84,21 @@ fn evict_fault_rows() {
     // 12 rows, 2 fitted (the recording host's LLC and DRAM miss overlaps).
     check("evict-fault", 2);
 }
+
+#[test]
+fn asi_rows() {
+    // One fit, the build's size (to the ASI-off build); every ASI row is a mechanism row
+    // judged by what it adds over its baseline.
+    let rep = check("asi", 1);
+    let mechanism = rep.rows.iter().filter(|r| r.added.is_some()).count();
+    assert_eq!(mechanism, 4, "ASI-on rows judged by their added cost");
+    assert!(rep
+        .rows
+        .iter()
+        .filter(|r| r.added.is_some())
+        .all(|r| !r.fitted && r.derived.is_none()));
+    assert!(
+        rep.notes.iter().any(|n| n.starts_with("not modelled")),
+        "the guest build is reported as not modelled"
+    );
+}

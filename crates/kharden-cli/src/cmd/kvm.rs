@@ -269,7 +269,7 @@ fn bench(toggles: u32, exits: u64, name: &str) -> Result<()> {
             );
             let root = kharden::arch::x86::Pfn(1);
             mmu.load(root, &c);
-            let owned = v == Variant::GuestOwnedWp && f.direct();
+            let owned = v.guest_owns_wp(f, hw.flavour);
             let mut cycles = if owned {
                 0.0
             } else {

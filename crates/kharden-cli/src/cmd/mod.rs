@@ -14,3 +14,4 @@ pub mod run;
 pub mod sweep;
 pub mod sweep_file;
 pub mod trace;
+pub mod validate;

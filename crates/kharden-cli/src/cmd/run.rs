@@ -36,13 +36,14 @@ pub struct Args {
     /// same result: kernel/steady.rs).
     #[arg(long)]
     exact: bool,
-    /// kbuild: parallel jobs (make -jN); default: one per hardware thread.
+    /// kbuild: parallel jobs (make -jN); default: one per hardware thread. fio-randread:
+    /// fio jobs (numjobs) [default: 1]
     #[arg(long)]
     jobs: Option<u32>,
-    /// kbuild: simulated warm-up before measuring, milliseconds [default: 4]
+    /// kbuild, fio-randread: simulated warm-up before measuring, milliseconds [default: 4, fio-randread 1]
     #[arg(long)]
     warmup_ms: Option<f64>,
-    /// kbuild: simulated measurement window, milliseconds [default: 24]
+    /// kbuild, fio-randread: simulated measurement window, milliseconds [default: 24, fio-randread 4]
     #[arg(long)]
     window_ms: Option<f64>,
     #[command(flatten)]
@@ -108,8 +109,8 @@ impl Args {
                 first(&[("--exact", self.exact)]),
             ),
             (
-                w == "kbuild",
-                "kbuild",
+                w == "kbuild" || w == "fio-randread",
+                "kbuild and fio-randread",
                 first(&[
                     ("--jobs", self.jobs.is_some()),
                     ("--warmup-ms", self.warmup_ms.is_some()),
@@ -180,6 +181,9 @@ pub fn run(args: Args) -> Result<()> {
     }
     if args.workload == "kernel-op" {
         return run_kernel_op(&args, &m, &params, &overrides);
+    }
+    if args.workload == "fio-randread" {
+        return run_fio(&args, &m, &params, &overrides);
     }
     kharden::workload::bounds::syscall_loop(args.loops(), args.iterations())?;
     let _ = args.seed; // the syscall loop makes no random choices
@@ -416,6 +420,52 @@ fn run_kbuild(
         total / (profile.system_seconds * 1e3)
     );
     println!("  (the recording puts a context switch in the operation that blocked, the model in context-switch)");
+    Ok(())
+}
+
+/// `--workload fio-randread`: fio's 4 KiB random reads of a tmpfs file, one process per job.
+fn run_fio(
+    args: &Args,
+    m: &kharden::machine::MachineProfile,
+    params: &Params,
+    overrides: &Overrides,
+) -> Result<()> {
+    let jobs = args.jobs.unwrap_or(1);
+    let (warmup_ms, window_ms) = (args.warmup_ms.unwrap_or(1.0), args.window_ms.unwrap_or(4.0));
+    let r = kharden::workload::fio::simulate(
+        m,
+        &args.defense,
+        super::defenses::EXTENSIONS,
+        jobs,
+        warmup_ms,
+        window_ms,
+        params,
+    )?;
+    let w = &r.window;
+    if args.json {
+        let v = serde_json::json!({
+            "machine": m.name, "workload": "fio-randread", "jobs": jobs, "defense": args.defense,
+            "window_s": w.elapsed.secs(), "ios": r.ios, "iops": r.iops,
+            "user_s": w.tasks.user_time().secs(), "system_s": w.tasks.system_time().secs(),
+            "stats": w.tasks, "set": overrides.to_json(), "params": params.to_json(),
+        });
+        return print_json(&v);
+    }
+    println!(
+        " Simulation stats for fio-randread ({jobs} job{}) on {} with {}, {:.1} ms window:\n",
+        if jobs == 1 { "" } else { "s" },
+        m.name,
+        args.defense,
+        w.elapsed.secs() * 1e3
+    );
+    print_stats(&w.tasks, w.elapsed.secs() * jobs as f64, r.ios as f64, "io");
+    println!(
+        "\n{:>16} reads in {:.6} s: {:.0} IOPS ({:.1} ns per read per job)",
+        r.ios,
+        w.elapsed.secs(),
+        r.iops,
+        w.elapsed.secs() * 1e9 * jobs as f64 / r.ios as f64
+    );
     Ok(())
 }
 

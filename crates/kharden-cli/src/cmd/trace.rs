@@ -23,6 +23,15 @@ pub struct RecordArgs {
     /// Record syscall, kmem and fault events system-wide instead of in the command's cgroup.
     #[arg(long)]
     no_cgroup: bool,
+    /// Skip measuring the recorder's own cost first (a loop of an empty syscall and of page
+    /// faults, untraced and traced), which a replay takes out of the intervals.
+    #[arg(long)]
+    no_calibrate: bool,
+    /// Run the command N more times without perf afterwards and keep their times in the
+    /// trace (only for a command that does the same work every time: not a make that has
+    /// built its targets).
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
+    untraced_runs: u32,
     /// The command to record and its arguments (after `--` where they start with a dash).
     #[arg(trailing_var_arg = true, required = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -74,6 +83,9 @@ enum TraceAction {
         #[arg(long, value_name = "TEXT")]
         note: Vec<String>,
     },
+    /// The recorder's calibration loop (record runs it, untraced and traced).
+    #[command(hide = true)]
+    CalibrateLoop { output: PathBuf },
     /// Print a trace's metadata and its events, one a line.
     Dump {
         file: PathBuf,
@@ -109,6 +121,10 @@ pub fn record(args: RecordArgs) -> Result<()> {
         force: args.force,
         mmap_pages: args.mmap_pages,
         cgroup_filter: !args.no_cgroup,
+        calibrate: (!args.no_calibrate).then(calibration_command).transpose()?,
+        untraced_runs: args.untraced_runs,
+        quiet: false,
+        nice: None,
     };
     let s = perf::record(&opts)?;
     eprintln!(
@@ -136,6 +152,27 @@ pub fn record(args: RecordArgs) -> Result<()> {
             Some(c) => format!("; the command exited with status {c}"),
         }
     );
+    if let Some(t) = &s.tracer {
+        eprintln!(
+            "kharden: the recorder's own cost here: {:.0} ns in each syscall's kernel interval, {:.0} ns in the user time around it (entry and exit code included), {:.0} ns per other event",
+            t.syscall_kernel_ns, t.syscall_user_ns, t.event_ns
+        );
+    }
+    let f = s.convert.fds;
+    if f.opens > 0 {
+        eprintln!(
+            "kharden: descriptors: {} of {} opens matched to the watch of opens{}; {} of {} descriptor uses of unknown kind",
+            f.opens_matched,
+            f.opens,
+            if f.opens_mismatched > 0 {
+                format!(" ({} out of step)", f.opens_mismatched)
+            } else {
+                String::new()
+            },
+            f.unknown_uses,
+            f.uses
+        );
+    }
     // Exit as the recorded command did (perf passes its status on), like `time` does.
     match s.command_status {
         Some(0) | None => Ok(()),
@@ -143,8 +180,20 @@ pub fn record(args: RecordArgs) -> Result<()> {
     }
 }
 
+/// The command that runs the calibration loop: this kharden's hidden `trace calibrate-loop`.
+pub fn calibration_command() -> Result<Vec<String>> {
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::new(format!("record: cannot find this kharden binary: {e}")))?;
+    Ok(vec![
+        exe.display().to_string(),
+        "trace".into(),
+        "calibrate-loop".into(),
+    ])
+}
+
 pub fn trace(args: TraceArgs) -> Result<()> {
     match args.action {
+        TraceAction::CalibrateLoop { output } => kharden_trace::calibrate::run_loop(&output),
         TraceAction::Stats { file, json } => {
             let r = kharden_trace::open(&file)?;
             let s = stats::compute(r)?;
@@ -165,7 +214,14 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             output,
             perf_pid,
         } => {
-            let s = perf::convert(&perf_data, &output, true, perf_pid, &[])?;
+            let s = perf::convert(
+                &perf_data,
+                &output,
+                true,
+                perf_pid,
+                &[],
+                &perf::Beside::default(),
+            )?;
             eprintln!(
                 "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired",
                 s.perf_samples,

@@ -7,11 +7,14 @@
 //!
 //! Files: block.rs (checksummed framing), writer.rs and reader.rs (the header and the record
 //! loop), then one file per family of record types, each holding that family's encoding and
-//! decoding with its semantic checks: task.rs, sched.rs, syscall.rs, memory.rs.
+//! decoding with its semantic checks: task.rs, sched.rs, syscall.rs, memory.rs; what a
+//! recording knows beyond its events (the tracer's own cost, the untraced runs, descriptor
+//! kinds) is in record_meta.rs.
 
 mod block;
 mod memory;
 mod reader;
+mod record_meta;
 mod sched;
 mod syscall;
 mod task;
@@ -20,14 +23,20 @@ mod writer;
 
 pub use block::MAX_BLOCK_BYTES;
 pub use reader::{TraceError, TraceReader};
+pub use record_meta::{CpuSamples, FdKind, Target, TracerCost, Untraced, UntracedRun};
 pub use writer::TraceWriter;
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 pub const MAGIC: &[u8; 8] = b"KHTRACE\0";
-/// Version 2 added the metadata checksum and checksummed blocks; version 1 is refused.
-pub const VERSION: u16 = 2;
+/// The version written. Version 3 added the syscall arguments to SysEnter and the kind of
+/// the descriptor a syscall used to SysExit; version 2 (the same records without them) is
+/// still read, its syscalls with no arguments and unknown descriptors. Version 2 added the
+/// metadata checksum and checksummed blocks; version 1 is refused.
+pub const VERSION: u16 = 3;
+/// The oldest version read.
+pub const OLDEST_READ: u16 = 2;
 
 /// Limits a reader enforces so that no input can make it allocate without bound.
 pub const MAX_META_BYTES: u32 = 1 << 20;
@@ -113,6 +122,21 @@ pub struct Meta {
     /// How GFP flags were decoded into classes (bit positions, and where they came from).
     #[serde(default)]
     pub gfp_bits: String,
+    /// The recorder's own cost on the recording host, measured when the trace was recorded
+    /// (None: not measured; a replay then takes the intervals as recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracer: Option<TracerCost>,
+    /// The command run without tracepoints: what a replay on the recording host should
+    /// give back (None: not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untraced: Option<Untraced>,
+    /// The recording's cpu-clock samples of the command by mode (None: not sampled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_samples: Option<CpuSamples>,
+    /// How the kinds of the descriptors syscalls used were found (FORMAT.md, "Descriptor
+    /// kinds"); empty when they were not.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fd_kinds: String,
 }
 
 /// The allocation classes the simulator's page allocator knows (FORMAT.md, "GFP classes").
@@ -207,12 +231,18 @@ pub enum Op {
         from: u32,
         to: u32,
     },
+    /// `raw_syscalls:sys_enter`: the syscall's number and its six arguments (all zero in a
+    /// version 2 trace).
     SysEnter {
         nr: u32,
+        args: [u64; 6],
     },
+    /// `raw_syscalls:sys_exit`: its return value, and what its descriptor referred to (the
+    /// descriptor argument's, or for a call that makes one, the new descriptor's).
     SysExit {
         nr: u32,
         ret: i64,
+        target: Target,
     },
     /// Pages allocated in the task's context (`kmem:mm_page_alloc`): 2^order pages at `pfn`.
     PageAlloc {
@@ -242,6 +272,22 @@ pub enum Op {
     Lost {
         count: u64,
     },
+}
+
+impl Op {
+    /// A SysEnter whose arguments do not matter.
+    pub fn sys_enter(nr: u32) -> Op {
+        Op::SysEnter { nr, args: [0; 6] }
+    }
+
+    /// A SysExit whose descriptor is unknown.
+    pub fn sys_exit(nr: u32, ret: i64) -> Op {
+        Op::SysExit {
+            nr,
+            ret,
+            target: Target::default(),
+        }
+    }
 }
 
 /// One record of a trace. `time_ns` counts from the trace's start (`Meta::base_time_ns`).

@@ -3,7 +3,7 @@
 //! tasks, the string table and one block.
 
 use super::block::{read_block, read_full, BlockError};
-use super::{op, op_name, Event, Meta, Op, MAGIC, MAX_CPU, MAX_META_BYTES, VERSION};
+use super::{op, op_name, Event, Meta, Op, MAGIC, MAX_CPU, MAX_META_BYTES, OLDEST_READ, VERSION};
 use super::{MAX_LOST_TOTAL, MAX_STRING_BYTES, MAX_STRING_TABLE_BYTES, MAX_TIME_NS};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -50,12 +50,12 @@ impl fmt::Display for TraceError {
                 f,
                 "{name}: not a kharden trace (bad magic; expected \"KHTRACE\\0\")"
             ),
-            TraceError::Version { name, found } if *found < VERSION => write!(
+            TraceError::Version { name, found } if *found < OLDEST_READ => write!(
                 f,
-                "{name}: trace format version {found} is no longer read (this kharden reads version {VERSION}, which adds checksums); record it again or re-run 'kharden trace convert' on its perf.data"
+                "{name}: trace format version {found} is no longer read (this kharden reads versions {OLDEST_READ} to {VERSION}; version 2 added checksums); record it again or re-run 'kharden trace convert' on its perf.data"
             ),
             TraceError::Version { name, found } => {
-                write!(f, "{name}: trace format version {found} is not supported (this kharden reads version {VERSION})")
+                write!(f, "{name}: trace format version {found} is not supported (this kharden reads versions {OLDEST_READ} to {VERSION}); a newer kharden wrote it")
             }
             TraceError::Truncated { name, offset, what } => {
                 write!(f, "{name}: truncated at byte {offset} (inside {what})")
@@ -86,6 +86,8 @@ pub(super) struct Task {
 pub struct TraceReader<R: Read> {
     name: String,
     input: R,
+    /// The file's format version (OLDEST_READ..=VERSION).
+    pub(super) version: u16,
     pub(super) buf: Vec<u8>,
     pub(super) pos: usize,
     pub(super) end: usize,
@@ -118,6 +120,7 @@ impl<R: Read> TraceReader<R> {
         let mut r = TraceReader {
             name: name.to_string(),
             input,
+            version: VERSION,
             buf: Vec::new(),
             pos: 0,
             end: 0,
@@ -157,12 +160,13 @@ impl<R: Read> TraceReader<R> {
             return Err(r.truncated_at(8));
         }
         let version = u16::from_le_bytes([fixed[0], fixed[1]]);
-        if version != VERSION {
+        if !(OLDEST_READ..=VERSION).contains(&version) {
             return Err(TraceError::Version {
                 name: r.name.clone(),
                 found: version,
             });
         }
+        r.version = version;
         let len = u32::from_le_bytes(fixed[2..].try_into().unwrap());
         if len > MAX_META_BYTES {
             return Err(r.malformed(format!(
@@ -195,6 +199,11 @@ impl<R: Read> TraceReader<R> {
 
     pub fn meta(&self) -> &Meta {
         &self.meta
+    }
+
+    /// The file's format version.
+    pub fn version(&self) -> u16 {
+        self.version
     }
 
     /// The name of syscall `nr` as the trace recorded it.

@@ -71,7 +71,10 @@ pub(crate) fn sample_events() -> Vec<Event> {
         Event {
             time_ns: 20,
             tid: 100,
-            op: Op::SysEnter { nr: 57 },
+            op: Op::SysEnter {
+                nr: 57,
+                args: [3, 0, 0x7ffd_1234_5678, 1 << 40, 0, u64::MAX],
+            },
         },
         Event {
             time_ns: 21,
@@ -85,12 +88,19 @@ pub(crate) fn sample_events() -> Vec<Event> {
         Event {
             time_ns: 22,
             tid: 100,
-            op: Op::SysExit { nr: 57, ret: 101 },
+            op: Op::SysExit {
+                nr: 57,
+                ret: 101,
+                target: Target {
+                    kind: FdKind::File,
+                    depth: 4,
+                },
+            },
         },
         Event {
             time_ns: 23,
             tid: 100,
-            op: Op::SysExit { nr: 0, ret: -2 },
+            op: Op::sys_exit(0, -2),
         },
         Event {
             time_ns: 30,
@@ -247,7 +257,7 @@ fn errors_are_one_line_and_name_the_offset() {
     v2[8] = 9;
     assert_eq!(
         err(&v2),
-        "f.kht: trace format version 9 is not supported (this kharden reads version 2)"
+        "f.kht: trace format version 9 is not supported (this kharden reads versions 2 to 3); a newer kharden wrote it"
     );
     let cut = &bytes[..bytes.len() - 5];
     let m = err(cut);
@@ -299,4 +309,74 @@ fn every_bit_flip_is_detected() {
             assert!(!ok, "flip of bit {bit} of byte {i} read as a valid trace");
         }
     }
+}
+
+/// A version 2 trace (the committed fuzz seed, recorded before syscall arguments and
+/// descriptor kinds) still reads: its syscalls have no arguments and unknown descriptors.
+#[test]
+fn version_2_traces_still_read() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/seeds/trace_reader/true.trace");
+    let r = open(&path).unwrap();
+    assert_eq!(r.version(), 2);
+    let events: Vec<Event> = r.collect::<Result<_, _>>().unwrap();
+    let exits = events
+        .iter()
+        .filter(|e| match &e.op {
+            Op::SysExit { target, .. } => {
+                assert_eq!(*target, Target::default());
+                true
+            }
+            Op::SysEnter { args, .. } => {
+                assert_eq!(*args, [0; 6]);
+                false
+            }
+            _ => false,
+        })
+        .count();
+    assert!(exits > 10, "{exits} syscalls");
+    // Written again, it is a version 3 trace with the same events.
+    let again = encode(&events);
+    assert_eq!(u16::from_le_bytes([again[8], again[9]]), VERSION);
+    let back: Vec<Event> = TraceReader::new(&again[..], "v3")
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(back, events);
+}
+
+/// A version 3 SysEnter whose mask names a seventh argument, or writes a zero one, and a
+/// SysExit with an unknown descriptor kind, are malformed.
+#[test]
+fn bad_syscall_records_are_refused() {
+    let bytes = encode(&sample_events()[..1]);
+    let err = |payload: &[u8]| {
+        TraceReader::new(&with_records(&bytes, payload)[..], "f")
+            .unwrap()
+            .find_map(|e| e.err())
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    // TaskNew of tid 1 in slot 0 (comm: string 0), then the record under test.
+    let mut head = vec![op::STR_DEF, 1, b'x', op::TASK_NEW, 0, 0, 1, 1, 0, 0];
+    let mut enter = head.clone();
+    enter.extend([op::SYS_ENTER, 0, 0, 1, 0x40]);
+    assert!(
+        err(&enter).contains("names more than six arguments"),
+        "{}",
+        err(&enter)
+    );
+    let mut zero = head.clone();
+    zero.extend([op::SYS_ENTER, 0, 0, 1, 0x01, 0]);
+    assert!(
+        err(&zero).contains("argument 0 is written but zero"),
+        "{}",
+        err(&zero)
+    );
+    head.extend([op::SYS_EXIT, 0, 0, 1, 0, 99, 0]);
+    assert!(
+        err(&head).contains("unknown descriptor kind 99"),
+        "{}",
+        err(&head)
+    );
 }

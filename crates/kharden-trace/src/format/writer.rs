@@ -123,8 +123,8 @@ impl<W: Write> TraceWriter<W> {
             Op::SwitchIn { cpu } => self.put_switch_in(t, tid, *cpu)?,
             Op::SwitchOut { state } => self.put_switch_out(t, tid, *state)?,
             Op::Migrate { from, to } => self.put_migrate(t, tid, *from, *to)?,
-            Op::SysEnter { nr } => self.put_sys_enter(t, tid, *nr)?,
-            Op::SysExit { nr, ret } => self.put_sys_exit(t, tid, *nr, *ret)?,
+            Op::SysEnter { nr, args } => self.put_sys_enter(t, tid, *nr, args)?,
+            Op::SysExit { nr, ret, target } => self.put_sys_exit(t, tid, *nr, *ret, *target)?,
             Op::PageAlloc {
                 pfn,
                 order,

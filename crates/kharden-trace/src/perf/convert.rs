@@ -2,19 +2,29 @@
 //! its records in order, following the workload's process tree and handing each tracepoint
 //! sample to its family's handler (sched.rs, syscalls.rs, kmem.rs, tlb.rs, fault.rs).
 
+use super::fds::{self, Descriptors, FdTables};
 use super::syscalls::syscall_names;
 use super::tracepoint::{format_from_tracefs, format_from_tracing_data, kind_of, Kind, Layout};
 use super::ConvertSummary;
-use crate::format::{Event, Meta, Op, TraceWriter};
+use crate::format::{Event, Meta, Op, TraceWriter, TracerCost, Untraced};
 use crate::gfp::GfpBits;
 use crate::scratch::Output;
 use kharden::{Error, Result};
 use linux_perf_data::linux_perf_event_reader::{EventRecord, SampleRecord};
 use linux_perf_data::{Feature, PerfFile, PerfFileReader, PerfFileRecord};
 use std::collections::{HashMap, HashSet};
-use std::io::{self, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::sync::Arc;
+
+/// What a recording knew beside perf.data: the command's descriptors, the recorder's own
+/// cost, the untraced runs (all empty for a conversion of someone else's perf.data).
+#[derive(Debug, Clone, Default)]
+pub struct Beside {
+    pub descriptors: Descriptors,
+    pub tracer: Option<TracerCost>,
+    pub untraced: Option<Untraced>,
+}
 
 /// Converts `perf_data` into a kharden trace at `out`, keeping the process tree of the
 /// workload perf started (the task perf named `perf-exec`; with `perf_pid`, the one whose
@@ -25,22 +35,28 @@ pub fn convert(
     overwrite: bool,
     perf_pid: Option<u32>,
     command: &[String],
+    beside: &Beside,
 ) -> Result<ConvertSummary> {
     let name = perf_data.display().to_string();
     let perr = |e: &dyn std::fmt::Display| Error::at(&name, format!("cannot parse perf.data: {e}"));
-    let file = std::fs::File::open(perf_data)
-        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
+    } = super::open_perf_data(perf_data)?;
     let tracepoints = Tracepoints::read(&perf_file, &name)?;
     let base = perf_file
         .sample_time_range()
         .ok()
         .flatten()
         .map_or(0, |r| r.first_sample_time);
-    let meta = meta(&perf_file, &tracepoints, base, command);
+    let arch = perf_file.arch().ok().flatten().unwrap_or("").to_string();
+    let names = syscall_names(&arch);
+    let pre = super::prepass::prepass(perf_data, &tracepoints.layouts, &names, perf_pid)?;
+    let mut meta = meta(&perf_file, &tracepoints, base, command);
+    meta.tracer = beside.tracer.clone();
+    meta.untraced = beside.untraced.clone();
+    meta.fd_kinds = fd_kinds_method(&beside.descriptors);
+    meta.cpu_samples = pre.samples;
 
     let outname = out.display().to_string();
     let werr = |e: io::Error| Error::at(&outname, format!("cannot write: {e}"));
@@ -48,12 +64,14 @@ pub fn convert(
     let mut output = Output::create(out, overwrite)?;
     let f = output.file().try_clone().map_err(werr)?;
     let mut w = TraceWriter::new(BufWriter::with_capacity(1 << 16, f), &meta).map_err(werr)?;
-    let arch = perf_file.arch().ok().flatten().unwrap_or("").to_string();
-    for (nr, n) in syscall_names(&arch) {
-        w.set_syscall_name(nr, &n);
+    for (nr, n) in &names {
+        w.set_syscall_name(*nr, n);
     }
-
+    let (matched, left) = fds::match_opens(&beside.descriptors.opens, &pre.calls);
     let mut conv = Conversion::new(w, base, perf_pid, tracepoints.gfp_bits);
+    conv.names = names;
+    conv.fds = FdTables::new(&beside.descriptors, matched, left);
+    conv.descriptors = beside.descriptors.clone();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -83,7 +101,7 @@ pub fn convert(
 /// The recorded tracepoints kharden knows, with the payload layout of each perf attribute.
 struct Tracepoints {
     /// By perf attribute index; attributes kharden does not convert are `Kind::Other`.
-    layouts: Vec<(Kind, Layout)>,
+    pub(super) layouts: Vec<(Kind, Layout)>,
     recorded: Vec<String>,
     gfp_bits: GfpBits,
 }
@@ -105,6 +123,10 @@ impl Tracepoints {
         };
         for tp in &attr_names {
             let (kind, fields) = kind_of(tp);
+            if kind == Kind::CpuClock {
+                tps.layouts.push((kind, Layout { fields: vec![] }));
+                continue;
+            }
             if kind == Kind::Other {
                 tps.layouts.push((kind, Layout { fields: vec![] }));
                 continue;
@@ -139,6 +161,24 @@ impl Tracepoints {
     }
 }
 
+/// The trace's `fd_kinds` line: where descriptor kinds come from.
+fn fd_kinds_method(d: &Descriptors) -> String {
+    if d.inherited.is_empty() && d.opens.is_empty() {
+        return "from the syscalls alone (directories opened with O_DIRECTORY, pipes, sockets and the descriptors calls return; no watch of opens)".to_string();
+    }
+    let mut s = format!(
+        "the command's descriptors at its start from /proc/PID/fd, every open of a path by a fanotify watch of the host's mounts (FAN_OPEN, per thread), then the descriptor tables rebuilt from the syscalls ({} opens seen on the host)",
+        d.opens.len()
+    );
+    if !d.unwatched_mounts.is_empty() {
+        s.push_str(&format!(
+            "; mounts not watched: {}",
+            d.unwatched_mounts.join(", ")
+        ));
+    }
+    s
+}
+
 /// The trace's header, from perf.data's feature sections.
 fn meta(perf_file: &PerfFile, tps: &Tracepoints, base: u64, command: &[String]) -> Meta {
     // Without a command given, take it from perf's own command line (after "--").
@@ -165,6 +205,7 @@ fn meta(perf_file: &PerfFile, tps: &Tracepoints, base: u64, command: &[String]) 
         base_time_ns: base,
         tracepoints: tps.recorded.clone(),
         gfp_bits: tps.gfp_bits.describe(),
+        ..Default::default()
     }
 }
 
@@ -172,6 +213,9 @@ fn meta(perf_file: &PerfFile, tps: &Tracepoints, base: u64, command: &[String]) 
 pub(super) struct Live {
     pub(super) comm: Arc<str>,
     pub(super) exiting: bool,
+    /// The syscall the task is in: its number, arguments and perf's time of its sys_enter
+    /// (for its exit's descriptor).
+    pub(super) in_syscall: Option<(u32, [u64; 6], u64)>,
 }
 
 /// One tracepoint sample, as its handler sees it.
@@ -204,6 +248,10 @@ pub(super) struct Conversion<W: Write> {
     pub(super) cpu_of: HashMap<u32, u32>,
     pub(super) last_time: u64,
     pub(super) ever: HashSet<u32>,
+    /// Syscall names by number (the descriptor tables follow calls by name).
+    pub(super) names: HashMap<u32, String>,
+    pub(super) fds: FdTables,
+    pub(super) descriptors: Descriptors,
 }
 
 impl<W: Write> Conversion<W> {
@@ -224,10 +272,16 @@ impl<W: Write> Conversion<W> {
             cpu_of: HashMap::new(),
             last_time: 0,
             ever: HashSet::new(),
+            names: HashMap::new(),
+            fds: FdTables::default(),
+            descriptors: Descriptors::default(),
         }
     }
 
     pub(super) fn emit(&mut self, time_ns: u64, tid: u32, op: Op) -> io::Result<()> {
+        if op == Op::Exit {
+            self.fds.exit(tid);
+        }
         self.w.write(&Event { time_ns, tid, op })
     }
 
@@ -243,6 +297,7 @@ impl<W: Write> Conversion<W> {
             Live {
                 comm,
                 exiting: false,
+                in_syscall: None,
             },
         );
         self.ever.insert(tid);
@@ -327,6 +382,8 @@ impl<W: Write> Conversion<W> {
             },
         )?;
         self.adopt(r, comm);
+        let d = std::mem::take(&mut self.descriptors);
+        self.fds.root(r, &d);
         self.root_pending = false;
         Ok(())
     }
@@ -360,6 +417,7 @@ impl<W: Write> Conversion<W> {
         }
         self.sum.events = self.w.events();
         self.sum.tasks = self.ever.len() as u64;
+        self.sum.fds = self.fds.counts;
         let (f, bytes) = self.w.finish()?;
         Ok((self.sum, f, bytes))
     }

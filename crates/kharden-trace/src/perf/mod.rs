@@ -10,13 +10,19 @@
 
 mod convert;
 mod fault;
+pub mod fds;
 mod kmem;
+mod prepass;
+pub mod run;
+pub mod sampled;
 mod sched;
 mod syscalls;
 mod tlb;
 mod tracepoint;
+pub mod watch;
 
-pub use convert::convert;
+pub use convert::{convert, Beside};
+pub use run::{run_bounded, with_nice, Bounded, RunOptions};
 pub use syscalls::syscall_names;
 pub use tracepoint::{EventFormat, Field};
 
@@ -65,6 +71,9 @@ pub struct RecordSummary {
     /// True when syscalls, page allocator and fault events were limited to the command's
     /// cgroup in the kernel (sched and tlb events are always system-wide).
     pub cgroup_filtered: bool,
+    /// The recorder's own cost, measured before the command ran.
+    pub tracer: Option<crate::format::TracerCost>,
+    pub untraced: Option<crate::format::Untraced>,
 }
 
 /// What a conversion wrote.
@@ -78,6 +87,8 @@ pub struct ConvertSummary {
     /// Switch-outs written because perf lost the real one (the task was seen running
     /// elsewhere, or another task ran on its CPU).
     pub repaired: u64,
+    /// How well the command's descriptors were followed.
+    pub fds: fds::FdCounts,
 }
 
 pub struct RecordOptions {
@@ -91,6 +102,15 @@ pub struct RecordOptions {
     pub mmap_pages: u32,
     /// Limit the high-volume events to a cgroup of the command where cgroup v2 allows it.
     pub cgroup_filter: bool,
+    /// The command that runs the calibration loop (`kharden trace calibrate-loop`, an
+    /// output file appended): the recorder's own cost is measured first (None: not measured).
+    pub calibrate: Option<Vec<String>>,
+    /// Runs of the command without perf after the recording, kept in the trace.
+    pub untraced_runs: u32,
+    /// The command's output goes to /dev/null, perf's and its errors are not passed on.
+    pub quiet: bool,
+    /// Scheduling priority of perf and the command (None: kharden's).
+    pub nice: Option<i32>,
 }
 
 /// Checks that `program` can be run (a path to an executable, or a name found in PATH).
@@ -144,7 +164,9 @@ pub fn perf_available() -> Result<String> {
     }
 }
 
-/// Records `command` system-wide with perf and converts its process tree into a trace.
+/// Records `command` system-wide with perf and converts its process tree into a trace:
+/// first the recorder's own cost (`calibrate`), then the command under perf with a watch of
+/// its opens, then its untraced runs, then the conversion.
 pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     if opts.command.is_empty() {
         return Err(Error::new(
@@ -155,6 +177,59 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     drop(Output::create(&opts.output, opts.force)?);
     find_command(&opts.command[0])?;
     perf_available()?;
+    let events = tracepoints()?;
+    // perf's data stays in a private scratch directory (perf would rename an existing file
+    // beside the output to .old, destroying the previous .old).
+    let scratch = Scratch::new("record")?;
+    let tracer = match &opts.calibrate {
+        Some(cmd) => Some(calibrate(opts, &events, cmd, scratch.path())?),
+        None => None,
+    };
+    let perf_data = scratch.path().join("perf.data");
+    let watch = watch::OpenWatch::start();
+    let session = perf_session(opts, &events, &opts.command, &perf_data, !opts.quiet)?;
+    let mut beside = Beside {
+        tracer,
+        ..Default::default()
+    };
+    beside.descriptors = session.descriptors;
+    if let Some(w) = watch {
+        w.finish(&mut beside.descriptors);
+    }
+    if opts.untraced_runs > 0 {
+        beside.untraced = Some(untraced_runs(&opts.command, opts.untraced_runs)?);
+    }
+    let convert = convert(
+        &perf_data,
+        &opts.output,
+        opts.force,
+        Some(session.perf_pid),
+        &opts.command,
+        &beside,
+    )?;
+    let kept = PathBuf::from(format!("{}.perf.data", opts.output.display()));
+    if opts.keep_perf_data {
+        let mut out = Output::create(&kept, opts.force)?;
+        std::io::copy(
+            &mut std::fs::File::open(&perf_data).map_err(|e| Error::at(perf_data.display(), e))?,
+            out.file(),
+        )
+        .map_err(|e| Error::at(kept.display(), format!("cannot write: {e}")))?;
+        out.commit()?;
+    }
+    Ok(RecordSummary {
+        perf_data: kept,
+        perf_data_bytes: session.bytes,
+        convert,
+        command_status: session.status,
+        cgroup_filtered: session.cgroup_filtered,
+        tracer: beside.tracer,
+        untraced: beside.untraced,
+    })
+}
+
+/// The tracepoints to record on this kernel.
+fn tracepoints() -> Result<Vec<&'static str>> {
     let mut events: Vec<&str> = REQUIRED_TRACEPOINTS.to_vec();
     for tp in REQUIRED_TRACEPOINTS {
         if tracepoint_exists(tp) == Some(false) {
@@ -166,27 +241,112 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             events.push(tp);
         }
     }
-    // perf's data stays in a private scratch directory (perf would rename an existing file
-    // beside the output to .old, destroying the previous .old).
-    let scratch = Scratch::new("record")?;
-    let perf_data = scratch.path().join("perf.data");
     // Scheduler and TLB events stay system-wide (a task is switched in from another task's
     // context; idle CPUs take shootdowns); the high-volume ones are filtered in the kernel to
     // a cgroup holding perf and the command, when a cgroup v2 hierarchy allows it.
     events.sort_by_key(|tp| !(tp.starts_with("sched:") || tp.starts_with("tlb:")));
+    Ok(events)
+}
+
+/// The recorder's cost on this host now: the calibration loop (`calibrate`, the command
+/// that runs `calibrate::run_loop` with an output file appended) run untraced, then under
+/// the same perf session as the command's.
+fn calibrate(
+    opts: &RecordOptions,
+    events: &[&str],
+    cmd: &[String],
+    dir: &Path,
+) -> Result<crate::format::TracerCost> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        Error::new(format!(
+            "record: measuring the recorder's own cost: {what}: {e}"
+        ))
+    };
+    let times = dir.join("calibration-untraced.json");
+    let status = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .arg(&times)
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| fail("cannot run the loop", &e))?;
+    if !status.success() {
+        return Err(fail("the loop failed", &status));
+    }
+    let untraced = crate::calibrate::read_times(&times)?;
+    let data = dir.join("calibration.data");
+    let mut traced_cmd = cmd.to_vec();
+    traced_cmd.push(dir.join("calibration-traced.json").display().to_string());
+    let s = perf_session(opts, events, &traced_cmd, &data, false)?;
+    if s.status != Some(0) {
+        return Err(fail("the traced loop failed", &format!("{:?}", s.status)));
+    }
+    let trace = dir.join("calibration.trace");
+    convert(
+        &data,
+        &trace,
+        true,
+        Some(s.perf_pid),
+        &traced_cmd,
+        &Beside::default(),
+    )?;
+    let cost = crate::calibrate::analyse(&untraced, &trace)?;
+    let _ = std::fs::remove_file(&data);
+    let _ = std::fs::remove_file(&trace);
+    Ok(cost)
+}
+
+/// `command` run `n` times without perf, one after another: each run's wall-clock time and
+/// wait4()'s rusage.
+fn untraced_runs(command: &[String], n: u32) -> Result<crate::format::Untraced> {
+    let mut runs = Vec::new();
+    for _ in 0..n {
+        match run::run_bounded(command, &run::RunOptions::default())? {
+            Bounded::Finished(run, _) => runs.push(run),
+            Bounded::TimedOut => unreachable!("no bound"),
+        }
+    }
+    Ok(crate::format::Untraced { runs })
+}
+
+/// What one perf session gave.
+struct Session {
+    perf_pid: u32,
+    bytes: u64,
+    status: Option<i32>,
+    cgroup_filtered: bool,
+    /// The command's descriptors and working directory at its start.
+    descriptors: fds::Descriptors,
+}
+
+/// Runs `command` under `perf record -a` of `events` into `perf_data`; with `forward`, the
+/// command's and perf's standard error are passed on (else kept for messages only).
+fn perf_session(
+    opts: &RecordOptions,
+    events: &[&str],
+    command: &[String],
+    perf_data: &Path,
+    forward: bool,
+) -> Result<Session> {
     let cgroup = if opts.cgroup_filter {
         RecordCgroup::enter()
     } else {
         None
     };
     let mut cmd = Command::new("perf");
+    // -k mono: samples stamped with CLOCK_MONOTONIC, the clock of the watch of opens.
     cmd.arg("record")
         .arg("-a")
         .arg("-q")
+        .arg("-k")
+        .arg("mono")
         .arg("-m")
         .arg(opts.mmap_pages.to_string())
         .arg("-o")
-        .arg(&perf_data);
+        .arg(perf_data);
+    // The command's cpu-clock samples: its user time without the recorder's (prepass.rs).
+    let clock = format!("cpu-clock/period={}/", prepass::SAMPLE_PERIOD_NS);
+    let mut events: Vec<&str> = events.to_vec();
+    events.push(&clock);
     cmd.arg("-e").arg(events.join(","));
     if let Some(cg) = &cgroup {
         let list: Vec<&str> = events
@@ -201,9 +361,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             .collect();
         cmd.arg("-G").arg(list.join(","));
     }
-    cmd.arg("--").args(&opts.command);
+    cmd.arg("--").args(command);
+    with_nice(&mut cmd, opts.nice);
     cmd.stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
+        .stdout(if forward {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .stderr(Stdio::piped());
     let spawned = cmd.spawn();
     // perf (and so the command it forks) is in the cgroup now; kharden itself goes home.
@@ -221,8 +386,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
     };
     let perf_pid = child.id();
     crate::scratch::stop_on_signal(perf_pid);
-    if let Some(cg) = &cgroup {
-        cg.release_once_forked(perf_pid);
+    // perf's child waits for perf to be ready before it execs the command: its
+    // descriptors then are the command's.
+    let mut descriptors = fds::Descriptors::default();
+    let mut scan = None;
+    if let Some(c) = first_child(perf_pid) {
+        (descriptors.inherited, descriptors.cwd) = watch::inherited(c);
+        if let Some(cg) = &cgroup {
+            cg.release_perf(perf_pid);
+        }
+        scan = Some(watch::FdScan::start(c));
     }
     // Forward perf's (and the command's) stderr, keeping the last lines for error messages.
     let stderr = child.stderr.take();
@@ -230,7 +403,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         let mut last: Vec<String> = Vec::new();
         if let Some(s) = stderr {
             for line in BufReader::new(s).lines().map_while(|l| l.ok()) {
-                eprintln!("{line}");
+                if forward {
+                    eprintln!("{line}");
+                }
                 last.push(line);
                 if last.len() > 20 {
                     last.remove(0);
@@ -243,13 +418,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         .wait()
         .map_err(|e| Error::new(format!("record: waiting for perf: {e}")));
     crate::scratch::forget_child(perf_pid);
+    if let Some(s) = scan {
+        s.finish(&mut descriptors);
+    }
     let last = tail.join().unwrap_or_default();
     let filtered = cgroup.is_some();
     if let Some(cg) = cgroup {
         cg.remove();
     }
     let status = status?;
-    let size = std::fs::metadata(&perf_data).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(perf_data).map(|m| m.len()).unwrap_or(0);
     if !status.success() && size == 0 {
         let why = last
             .iter()
@@ -265,7 +443,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             .or_else(|| last.iter().rev().find(|l| !l.trim().is_empty()))
             .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
             .unwrap_or_else(|| format!("perf exited with {status}"));
-        let _ = std::fs::remove_file(&perf_data);
+        let _ = std::fs::remove_file(perf_data);
         return Err(Error::new(format!(
             "record: perf cannot record system-wide tracepoints here: {why}"
         )));
@@ -276,30 +454,30 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
             perf_data.display()
         )));
     }
-    let convert = convert(
-        &perf_data,
-        &opts.output,
-        opts.force,
-        Some(perf_pid),
-        &opts.command,
-    )?;
-    let kept = PathBuf::from(format!("{}.perf.data", opts.output.display()));
-    if opts.keep_perf_data {
-        let mut out = Output::create(&kept, opts.force)?;
-        std::io::copy(
-            &mut std::fs::File::open(&perf_data).map_err(|e| Error::at(perf_data.display(), e))?,
-            out.file(),
-        )
-        .map_err(|e| Error::at(kept.display(), format!("cannot write: {e}")))?;
-        out.commit()?;
-    }
-    Ok(RecordSummary {
-        perf_data: kept,
-        perf_data_bytes: size,
-        convert,
-        command_status: status.code(),
+    Ok(Session {
+        perf_pid,
+        bytes: size,
+        status: status.code(),
         cgroup_filtered: filtered,
+        descriptors,
     })
+}
+
+/// The first child of `pid` (perf's workload child), waited for up to 2 s.
+fn first_child(pid: u32) -> Option<u32> {
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    for _ in 0..2000 {
+        match std::fs::read_to_string(&children) {
+            Ok(c) => {
+                if let Some(c) = c.split_whitespace().next().and_then(|c| c.parse().ok()) {
+                    return Some(c);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// A cgroup v2 group for one recording: perf's high-volume events are limited to it.
@@ -324,11 +502,7 @@ impl RecordCgroup {
         }) {
             return None;
         }
-        let mnt = mounts
-            .lines()
-            .map(fields)
-            .find(|f| f.get(2).map(String::as_str) == Some("cgroup2"))
-            .map(|f| PathBuf::from(&f[1]))?;
+        let mnt = run::cgroup2_mount()?;
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
         let own = own
             .lines()
@@ -348,20 +522,10 @@ impl RecordCgroup {
         Some(RecordCgroup { dir, name, home })
     }
 
-    /// Moves perf itself out of the group as soon as it has forked the command (its own
-    /// syscalls would otherwise be recorded too); the command stays in.
-    fn release_once_forked(&self, perf_pid: u32) {
-        let children = format!("/proc/{perf_pid}/task/{perf_pid}/children");
-        for _ in 0..2000 {
-            match std::fs::read_to_string(&children) {
-                Ok(c) if !c.trim().is_empty() => {
-                    let _ = std::fs::write(self.home.join("cgroup.procs"), perf_pid.to_string());
-                    return;
-                }
-                Ok(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
-                Err(_) => return,
-            }
-        }
+    /// Moves perf itself out of the group once it has forked the command (its own syscalls
+    /// would otherwise be recorded too); the command stays in.
+    fn release_perf(&self, perf_pid: u32) {
+        let _ = std::fs::write(self.home.join("cgroup.procs"), perf_pid.to_string());
     }
 
     fn go_home(&self) {
@@ -381,4 +545,15 @@ impl RecordCgroup {
         }
         crate::scratch::forget(&self.dir);
     }
+}
+
+/// Opens `perf_data` for reading its records; the errors name the file.
+pub(super) fn open_perf_data(
+    perf_data: &Path,
+) -> Result<linux_perf_data::PerfFileReader<BufReader<std::fs::File>>> {
+    let name = perf_data.display().to_string();
+    let file = std::fs::File::open(perf_data)
+        .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
+    linux_perf_data::PerfFileReader::parse_file(BufReader::new(file))
+        .map_err(|e| Error::at(&name, format!("cannot parse perf.data: {e}")))
 }

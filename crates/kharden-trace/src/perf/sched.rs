@@ -47,6 +47,15 @@ impl<W: Write> Conversion<W> {
         if self.trace_has_live(tid) {
             self.emit(t, tid, Op::Exit)?;
         }
+        // The parent is in the clone that made the child: its flags say whether the child
+        // shares the descriptor table (clone3's are in user memory: threads share it).
+        let flags = self
+            .live
+            .get(&parent)
+            .and_then(|l| l.in_syscall)
+            .filter(|(nr, _, _)| self.names.get(nr).map(String::as_str) == Some("clone"))
+            .map_or(0, |(_, args, _)| args[0]);
+        self.fds.fork(parent, tid, pid != tid, flags);
         self.emit(
             t,
             tid,
@@ -140,6 +149,7 @@ impl<W: Write> Conversion<W> {
                 filename: Arc::from(filename),
             },
         )?;
+        self.fds.exec(s.tid);
         if let Some(l) = self.live.get_mut(&s.tid) {
             l.comm = Arc::from(comm.as_str());
         }

@@ -111,6 +111,19 @@ impl Layout {
             _ => return None,
         })
     }
+    /// Field `i` read as an array of little-endian u64 (`unsigned long args[6]`).
+    pub(super) fn u64s<const N: usize>(&self, raw: &[u8], i: usize) -> Option<[u64; N]> {
+        let f = self.fields.get(i)?.as_ref()?;
+        if f.size != N * 8 {
+            return None;
+        }
+        let b = raw.get(f.offset..f.offset + f.size)?;
+        let mut out = [0u64; N];
+        for (o, c) in out.iter_mut().zip(b.chunks_exact(8)) {
+            *o = u64::from_le_bytes(c.try_into().ok()?);
+        }
+        Some(out)
+    }
     pub(super) fn i32(&self, raw: &[u8], i: usize) -> Option<i32> {
         self.int(raw, i).map(|v| v as u32 as i32)
     }
@@ -142,6 +155,8 @@ pub(super) enum Kind {
     TlbFlush,
     FaultUser,
     FaultKernel,
+    /// The recording's cpu-clock samples of the command (its user time: prepass.rs).
+    CpuClock,
     Other,
 }
 
@@ -152,13 +167,14 @@ pub(super) fn kind_of(name: &str) -> (Kind, &'static [&'static str]) {
         "sched:sched_process_fork" => (Kind::Fork, &["parent_pid", "child_pid", "child_comm"]),
         "sched:sched_process_exec" => (Kind::Exec, &["filename", "pid"]),
         "sched:sched_process_exit" => (Kind::Exit, &["pid"]),
-        "raw_syscalls:sys_enter" => (Kind::SysEnter, &["id"]),
+        "raw_syscalls:sys_enter" => (Kind::SysEnter, &["id", "args"]),
         "raw_syscalls:sys_exit" => (Kind::SysExit, &["id", "ret"]),
         "kmem:mm_page_alloc" => (Kind::PageAlloc, &["pfn", "order", "gfp_flags"]),
         "kmem:mm_page_free" => (Kind::PageFree, &["pfn", "order"]),
         "tlb:tlb_flush" => (Kind::TlbFlush, &["reason", "pages"]),
         "exceptions:page_fault_user" => (Kind::FaultUser, &["address", "error_code"]),
         "exceptions:page_fault_kernel" => (Kind::FaultKernel, &["address", "error_code"]),
+        n if n == "cpu-clock" || n.starts_with("cpu-clock/") => (Kind::CpuClock, &[]),
         _ => (Kind::Other, &[]),
     }
 }

@@ -44,8 +44,7 @@ pub fn drive(
     let mut peak_live = 0;
     loop {
         let w = runner.run(at, SLICE)?;
-        window.tasks.merge(&w.tasks);
-        window.idle.merge(&w.idle);
+        window.merge(&w);
         at += SLICE;
         runner.k.reap();
         let live = runner.k.tasks_in_use();

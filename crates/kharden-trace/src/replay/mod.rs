@@ -6,46 +6,122 @@
 //! frees what exited tasks leave behind as the run goes (kernel/reap.rs). Memory and file
 //! descriptors stay bounded by the live tasks, never by the trace's length.
 //!
-//! What a task did becomes: user computation (its on-CPU time outside syscalls, in cycles of
-//! the recording host), system calls (their measured on-CPU kernel time), anonymous page
-//! faults (user-anon allocations outside syscalls), fork (at the child's creation, in the
-//! parent's stream), thread creation (a new task whose thread-group id is not its own tid:
-//! it shares its creator's address space), exec, wait (wait4/waitid block until a child
-//! exits) and exit. A syscall during which the task's CPU flushed part of its address space
-//! (`tlb:tlb_flush`, local shootdown: munmap, mprotect, madvise) replays that flush through
-//! the simulated machine's flush_tlb_mm_range, so a threaded program's shootdowns reach as
-//! many CPUs as run its threads there. Flushes in page faults (COW of a threaded process's
-//! page) are not replayed: the fault is not delimited in the trace. Page-fault kernel time
-//! stays inside the user time around it (and the model adds its own fault path on top).
+//! What a task did becomes: user computation (its on-CPU time outside syscalls and faults,
+//! the recorder's own cost taken out, in cycles of the recording host), system calls (each
+//! the recorded path of the variant its descriptor, size and result say it was:
+//! variant.rs; a call no variant describes keeps its recorded kernel time), page faults by
+//! kind (a fault event and the allocations after it: anonymous, copy-on-write, file),
+//! fork (at the child's creation, in the parent's stream), thread creation (a new task
+//! whose thread-group id is not its own tid: it shares its creator's address space), exec,
+//! wait (wait4/waitid block until a child exits) and exit. A syscall during which the
+//! task's CPU flushed part of its address space (`tlb:tlb_flush`, local shootdown: munmap,
+//! mprotect, madvise) replays that flush through the simulated machine's
+//! flush_tlb_mm_range, so a threaded program's shootdowns reach as many CPUs as run its
+//! threads there. Flushes in page faults (COW of a threaded process's page) are not
+//! replayed: the fault is not delimited in the trace. docs/design/replay.md has the
+//! design and its validation.
 
+#[cfg(test)]
+mod correction_tests;
 mod drive;
 #[cfg(test)]
 mod flat_tests;
 mod ops;
 mod source;
 mod split;
+pub mod variant;
 
 pub use drive::{drive, Outcome, Progress};
 pub use source::{root_program, FileSource};
 pub use split::split;
 
-use std::collections::HashSet;
+use crate::format::{TracerCost, Untraced};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
-/// Totals of the recorded run, for comparing a replay against.
+/// The recorded calls of one kind of the model's operations (Op::label): how many, and
+/// their kernel time (tracer removed) with the entry and exit code the model also counts.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct CallTotals {
+    pub calls: u64,
+    pub recorded_ns: f64,
+}
+
+/// Totals of the recorded run, for comparing a replay against.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Recorded {
     pub tasks: u64,
-    pub user_ns: u64,
-    pub system_ns: u64,
     pub syscalls: u64,
     pub anon_faults: u64,
+    pub cow_faults: u64,
+    pub file_faults: u64,
     /// New processes, and how many of them were started with vfork or posix_spawn (clone3).
     pub forks: u64,
     pub vforks: u64,
     pub threads: u64,
     /// Syscalls during which the task flushed part of its address space.
     pub flushing_syscalls: u64,
+    /// User and kernel (syscall) on-CPU time as the trace's intervals give them.
+    pub traced_user_ns: f64,
+    pub traced_system_ns: f64,
+    /// The user time with the recorder's cost and the faults' kernel time taken out, and
+    /// the syscalls' kernel time with the recorder's cost taken out (without their entry and
+    /// exit code, which the trace counts as user time around them).
+    pub user_ns: f64,
+    pub system_ns: f64,
+    /// The faults' kernel time taken out of the user time (their native latencies).
+    pub fault_ns: f64,
+    /// The costs (the recorder's, the faults' kernel time) the user intervals hold by the
+    /// recorder's measurement per event and the faults' native latencies, and the factor
+    /// that scales them to the user time the recording sampled (1 without samples).
+    pub user_due_ns: f64,
+    pub user_scale: f64,
+    /// The sampled user time and its error (ns), when the recording sampled.
+    pub sampled_user_ns: Option<(f64, f64)>,
+    /// The recorder's kernel-side cost that found no interval long enough to come out of.
+    pub unpaid_kernel_ns: f64,
+    /// Syscall exits whose enter the trace does not have (a child's first return).
+    pub exits_without_enter: u64,
+    /// The untraced entry and exit code of one syscall (the trace's calibration).
+    pub entry_exit_ns: f64,
+    pub tracer: Option<TracerCost>,
+    pub untraced: Option<Untraced>,
+    /// The calls by the model's operation they become.
+    pub by_label: BTreeMap<&'static str, CallTotals>,
+}
+
+impl Recorded {
+    /// The user intervals' costs are scaled so that what stays is the user time the
+    /// recording's cpu-clock samples measured: the recorder's work is all in the kernel, so
+    /// the samples know the user side's total, which the per-event costs measured on a loop
+    /// do not to the precision a syscall-dense command needs (dd: 75 ns of user work per
+    /// call against about 900 of the recorder's).
+    fn scale_user_costs(&mut self, samples: Option<crate::format::CpuSamples>) {
+        self.user_scale = 1.0;
+        if let Some(s) = samples.filter(|s| s.user > 0) {
+            let (user, se) = s.user_ns();
+            self.sampled_user_ns = Some((user, se));
+            if self.user_due_ns > 0.0 {
+                self.user_scale = ((self.traced_user_ns - user) / self.user_due_ns).max(0.0);
+            }
+        }
+        self.user_ns = (self.traced_user_ns - self.user_scale * self.user_due_ns).max(0.0);
+    }
+
+    fn add_call(&mut self, label: &'static str, ns: f64, entry_exit: f64) {
+        let t = self.by_label.entry(label).or_default();
+        t.calls += 1;
+        t.recorded_ns += ns + entry_exit;
+    }
+
+    /// What the recording says an untraced run spends in user and system mode: its user
+    /// time, and its syscalls' kernel time with their entry and exit code and its faults'.
+    pub fn untraced_estimate(&self) -> (f64, f64) {
+        (
+            self.user_ns,
+            self.system_ns + self.syscalls as f64 * self.entry_exit_ns + self.fault_ns,
+        )
+    }
 }
 
 /// The split trace: one op file per task (numbered in order of appearance), the root task's
@@ -101,7 +177,7 @@ mod tests {
         for (i, tid) in (11..14).enumerate() {
             let pid = if threads { 10 } else { tid };
             let nr = if start == Start::Vfork { 58 } else { 56 };
-            put(999, 10, T::SysEnter { nr });
+            put(999, 10, T::sys_enter(nr));
             put(
                 1000,
                 tid,
@@ -112,19 +188,12 @@ mod tests {
                 },
             );
             put(1000, tid, T::SwitchIn { cpu: i as u32 + 1 });
-            put(
-                1000,
-                10,
-                T::SysExit {
-                    nr,
-                    ret: tid as i64,
-                },
-            );
+            put(1000, 10, T::sys_exit(nr, tid as i64));
         }
         let mut t = 1000;
         for _ in 0..20 {
             t += 50_000;
-            put(t, 10, T::SysEnter { nr: 11 });
+            put(t, 10, T::sys_enter(11));
             put(
                 t + 100,
                 10,
@@ -134,7 +203,7 @@ mod tests {
                     pages: 4,
                 },
             );
-            put(t + 1000, 10, T::SysExit { nr: 11, ret: 0 });
+            put(t + 1000, 10, T::sys_exit(11, 0));
         }
         for tid in 11..14 {
             put(2_000_000, tid, T::SwitchOut { state: 0x10 });
@@ -172,7 +241,7 @@ mod tests {
             "threads share the leader's mm"
         );
         std::fs::remove_dir_all(&dir).ok();
-        (split.recorded, w.tasks)
+        (split.recorded.clone(), w.tasks)
     }
 
     #[test]

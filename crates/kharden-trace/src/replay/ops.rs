@@ -5,11 +5,16 @@ use kharden::Error;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-pub(super) const USER: u8 = 1; // f64 ns
-pub(super) const SYSCALL: u8 = 2; // f64 ns, then optional WAIT and FLUSH markers
-pub(super) const FAULTS: u8 = 3; // u32 pages faulted in
-pub(super) const FORK: u8 = 4; // u32 child task number, u8 1 for a vfork
-pub(super) const EXEC: u8 = 5;
+/// f64 ns as traced, f64 ns of costs accrued to come out of user time (split.rs).
+pub(super) const USER: u8 = 1;
+/// u8 variant code, u64 and u32 its numbers (variant.rs), f64 recorded kernel ns, f64 ns of
+/// the recorder's cost taken out of it; then optional WAIT and FLUSH markers.
+pub(super) const SYSCALL: u8 = 2;
+pub(super) const FAULTS: u8 = 3; // u8 kind (0 anon, 1 copy-on-write, 2 file), u32 faults
+/// u32 child task number, u8 1 for a vfork, f64 the call's recorded kernel ns, f64 the
+/// recorder's cost taken out of it.
+pub(super) const FORK: u8 = 4;
+pub(super) const EXEC: u8 = 5; // f64 and f64 as FORK
 pub(super) const WAIT: u8 = 6;
 pub(super) const EXIT: u8 = 7;
 pub(super) const THREAD: u8 = 8; // u32 thread task number

@@ -2,8 +2,9 @@
 //! programs read one file when --scale-jobs copies a job).
 
 use super::ops::{self, file_of, io, Visits};
+use super::variant::{self, Variant};
 use super::Split;
-use kharden::kernel::syscall::{self, Effect};
+use kharden::kernel::syscall::Effect;
 use kharden::sim::Pcg32;
 use kharden::workload::program::{Op, Program};
 use kharden::{Error, Result};
@@ -13,14 +14,19 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 enum Record {
-    User(f64),
-    /// On-CPU ns, whether it was a wait, pages it flushed from the address space.
-    Syscall(f64, bool, u64),
-    Faults(u32),
-    /// A new process, and whether it was a vfork.
-    Fork(u32, bool),
+    /// User time as traced, and the costs accrued to come out of it.
+    User(f64, f64),
+    /// The call's variant, its recorded kernel ns and the recorder's cost taken out of it,
+    /// whether it was a wait, pages it flushed from the address space.
+    Syscall(Variant, f64, f64, bool, u64),
+    /// Faults of a kind: 0 anonymous, 1 copy-on-write, 2 file.
+    Faults(u8, u32),
+    /// A new process, whether it was a vfork, and the call's recorded kernel ns and the
+    /// recorder's cost taken out of it.
+    Fork(u32, bool, f64, f64),
     Thread(u32),
-    Exec,
+    /// An exec, with the call's recorded kernel ns and the recorder's cost taken out.
+    Exec(f64, f64),
     Exit,
 }
 
@@ -32,6 +38,10 @@ struct Shared {
     host_ghz: f64,
     scale: u32,
     makes: HashSet<u32>,
+    /// The recording measured the recorder's cost (variant::to_op's band is then known).
+    measured: bool,
+    /// The factor on the user intervals' costs (Recorded::user_scale).
+    user_scale: f64,
 }
 
 /// One task's op file, read as the task runs.
@@ -42,6 +52,8 @@ pub struct FileSource {
     is_make: bool,
     pending: VecDeque<Op>,
     failed: bool,
+    /// User-side costs not yet paid (ns): taken from the task's next user time.
+    owed_ns: f64,
 }
 
 impl FileSource {
@@ -54,6 +66,7 @@ impl FileSource {
             name,
             pending: VecDeque::new(),
             failed: false,
+            owed_ns: 0.0,
         }
     }
 
@@ -83,9 +96,22 @@ impl FileSource {
         };
         self.input.consume(1);
         let rec = match tag {
-            ops::USER => Record::User(f64::from_le_bytes(self.bytes()?)),
+            ops::USER => Record::User(
+                f64::from_le_bytes(self.bytes()?),
+                f64::from_le_bytes(self.bytes()?),
+            ),
             ops::SYSCALL => {
+                let [code]: [u8; 1] = self.bytes()?;
+                let a = u64::from_le_bytes(self.bytes()?);
+                let b = u32::from_le_bytes(self.bytes()?);
                 let ns = f64::from_le_bytes(self.bytes()?);
+                let removed = f64::from_le_bytes(self.bytes()?);
+                let v = Variant::decode(code, a, b).ok_or_else(|| {
+                    Error::at(
+                        self.path().display(),
+                        format!("corrupt replay file: syscall variant {code}"),
+                    )
+                })?;
                 // Markers may follow: a wait, then the pages it flushed.
                 let wait = self.take_marker(ops::WAIT)?;
                 let flushed = if self.take_marker(ops::FLUSH)? {
@@ -93,15 +119,24 @@ impl FileSource {
                 } else {
                     0
                 };
-                Record::Syscall(ns, wait, flushed)
+                Record::Syscall(v, ns, removed, wait, flushed)
             }
-            ops::FAULTS => Record::Faults(u32::from_le_bytes(self.bytes()?)),
+            ops::FAULTS => {
+                let [kind]: [u8; 1] = self.bytes()?;
+                Record::Faults(kind, u32::from_le_bytes(self.bytes()?))
+            }
             ops::FORK => {
                 let b: [u8; 5] = self.bytes()?;
-                Record::Fork(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), b[4] != 0)
+                let ns = f64::from_le_bytes(self.bytes()?);
+                let removed = f64::from_le_bytes(self.bytes()?);
+                let seq = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                Record::Fork(seq, b[4] != 0, ns, removed)
             }
             ops::THREAD => Record::Thread(u32::from_le_bytes(self.bytes()?)),
-            ops::EXEC => Record::Exec,
+            ops::EXEC => Record::Exec(
+                f64::from_le_bytes(self.bytes()?),
+                f64::from_le_bytes(self.bytes()?),
+            ),
             ops::EXIT => Record::Exit,
             t => {
                 return Err(Error::at(
@@ -122,6 +157,16 @@ impl FileSource {
         Ok(found)
     }
 
+    /// What a call's recorded kernel time is uncertain by: the whole of the recorder's cost
+    /// taken out of it (its two tracepoints' share and its events'), whose division between
+    /// the two sides of the tracepoints moves with what the call does: a loop of 4 KiB reads
+    /// of /dev/zero and dd's reads and writes put 100-150 ns more on the kernel side than the
+    /// calibration's mean (docs/design/replay.md). None: the recorder's cost was not
+    /// measured, and the variants stand.
+    fn band(&self, removed: f64) -> Option<f64> {
+        self.shared.measured.then_some(removed)
+    }
+
     fn child(&self, seq: u32) -> FileSource {
         FileSource::open(self.shared.clone(), seq, format!("task {seq}"))
     }
@@ -130,26 +175,40 @@ impl FileSource {
         if let Some(op) = self.pending.pop_front() {
             return Ok(op);
         }
-        let Some(rec) = self.read_record()? else {
-            return Ok(Op::Exit);
-        };
-        let generic = syscall::lookup("getpid").expect("getpid is in the table");
         let ghz = self.shared.host_ghz;
+        // User time whose costs eat it whole gives no operation: read on.
+        let rec = loop {
+            let Some(rec) = self.read_record()? else {
+                return Ok(Op::Exit);
+            };
+            if let Record::User(raw, due) = rec {
+                self.owed_ns += due * self.shared.user_scale;
+                let paid = raw.min(self.owed_ns);
+                self.owed_ns -= paid;
+                if raw - paid > 0.0 {
+                    break Record::User(raw - paid, 0.0);
+                }
+                continue;
+            }
+            break rec;
+        };
         Ok(match rec {
             // A trace records no cache behaviour of the user code.
-            Record::User(ns) => Op::User {
+            Record::User(ns, _) => Op::User {
                 cycles: ns * ghz,
                 touches: 8,
                 l1_lines: Default::default(),
             },
-            Record::Syscall(ns, wait, flushed) => {
-                let op = Op::Syscall {
-                    spec: generic,
-                    count: 1,
-                    extra_cycles: (ns * ghz - generic.work_cycles).max(0.0),
-                    // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
-                    effect: (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed }),
-                };
+            Record::Syscall(v, ns, removed, wait, flushed) => {
+                // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
+                let effect = (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed });
+                let op =
+                    variant::to_op(v, ns, ghz, effect, self.band(removed)).ok_or_else(|| {
+                        Error::at(
+                            self.path().display(),
+                            "corrupt replay file: an omitted call was written",
+                        )
+                    })?;
                 if wait {
                     // A make waits for each copy of its jobs.
                     let copies = if self.is_make { self.shared.scale } else { 1 };
@@ -159,18 +218,28 @@ impl FileSource {
                 }
                 op
             }
-            Record::Faults(n) => Op::AnonFaults(n),
-            Record::Fork(seq, vfork) => {
+            Record::Faults(0, n) => Op::AnonFaults(n),
+            Record::Faults(1, n) => Op::CowFaults(n),
+            Record::Faults(_, n) => Op::FileFaults(n),
+            Record::Fork(seq, vfork, ns, removed) => {
                 let copies = if self.is_make && !self.shared.makes.contains(&seq) {
                     self.shared.scale
                 } else {
                     1
                 };
+                // A vfork's model is the vfork path alone: more recorded is more work (a
+                // fork's model scales with the parent's memory already).
+                let more = if vfork {
+                    variant::beyond(ns, ghz, "vfork", self.band(removed))
+                } else {
+                    0.0
+                };
                 let start = |child: FileSource| -> Op {
-                    match vfork {
+                    let op = match vfork {
                         true => Op::Vfork(Box::new(child)),
                         false => Op::Fork(Box::new(child)),
-                    }
+                    };
+                    with_more(op, more)
                 };
                 for _ in 1..copies {
                     self.pending.push_back(start(self.child(seq)));
@@ -178,7 +247,10 @@ impl FileSource {
                 start(self.child(seq))
             }
             Record::Thread(seq) => Op::SpawnThread(Box::new(self.child(seq))),
-            Record::Exec => Op::Exec,
+            Record::Exec(ns, removed) => with_more(
+                Op::Exec,
+                variant::beyond(ns, ghz, "execve", self.band(removed)),
+            ),
             Record::Exit => Op::Exit,
         })
     }
@@ -205,6 +277,18 @@ impl Program for FileSource {
     }
 }
 
+/// `op`, with `cycles` more kernel work when there are any.
+fn with_more(op: Op, cycles: f64) -> Op {
+    if cycles > 0.0 {
+        Op::WithKernelWork {
+            op: Box::new(op),
+            cycles,
+        }
+    } else {
+        op
+    }
+}
+
 /// The root task's program for pass 2.
 pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Box<dyn Program> {
     let shared = Rc::new(Shared {
@@ -212,6 +296,8 @@ pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Box<dyn Pr
         host_ghz,
         scale: scale_jobs.max(1),
         makes: split.makes.clone(),
+        measured: split.recorded.tracer.is_some(),
+        user_scale: split.recorded.user_scale,
     });
     Box::new(FileSource::open(shared, split.root, "root".into()))
 }

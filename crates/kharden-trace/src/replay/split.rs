@@ -1,5 +1,13 @@
 //! Pass 1: the trace, streamed once, split into one operation file per task.
 //!
+//! Each task's on-CPU time is cut at its events into user and kernel intervals, and what
+//! the recording added to them is taken out (docs/design/replay.md, "What the recording
+//! removes"): the recorder's own cost measured at record time (the trace's `tracer`: so
+//! much per syscall on each side, so much per other event), and the kernel time of page
+//! faults, which no tracepoint ends and which therefore sits in the user intervals (each
+//! fault's measured native latency, by kind; the model runs the fault itself). A cost is a
+//! debt paid from the next time accumulated in its mode, so no interval goes negative.
+//!
 //! Tasks are numbered in order of appearance (a tid reused after an exit is a new task with
 //! a new number), so a file is never written twice. Each live task buffers its operations and
 //! appends them to its file in chunks, opening the file only for that write: file
@@ -7,8 +15,10 @@
 //! length.
 
 use super::ops::{self, file_of, io};
+use super::variant::{self, Inside, Variant};
 use super::{Recorded, Split};
 use crate::format::{self, GfpClass, Op as TraceOp};
+use kharden::kernel::path::KernelPaths;
 use kharden::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -19,34 +29,160 @@ use std::path::Path;
 const CHUNK: usize = 4096;
 const MAX_BUFFERED: usize = 64 << 20;
 
+/// What is taken out of the intervals (ns).
+#[derive(Debug, Clone, Copy, Default)]
+struct Costs {
+    syscall_user: f64,
+    syscall_kernel: f64,
+    event: f64,
+    entry_exit: f64,
+    /// Native latency of an anonymous, a copy-on-write and a file fault.
+    fault: [f64; 3],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FaultKind {
+    Anon,
+    Cow,
+    File,
+}
+
+impl FaultKind {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+struct Call {
+    nr: u32,
+    args: [u64; 6],
+    inside: Inside,
+    flushed: u64,
+    /// The recorder's cost taken out of this call's kernel time (ns).
+    removed: f64,
+}
+
+/// A start the task made inside the syscall it is in, written when the syscall returns
+/// (with the call's recorded kernel time, which the model's fork or exec is compared with).
+enum Started {
+    Fork { seq: u32, vfork: bool },
+    Thread { seq: u32 },
+    Exec,
+}
+
 struct TaskState {
     seq: u32,
+    started: Vec<Started>,
     on_cpu_since: Option<u64>,
-    in_syscall: Option<u32>,
+    call: Option<Call>,
     /// On-CPU ns accumulated in the current mode since the last emitted op.
     acc_ns: u64,
-    /// Pages this task flushed from its address space during the current syscall.
-    flushed_pages: u64,
+    /// Costs (ns) to take out of the user time, accrued since the last User op (written with
+    /// it; pass 2 scales them to the recording's sampled user time and pays them), and out
+    /// of the kernel time to come.
+    user_debt: f64,
+    kernel_debt: f64,
+    /// A user page fault whose kind its next events decide: error code, pages allocated.
+    fault: Option<(u64, u32)>,
     is_make: bool,
     pending: Vec<u8>,
 }
 
 impl TaskState {
-    /// Emits the time accumulated in user mode as one User op; returns its ns.
-    fn flush_user(&mut self) -> u64 {
-        if self.in_syscall.is_some() || self.acc_ns == 0 {
-            return 0;
-        }
-        let ns = std::mem::take(&mut self.acc_ns);
-        self.pending.push(ops::USER);
-        self.pending.extend_from_slice(&(ns as f64).to_le_bytes());
-        ns
-    }
-
     fn account(&mut self, now: u64) {
         if let Some(since) = self.on_cpu_since {
             self.acc_ns = self.acc_ns.saturating_add(now.saturating_sub(since));
             self.on_cpu_since = Some(now);
+        }
+    }
+
+    fn in_kernel(&self) -> bool {
+        self.call.is_some()
+    }
+
+    /// Takes the accumulated time, less what it pays of `debt`.
+    fn take(acc: &mut u64, debt: &mut f64) -> f64 {
+        let raw = std::mem::take(acc) as f64;
+        let paid = raw.min(*debt);
+        *debt -= paid;
+        raw - paid
+    }
+
+    /// Emits the time accumulated in user mode as one User op, with the costs accrued to
+    /// come out of it, and counts both.
+    fn flush_user(&mut self, rec: &mut Recorded) {
+        if self.in_kernel() || (self.acc_ns == 0 && self.user_debt == 0.0) {
+            return;
+        }
+        let raw = std::mem::take(&mut self.acc_ns) as f64;
+        let due = std::mem::take(&mut self.user_debt);
+        rec.traced_user_ns += raw;
+        rec.user_due_ns += due;
+        self.pending.push(ops::USER);
+        self.pending.extend_from_slice(&raw.to_le_bytes());
+        self.pending.extend_from_slice(&due.to_le_bytes());
+    }
+
+    /// The cost of one recorded event, in the mode the task is in.
+    fn event(&mut self, costs: &Costs) {
+        if let Some(c) = self.call.as_mut() {
+            self.kernel_debt += costs.event;
+            c.removed += costs.event;
+        } else {
+            self.user_debt += costs.event;
+        }
+    }
+
+    /// A user fault whose kind is now known: the fault op, and its kernel time a debt of
+    /// the user time (it ran inside the user interval the trace cut).
+    fn fault_done(&mut self, rec: &mut Recorded, costs: &Costs) {
+        let Some((error_code, allocs)) = self.fault.take() else {
+            return;
+        };
+        // x86 error code: bit 0 protection violation (the page was present), bit 1 write.
+        let kind = match (allocs > 0, error_code & 1 != 0) {
+            (true, true) => FaultKind::Cow,
+            (true, false) => FaultKind::Anon,
+            (false, _) => FaultKind::File,
+        };
+        self.push_faults(kind, allocs.max(1), rec, costs);
+    }
+
+    fn push_faults(&mut self, kind: FaultKind, n: u32, rec: &mut Recorded, costs: &Costs) {
+        match kind {
+            FaultKind::Anon => rec.anon_faults += n as u64,
+            FaultKind::Cow => rec.cow_faults += n as u64,
+            FaultKind::File => rec.file_faults += n as u64,
+        }
+        let ns = costs.fault[kind.index()] * n as f64;
+        rec.fault_ns += ns;
+        self.user_debt += ns;
+        self.pending.push(ops::FAULTS);
+        self.pending.push(kind.index() as u8);
+        self.pending.extend_from_slice(&n.to_le_bytes());
+    }
+
+    /// Writes the starts made inside the syscall that took `ns` of kernel time.
+    fn write_started(&mut self, ns: f64, removed: f64) {
+        for s in std::mem::take(&mut self.started) {
+            match s {
+                Started::Fork { seq, vfork } => {
+                    self.pending.push(ops::FORK);
+                    self.pending.extend_from_slice(&seq.to_le_bytes());
+                    self.pending.push(vfork as u8);
+                    self.pending.extend_from_slice(&ns.to_le_bytes());
+                    self.pending.extend_from_slice(&removed.to_le_bytes());
+                }
+                Started::Thread { seq } => {
+                    self.pending.push(ops::THREAD);
+                    self.pending.extend_from_slice(&seq.to_le_bytes());
+                }
+                Started::Exec => {
+                    self.pending.push(ops::EXEC);
+                    self.pending.extend_from_slice(&ns.to_le_bytes());
+                    self.pending.extend_from_slice(&removed.to_le_bytes());
+                }
+            }
         }
     }
 
@@ -66,9 +202,28 @@ impl TaskState {
     }
 }
 
+fn costs_of(meta: &format::Meta) -> Costs {
+    let paths = KernelPaths::current();
+    let fault = |name| paths.native_ns(name).unwrap_or(0.0);
+    let mut c = Costs {
+        fault: [fault("fault-anon"), fault("fault-cow"), fault("fault-file")],
+        ..Default::default()
+    };
+    if let Some(t) = &meta.tracer {
+        c.syscall_user = t.syscall_user_ns.max(0.0);
+        c.syscall_kernel = t.syscall_kernel_ns.max(0.0);
+        c.event = t.event_ns.max(0.0);
+        c.entry_exit = t.entry_exit_ns.max(0.0);
+    }
+    c
+}
+
 /// Splits `trace` into per-task op files under `dir` (an empty private directory).
 pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
     let mut reader = format::open(trace)?;
+    let costs = costs_of(reader.meta());
+    let tracer = reader.meta().tracer.clone();
+    let untraced = reader.meta().untraced.clone();
     let mut tasks: HashMap<u32, TaskState> = HashMap::new();
     let mut makes: HashSet<u32> = HashSet::new();
     let mut next_seq: u32 = 0;
@@ -95,10 +250,13 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 tid,
                 TaskState {
                     seq,
+                    started: Vec::new(),
                     on_cpu_since: None,
-                    in_syscall: None,
+                    call: None,
                     acc_ns: 0,
-                    flushed_pages: 0,
+                    user_debt: 0.0,
+                    kernel_debt: 0.0,
+                    fault: None,
                     is_make: &**comm == "make",
                     pending: Vec::new(),
                 },
@@ -107,22 +265,24 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
             match parent.and_then(|p| tasks.get_mut(&p)) {
                 Some(ps) => {
                     ps.account(t);
-                    rec.user_ns = rec.user_ns.saturating_add(ps.flush_user());
+                    ps.flush_user(&mut rec);
+                    ps.event(&costs);
                     if *pid != tid {
                         rec.threads += 1;
-                        ps.pending.push(ops::THREAD);
-                        ps.pending.extend_from_slice(&seq.to_le_bytes());
+                        ps.started.push(Started::Thread { seq });
                     } else {
                         // The syscall the parent is in says how: vfork, or clone3, which
                         // glibc uses for posix_spawn (CLONE_VM | CLONE_VFORK) and threads
                         // only (its fork is clone), shares the parent's mm until exec.
-                        let how = ps.in_syscall.and_then(|nr| reader.syscall_name(nr));
+                        let how = ps.call.as_ref().and_then(|c| reader.syscall_name(c.nr));
                         let vfork = matches!(how.map(|n| &**n), Some("vfork" | "clone3"));
                         rec.forks += 1;
                         rec.vforks += vfork as u64;
-                        ps.pending.push(ops::FORK);
-                        ps.pending.extend_from_slice(&seq.to_le_bytes());
-                        ps.pending.push(vfork as u8);
+                        ps.started.push(Started::Fork { seq, vfork });
+                    }
+                    // Outside a syscall (a trace without syscall events) it is written now.
+                    if ps.call.is_none() {
+                        ps.write_started(0.0, 0.0);
                     }
                 }
                 None => root = root.or(Some(seq)),
@@ -133,69 +293,144 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
             continue;
         };
         let before = st.pending.len();
+        st.account(t);
+        // A fault's kind is decided by the allocations that follow it, before anything else.
+        if !matches!(
+            ev.op,
+            TraceOp::PageAlloc { .. } | TraceOp::PageFree { .. } | TraceOp::TlbFlush { .. }
+        ) {
+            st.fault_done(&mut rec, &costs);
+        }
         match &ev.op {
             TraceOp::SwitchIn { .. } => st.on_cpu_since = Some(t),
             TraceOp::SwitchOut { .. } => {
-                st.account(t);
+                st.event(&costs);
                 st.on_cpu_since = None;
             }
-            TraceOp::SysEnter { nr } => {
-                st.account(t);
-                rec.user_ns = rec.user_ns.saturating_add(st.flush_user());
+            TraceOp::SysEnter { nr, args } => {
+                st.user_debt += costs.syscall_user;
+                st.flush_user(&mut rec);
                 st.acc_ns = 0;
-                st.in_syscall = Some(*nr);
+                st.call = Some(Call {
+                    nr: *nr,
+                    args: *args,
+                    inside: Inside::default(),
+                    flushed: 0,
+                    removed: costs.syscall_kernel,
+                });
             }
-            TraceOp::SysExit { .. } => {
-                st.account(t);
-                let nr = st.in_syscall.take().unwrap_or(u32::MAX);
-                let ns = std::mem::take(&mut st.acc_ns);
-                rec.system_ns = rec.system_ns.saturating_add(ns);
+            TraceOp::SysExit { nr, ret, target } => {
+                st.kernel_debt += costs.syscall_kernel;
+                let raw = st.acc_ns as f64;
+                let ns = TaskState::take(&mut st.acc_ns, &mut st.kernel_debt);
+                rec.traced_system_ns += raw;
+                // An exit without its enter (a child's return from the clone that made it,
+                // or an enter perf lost): its time is fork's, which the model runs.
+                let Some(call) = st.call.take().filter(|c| c.nr == *nr) else {
+                    rec.exits_without_enter += 1;
+                    continue;
+                };
+                let name = reader.syscall_name(*nr).map(|n| &**n).unwrap_or("");
+                let v = variant::classify(name, &call.args, *ret, *target, call.inside);
                 rec.syscalls += 1;
+                let effect = (call.flushed > 0).then_some(
+                    kharden::kernel::syscall::Effect::FlushUserRange {
+                        pages: call.flushed,
+                    },
+                );
+                // The model's operation for it (its label does not depend on the clock).
+                let label = variant::to_op(v, ns, 1.0, effect, None).map_or(
+                    match name {
+                        "execve" | "execveat" => "execve",
+                        _ => "fork",
+                    },
+                    |op| op.label(),
+                );
+                rec.add_call(label, ns, costs.entry_exit);
+                rec.system_ns += ns;
+                st.write_started(ns, call.removed);
+                if v == Variant::Omitted {
+                    buffered += st.pending.len() - before;
+                    continue;
+                }
+                let (code, a, b) = v.encode();
                 st.pending.push(ops::SYSCALL);
-                st.pending.extend_from_slice(&(ns as f64).to_le_bytes());
-                let name = reader.syscall_name(nr).map(|n| &**n);
-                if matches!(name, Some("wait4" | "waitid")) {
+                st.pending.push(code);
+                st.pending.extend_from_slice(&a.to_le_bytes());
+                st.pending.extend_from_slice(&b.to_le_bytes());
+                st.pending.extend_from_slice(&ns.to_le_bytes());
+                st.pending.extend_from_slice(&call.removed.to_le_bytes());
+                if matches!(name, "wait4" | "waitid") {
                     st.pending.push(ops::WAIT);
                 }
-                let flushed = std::mem::take(&mut st.flushed_pages);
-                if flushed > 0 {
+                if call.flushed > 0 {
                     rec.flushing_syscalls += 1;
                     st.pending.push(ops::FLUSH);
-                    st.pending.extend_from_slice(&flushed.to_le_bytes());
+                    st.pending.extend_from_slice(&call.flushed.to_le_bytes());
                 }
             }
             // The flushing CPU's own event (local shootdown, or the whole-mm variant) while
             // the task is in a syscall: it started a flush of its address space.
-            TraceOp::TlbFlush {
-                reason: 2 | 3,
-                pages,
-                ..
-            } if st.in_syscall.is_some() => {
-                st.flushed_pages = st.flushed_pages.saturating_add(*pages);
+            TraceOp::TlbFlush { reason, pages, .. } => {
+                st.event(&costs);
+                if let (2 | 3, Some(c)) = (reason, st.call.as_mut()) {
+                    c.flushed = c.flushed.saturating_add(*pages);
+                }
             }
             TraceOp::Exec { filename } => {
-                st.account(t);
-                st.pending.push(ops::EXEC);
+                st.event(&costs);
+                st.started.push(Started::Exec);
+                if st.call.is_none() {
+                    st.write_started(0.0, 0.0);
+                }
                 st.is_make = filename.rsplit('/').next() == Some("make");
             }
-            TraceOp::PageAlloc {
-                class: GfpClass::UserAnon,
-                order,
+            TraceOp::PageFault {
+                user: true,
+                error_code,
                 ..
-            } if st.in_syscall.is_none() => {
-                st.account(t);
-                rec.user_ns = rec.user_ns.saturating_add(st.flush_user());
+            } if !st.in_kernel() => {
+                st.flush_user(&mut rec);
+                st.event(&costs);
+                st.fault = Some((*error_code, 0));
+            }
+            TraceOp::PageAlloc { class, order, .. } => {
+                st.event(&costs);
                 // The reader bounds orders (format::MAX_ORDER), so the count fits.
                 let pages = 1u32 << order;
-                rec.anon_faults += pages as u64;
-                st.pending.push(ops::FAULTS);
-                st.pending.extend_from_slice(&pages.to_le_bytes());
+                match (*class, st.call.as_mut(), st.fault.as_mut()) {
+                    (GfpClass::UserAnon, None, Some((_, allocs))) => *allocs += pages,
+                    // No fault event (a trace without the fault tracepoints): an
+                    // allocation for user memory outside a syscall is an anonymous fault.
+                    (GfpClass::UserAnon, None, None) => {
+                        st.flush_user(&mut rec);
+                        st.push_faults(FaultKind::Anon, pages, &mut rec, &costs);
+                    }
+                    (GfpClass::PageCache, Some(c), _) => c.inside.page_cache_allocs += pages,
+                    _ => {}
+                }
             }
+            TraceOp::PageFree { order, .. } => {
+                st.event(&costs);
+                if let Some(c) = st.call.as_mut() {
+                    c.inside.pages_freed += 1u32 << order;
+                }
+            }
+            TraceOp::PageFault { .. } | TraceOp::Migrate { .. } => st.event(&costs),
             TraceOp::Exit => {
-                st.account(t);
-                rec.user_ns = rec.user_ns.saturating_add(st.flush_user());
+                st.flush_user(&mut rec);
+                // exit_group's kernel time so far is exit's, which the model runs.
+                rec.traced_system_ns += st.acc_ns as f64;
+                if st.in_kernel() {
+                    st.kernel_debt += costs.syscall_kernel / 2.0;
+                    let ns = TaskState::take(&mut st.acc_ns, &mut st.kernel_debt);
+                    rec.system_ns += ns;
+                    rec.add_call("exit", ns, costs.entry_exit / 2.0);
+                }
+                st.write_started(0.0, 0.0);
                 st.pending.push(ops::EXIT);
                 let mut st = tasks.remove(&tid).expect("looked up above");
+                rec.unpaid_kernel_ns += st.kernel_debt;
                 buffered = buffered.saturating_sub(before);
                 st.write_out(dir)?;
                 if st.is_make {
@@ -219,7 +454,10 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
     }
     // Tasks still alive at the end of the trace exit there.
     for (_, mut st) in tasks {
-        rec.user_ns = rec.user_ns.saturating_add(st.flush_user());
+        st.fault_done(&mut rec, &costs);
+        st.flush_user(&mut rec);
+        st.write_started(0.0, 0.0);
+        rec.unpaid_kernel_ns += st.kernel_debt;
         st.pending.push(ops::EXIT);
         st.write_out(dir)?;
         if st.is_make {
@@ -227,6 +465,10 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
         }
     }
     let root = root.ok_or_else(|| Error::at(trace.display(), "the trace has no root task"))?;
+    rec.entry_exit_ns = costs.entry_exit;
+    rec.scale_user_costs(reader.meta().cpu_samples);
+    rec.tracer = tracer;
+    rec.untraced = untraced;
     Ok(Split {
         dir: dir.to_path_buf(),
         root,

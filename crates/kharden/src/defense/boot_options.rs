@@ -17,6 +17,7 @@ pub const NOPCID: Family = Family {
         make: || Box::new(NoPcid),
     }],
     params: &[],
+    excludes: &[],
     counters: &[],
 };
 

@@ -33,6 +33,7 @@ pub const FAMILY: Family = Family {
         ),
     ],
     params: &[],
+    excludes: &[],
     counters: &[],
 };
 

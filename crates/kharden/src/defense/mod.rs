@@ -3,6 +3,7 @@
 //! defense acts only through the kernel's mechanism API (write_cr3, invlpg, invpcid, touch,
 //! compute, page-table maps) and states its security property as an oracle check.
 
+pub mod asi;
 pub mod boot_options;
 pub mod kernexec;
 pub mod pti;
@@ -79,6 +80,22 @@ pub fn parse_list_with(
     }
     // Boot options first, so defenses configure against the final boot choices.
     out.sort_by_key(|d| !registry::family_of(&d.name()).is_some_and(|f| f.boot_option));
+    let families: Vec<&str> = out
+        .iter()
+        .filter_map(|d| registry::family_of(&d.name()))
+        .map(|f| f.name)
+        .collect();
+    for f in registry::FAMILIES
+        .iter()
+        .filter(|f| families.contains(&f.name))
+    {
+        if let Some(other) = f.excludes.iter().find(|e| families.contains(e)) {
+            return Err(Error::new(format!(
+                "--defense: {} turns {other} off (its variants cannot run beside it): drop one of them",
+                f.name
+            )));
+        }
+    }
     for f in registry::FAMILIES {
         if out
             .iter()

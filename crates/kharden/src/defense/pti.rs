@@ -33,8 +33,10 @@ pub const FAMILY: registry::Family = registry::Family {
         registry::Variant::new("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true, || Box::new(Pti::new(Variant::BrokenGlobalText))),
         registry::Variant::new("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", true, || Box::new(Pti::new(Variant::BrokenUserMapsKernel))),
         registry::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, || Box::new(Pti::new(Variant::BrokenNoUserFlush))),
+        registry::Variant::new("pti:broken-before-clear-global", &[], "BROKEN, as Linux 4.17-4.18.4 had it: without PCID the whole kernel image stays global, its read-write data included (fixed by \"x86/mm/pti: Clear Global bit more aggressively\")", true, || Box::new(Pti::new(Variant::BrokenBeforeClearGlobal))),
     ],
     params: &[Decl::num("pti.switch_macro_cycles", Unit::Cycles, (0.0, 10_000.0), "the CR3-switch macro's own instructions at each kernel entry and exit")],
+    excludes: &[],
     counters: &[("deferred_user_flushes", "Linux PTI: user-PCID flushes deferred to the next return to user space")],
 };
 
@@ -50,11 +52,17 @@ pub enum Variant {
     BrokenUserMapsKernel,
     /// Never invalidates the user PCID's copy of a flushed user translation.
     BrokenNoUserFlush,
+    /// Linux before "x86/mm/pti: Clear Global bit more aggressively" (Dave Hansen, 2018):
+    /// without PCID the G bit was cleared nowhere in the image, so kernel data was global.
+    BrokenBeforeClearGlobal,
 }
 
 impl Variant {
     fn is_linux(self) -> bool {
-        matches!(self, Variant::Linux | Variant::LinuxForced)
+        matches!(
+            self,
+            Variant::Linux | Variant::LinuxForced | Variant::BrokenBeforeClearGlobal
+        )
     }
 }
 
@@ -93,7 +101,11 @@ impl Pti {
 
     /// Whether the user tables map the kernel's text and rodata, not only its entry text.
     fn clones_image(&self, k: &Kernel) -> bool {
-        self.variant.is_linux() && k.config.global_kernel == KernelGlobal::ClonedImage
+        self.variant.is_linux()
+            && matches!(
+                k.config.global_kernel,
+                KernelGlobal::ClonedImage | KernelGlobal::WholeImage
+            )
     }
 
     fn user_pcid(k: &Kernel, cpu: CpuId) -> Pcid {
@@ -138,6 +150,7 @@ impl Defense for Pti {
             Variant::BrokenGlobalText => "pti:broken-global-text",
             Variant::BrokenUserMapsKernel => "pti:broken-user-maps-kernel",
             Variant::BrokenNoUserFlush => "pti:broken-no-user-flush",
+            Variant::BrokenBeforeClearGlobal => "pti:broken-before-clear-global",
         }
         .into()
     }
@@ -152,10 +165,12 @@ impl Defense for Pti {
             }
             // Linux: pti_kernel_image_global_ok() is false with PCID and with pti=on; the
             // entry text stays global (measured on 6.1: kernel/mod.rs KernelGlobal).
-            Variant::Linux if pcid => KernelGlobal::EntryText,
+            Variant::Linux | Variant::BrokenBeforeClearGlobal if pcid => KernelGlobal::EntryText,
             Variant::LinuxForced => KernelGlobal::EntryText,
             Variant::Linux => KernelGlobal::ClonedImage,
             Variant::BrokenGlobalText => KernelGlobal::ClonedImage,
+            // Only pti_clone_kernel_text() and set_memory_nonglobal() with PCID touched G.
+            Variant::BrokenBeforeClearGlobal => KernelGlobal::WholeImage,
         };
         self.deferred_user_flush = vec![false; machine.threads() as usize];
     }
@@ -306,6 +321,22 @@ mod tests {
             ("pti:linux", false, false, true, true, false),
             ("pti:linux-forced,nopcid", false, false, true, true, false),
             ("pti:freebsd", false, false, false, false, false),
+            (
+                "pti:broken-before-clear-global,nopcid",
+                true,
+                true,
+                true,
+                true,
+                true,
+            ),
+            (
+                "pti:broken-before-clear-global",
+                false,
+                false,
+                true,
+                true,
+                false,
+            ),
         ] {
             let m = machine::load("haswell-i7-4770").unwrap();
             let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
@@ -326,7 +357,10 @@ mod tests {
             assert_eq!(global(&k, KERNEL_RODATA), rodata, "{d}: rodata");
             assert_eq!(global(&k, entry_text_page().0), entry, "{d}: entry text");
             assert_eq!(global(&k, cpu_entry_area(0).0), cea, "{d}: cpu_entry_area");
-            assert_eq!(global(&k, KERNEL_DATA), d == "none", "{d}: data");
+            // Data is global without PTI, and in Linux without PCID before "x86/mm/pti:
+            // Clear Global bit more aggressively".
+            let data_global = d == "none" || d == "pti:broken-before-clear-global,nopcid";
+            assert_eq!(global(&k, KERNEL_DATA), data_global, "{d}: data");
             if let Some(user_root) = k.mms[mm].user_root {
                 let maps = |va: u64| paging::translate(&k.mem, user_root, VirtAddr(va)).is_some();
                 assert_eq!(

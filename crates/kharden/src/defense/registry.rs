@@ -2,7 +2,7 @@
 //! the parameters it declares and the counters it owns. Adding a mechanism is one file in
 //! defense/ and one line in FAMILIES.
 
-use super::{boot_options, kernexec, pti, text_repl, xpfo, Defense};
+use super::{asi, boot_options, kernexec, pti, text_repl, xpfo, Defense};
 use crate::params::Decl;
 use crate::sim::OwnedCounter;
 
@@ -43,6 +43,8 @@ pub struct Family {
     pub boot_option: bool,
     pub variants: &'static [Variant],
     pub params: &'static [Decl],
+    /// Families that cannot run beside this one (ASI turns PTI off).
+    pub excludes: &'static [&'static str],
     /// (counter name, what it counts): kept in every CPU's stats beside the kernel's own.
     pub counters: &'static [(&'static str, &'static str)],
 }
@@ -53,6 +55,7 @@ pub const FAMILIES: &[&Family] = &[
     &xpfo::FAMILY,
     &text_repl::FAMILY,
     &kernexec::FAMILY,
+    &asi::FAMILY,
 ];
 
 pub fn variant(name: &str) -> Option<&'static Variant> {

@@ -48,6 +48,7 @@ pub const FAMILY: Family = Family {
         ),
     ],
     params: &[],
+    excludes: &[],
     counters: &[
         (PGD_COPIES, "PGDs allocated on other nodes for an mm (fork, exec's new mm)"),
         ("text_repl.pgd_entry_syncs", "top-level user entries written into the other nodes' PGDs"),

@@ -51,6 +51,9 @@ pub enum Policy {
     BrokenDeferredNoSwitchFlush,
     /// BROKEN: deferred, but the pending mask is cleared as soon as it is posted.
     BrokenPendingClearedEarly,
+    /// BROKEN, as v5 had it: immediate, but kunmap flushes the alias on its own CPU only
+    /// (__flush_tlb_one); v6 changed it to flush_tlb_kernel_range(), every CPU.
+    BrokenBeforeFlushKernelRange,
 }
 
 pub const FAMILY: registry::Family = registry::Family {
@@ -65,6 +68,7 @@ pub const FAMILY: registry::Family = registry::Family {
         registry::Variant::new("xpfo:noflush", &[], "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false, || Box::new(Xpfo::new(Policy::NoFlush))),
         registry::Variant::new("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", true, || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))),
         registry::Variant::new("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true, || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))),
+        registry::Variant::new("xpfo:broken-before-flush-kernel-range", &[], "BROKEN, as v5 had it: kunmap flushes the alias on its own CPU only (__flush_tlb_one); v6 flushes every CPU (flush_tlb_kernel_range)", true, || Box::new(Xpfo::new(Policy::BrokenBeforeFlushKernelRange))),
     ],
     params: &[
         Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (accounted in time category 'fitted' without delaying anything simulated)").charged_per("xpfo_page_charges"),
@@ -76,6 +80,7 @@ pub const FAMILY: registry::Family = registry::Family {
             per_event: None,
         },
     ],
+    excludes: &[],
     counters: &[
         ("xpfo_page_charges", "user-page allocations charged xpfo.page_cycles"),
         ("xpfo_flushes", "XPFO flush requests (allocations and kunmaps), whatever the policy does with them"),
@@ -136,7 +141,10 @@ impl Xpfo {
     }
 
     fn deferred(&self) -> bool {
-        !matches!(self.policy, Policy::Immediate | Policy::NoFlush)
+        !matches!(
+            self.policy,
+            Policy::Immediate | Policy::NoFlush | Policy::BrokenBeforeFlushKernelRange
+        )
     }
 
     fn global_mask(&self) -> bool {
@@ -154,7 +162,9 @@ impl Xpfo {
         let pages = size.bytes() / 4096;
         match self.policy {
             Policy::NoFlush => {}
-            Policy::Immediate => k.flush_tlb_kernel_range(cpu, start, pages),
+            Policy::Immediate | Policy::BrokenBeforeFlushKernelRange => {
+                k.flush_tlb_kernel_range(cpu, start, pages)
+            }
             _ => {
                 k.flush_kernel_range_local(cpu, start, pages, FlushReason::LocalShootdown);
                 self.post_pending(k, cpu);
@@ -238,6 +248,7 @@ impl Defense for Xpfo {
             Policy::NoFlush => "xpfo:noflush",
             Policy::BrokenDeferredNoSwitchFlush => "xpfo:broken-deferred-no-switch-flush",
             Policy::BrokenPendingClearedEarly => "xpfo:broken-pending-cleared-early",
+            Policy::BrokenBeforeFlushKernelRange => "xpfo:broken-before-flush-kernel-range",
         }
         .into()
     }
@@ -364,7 +375,13 @@ impl Defense for Xpfo {
             st.unmapped = true;
             self.set_alias(k, cpu, pfn, false);
             k.cpus[cpu].stats.count_owned(self.counters.flushes);
-            self.flush_alias(k, cpu, pfn);
+            if self.policy == Policy::BrokenBeforeFlushKernelRange {
+                // v5: __flush_tlb_one() of the alias, this CPU's TLB only.
+                let va = k.direct_map_addr(pfn);
+                k.flush_kernel_range_local(cpu, va, 1, FlushReason::LocalShootdown);
+            } else {
+                self.flush_alias(k, cpu, pfn);
+            }
         }
     }
 

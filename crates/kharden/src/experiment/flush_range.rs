@@ -3,7 +3,11 @@
 //! Linux) one INVLPG per page, above it one full flush whose refills the rest of the working
 //! set pays afterwards. A process with a warm working set of anonymous pages flushes its
 //! first N pages from CPU 0, with its threads on `threads` CPUs (shootdown IPIs to the
-//! others), then touches its whole working set again. Predictions only: nothing published.
+//! others), then touches its whole working set again. Each timed flush follows an untimed
+//! one of the same range and its refill, as in a loop: the first (cold) shootdown also pays
+//! for the handler's code and data reaching the targets' caches, shown beside it.
+//! A `[[row]]` compares what remote targets add to the initiator's flush with a published
+//! shootdown measurement.
 
 use crate::arch::x86::{Access, VirtAddr};
 use crate::defense;
@@ -31,6 +35,27 @@ pub struct Experiment {
     /// CPUs running the process's threads (1: the flush stays local).
     pub threads: Vec<u32>,
     pub pages: Vec<u64>,
+    #[serde(default)]
+    pub tolerance_pct: Option<f64>,
+    #[serde(default, rename = "row")]
+    pub rows: Vec<PublishedShootdown>,
+}
+
+/// A published whole-shootdown figure: what `threads - 1` remote targets, each running the
+/// process's threads, add to the initiator's warm flush of `pages` pages.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishedShootdown {
+    pub label: String,
+    /// The profile nearest to the measured machine.
+    pub machine: String,
+    pub threads: u32,
+    pub pages: u64,
+    /// Cycles added, as published.
+    pub published: f64,
+    /// The clock those cycles count (a TSC's nominal rate, or the core's).
+    pub clock_ghz: f64,
+    pub source: String,
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
@@ -48,6 +73,32 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
     if e.threads.contains(&0) {
         return Err(Error::at(place, "threads: expected at least 1"));
     }
+    if !e.rows.is_empty() && e.tolerance_pct.is_none() {
+        return Err(Error::at(
+            place,
+            "tolerance_pct: expected one for the published rows",
+        ));
+    }
+    for (i, r) in e.rows.iter().enumerate() {
+        let at = |what: &str| Error::at(place, format!("row[{i}] \"{}\" {what}", r.label));
+        if r.threads < 2 {
+            return Err(at(
+                "threads: expected at least 2 (an initiator and a remote target)",
+            ));
+        }
+        if r.pages == 0 || r.pages > e.working_set_pages {
+            return Err(at(&format!(
+                "pages: expected 1 to working_set_pages ({})",
+                e.working_set_pages
+            )));
+        }
+        if !(r.clock_ghz > 0.0) {
+            return Err(at(&format!(
+                "clock_ghz: expected a positive clock, got {}",
+                r.clock_ghz
+            )));
+        }
+    }
     defense::parse_list(&e.defenses).map_err(|err| Error::at(place, format!("defenses: {err}")))?;
     Ok(e)
 }
@@ -55,6 +106,8 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
 /// One flush: its time on the initiator, the refill of the working set after it, and the
 /// initiator's counters.
 struct Flush {
+    /// The first flush of the range, with the targets' caches cold to the IPI handler.
+    cold: Time,
     flush: Time,
     refill: Time,
     invlpg: u64,
@@ -103,6 +156,10 @@ fn one(
         k.user_work(0, 0.0, &touches)
     };
     touch_all(&mut k)?;
+    let cold_start = k.cpus[0].now;
+    k.flush_tlb_mm_range(0, mm, heap, pages);
+    let cold = k.cpus[0].now - cold_start;
+    touch_all(&mut k)?;
     let s0 = k.cpus[0].stats.clone();
     let t0 = k.cpus[0].now;
     k.flush_tlb_mm_range(0, mm, heap, pages);
@@ -112,6 +169,7 @@ fn one(
     let mut s = k.cpus[0].stats.clone();
     s.subtract(&s0);
     Ok(Flush {
+        cold,
         flush: t1 - t0,
         refill: t2 - t1,
         invlpg: s.counter(Counter::NrTlbLocalFlushOne),
@@ -130,7 +188,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             "\nflush_tlb_mm_range() of N of {} warm pages under {} (full-flush ceiling {ceiling}): the initiator's time, and the working set's refill after it",
             e.working_set_pages, e.defenses
         ),
-        &["machine", "threads", "pages", "flush ns", "refill ns", "total ns", "INVLPG pages", "full flushes", "IPIs"],
+        &["machine", "threads", "pages", "flush ns", "refill ns", "total ns", "INVLPG pages", "full flushes", "IPIs", "cold flush ns"],
     );
     for name in &e.machines {
         let m = overrides.apply_machine(&machine::load(name)?)?;
@@ -156,21 +214,94 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                     f.invlpg.to_string(),
                     f.full.to_string(),
                     f.ipis.to_string(),
+                    format!("{:.0}", f.cold.ns()),
                 ]);
             }
         }
     }
+    let mut rows = vec![];
+    let mut notes = vec!["the initiator's CPU is timed, on the flush after an untimed one of the same range (cold flush ns: that first one, the IPI handler's code and data reaching the targets' caches); a full flush costs one CR3 write but drops every non-global entry, so the working set's refill is where it pays".to_string()];
+    for r in &e.rows {
+        let m = overrides.apply_machine(&machine::load(&r.machine)?)?;
+        let with = one(&m, &params, &e.defenses, e, r.threads, r.pages)?;
+        let alone = one(&m, &params, &e.defenses, e, 1, r.pages)?;
+        let added_ns = with.flush.ns() - alone.flush.ns();
+        rows.push(Row::compared(
+            &r.label,
+            "cycles",
+            r.published,
+            added_ns * r.clock_ghz,
+            e.tolerance_pct.unwrap_or(f64::NAN),
+        ));
+        notes.push(format!(
+            "{}: {} on {} ({} threads, {} page(s)): {:.0} ns added, counted in cycles of {} GHz",
+            r.label, r.source, m.name, r.threads, r.pages, added_ns, r.clock_ghz
+        ));
+    }
     Ok(Reproduction {
         experiment: e.name.clone(),
         source: e.source.clone(),
-        rows: vec![],
+        rows,
         fitted_parameters: 0,
         fitted: vec![],
         predictions,
         breakdowns: vec![table],
         figures: vec![],
-        notes: vec!["the initiator's CPU is timed; a full flush costs one CR3 write but drops every non-global entry, so the working set's refill is where it pays".into()],
+        notes,
         values: Default::default(),
         params: Some(params.to_json()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text() -> String {
+        crate::experiment::source_text("flush-range")
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn a_published_row_needs_a_remote_target_and_a_tolerance() {
+        for (from, to, expect) in [
+            (
+                "threads = 2\n",
+                "threads = 1\n",
+                "threads: expected at least 2",
+            ),
+            (
+                "clock_ghz = 3.4",
+                "clock_ghz = 0",
+                "clock_ghz: expected a positive clock",
+            ),
+            (
+                "pages = 1\n",
+                "pages = 65\n",
+                "pages: expected 1 to working_set_pages",
+            ),
+            ("tolerance_pct = 20\n", "", "tolerance_pct: expected one"),
+        ] {
+            let t = text();
+            assert!(t.contains(from), "{from}");
+            let e = parse("f.toml", &t.replacen(from, to, 1))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("f.toml") && e.contains(expect), "{to}: {e}");
+        }
+    }
+
+    /// A remote target costs the warm flush its IPI round trip: more than a local INVLPG,
+    /// far less than the cold first shootdown, whose handler comes from DRAM.
+    #[test]
+    fn a_warm_shootdown_costs_less_than_the_cold_one() {
+        let e = parse("f.toml", &text()).unwrap();
+        let m = machine::load("haswell-i7-4770").unwrap();
+        let alone = one(&m, &Params::linux(), "none", &e, 1, 1).unwrap();
+        let two = one(&m, &Params::linux(), "none", &e, 2, 1).unwrap();
+        assert_eq!(two.ipis, 1);
+        assert!(two.flush > alone.flush, "a remote target adds nothing");
+        assert!(two.cold > two.flush, "the cold shootdown is not dearer");
+    }
 }

@@ -2,6 +2,7 @@
 //! machine, the workload, each row's configuration and published figure, and the one
 //! parameter it may fit; the runner simulates every row and reports published vs simulated.
 
+pub mod asi_table;
 pub mod evict_fault;
 pub mod flush_range;
 pub mod kbuild_table;
@@ -130,9 +131,10 @@ pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reprod
         }
         "flush-range" => flush_range::run(&flush_range::parse(place, text)?, overrides),
         "evict-fault" => evict_fault::run(&evict_fault::parse(place, text)?, overrides),
+        "asi-table" => asi_table::run(&asi_table::parse(place, text)?, overrides),
         other => Err(Error::at(
             place,
-            format!("kind: expected \"syscall-table\", \"kbuild-table\", \"kvm-table\", \"text-replication\", \"flush-range\" or \"evict-fault\", got \"{other}\""),
+            format!("kind: expected \"syscall-table\", \"kbuild-table\", \"kvm-table\", \"text-replication\", \"flush-range\", \"evict-fault\" or \"asi-table\", got \"{other}\""),
         )),
     }?;
     rep.judge(place)?;

@@ -122,7 +122,7 @@ impl Kernel {
     ) -> Result<()> {
         for &t in touches {
             let (va, access) = self.resolve(cpu, t);
-            self.touch(cpu, va, access).map_err(|f| {
+            self.touch_kernel(cpu, va, access).map_err(|f| {
                 Error::new(format!("kernel fault in {path} at {va} ({t:?}): {f:?}"))
             })?;
         }
@@ -193,6 +193,20 @@ impl Kernel {
             Effect::FlushUserRange { pages } => {
                 let start = self.mms[mm].heap;
                 self.flush_tlb_mm_range(cpu, mm, start, pages);
+            }
+            Effect::Munmap {
+                flush_pages,
+                freed_pages,
+            } => {
+                if let Some((start, _)) = self.mms[mm].vmas.pop() {
+                    self.mms[mm].next_mmap = start.0;
+                }
+                let teardown = freed_pages as f64 * self.params.exit_page_cycles;
+                self.compute(cpu, teardown, crate::sim::TimeCategory::Kernel);
+                if flush_pages > 0 {
+                    let start = self.mms[mm].heap;
+                    self.flush_tlb_mm_range(cpu, mm, start, flush_pages);
+                }
             }
             Effect::MprotectLast => {
                 let Some(&(start, pages)) = self.mms[mm].vmas.last() else {

@@ -4,7 +4,7 @@
 
 use super::page_alloc::Gfp;
 use super::{BootConfig, CpuId, Kernel, MmId, TaskId};
-use crate::arch::x86::{Pfn, VirtAddr};
+use crate::arch::x86::{Access, Pfn, VirtAddr};
 use crate::machine::MachineProfile;
 use crate::params::Params;
 use serde::Serialize;
@@ -68,6 +68,39 @@ pub trait Defense {
     /// The kernel maps a page for a copy (kmap/kmap_atomic) and unmaps it afterwards.
     fn on_kmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
     fn on_kunmap(&mut self, _k: &mut Kernel, _cpu: CpuId, _pfn: Pfn) {}
+
+    /// After on_kmap: an alias of the defense's own through which the copy is to reach the
+    /// page (`access` is the copy's access to it), instead of the direct map; `None` keeps
+    /// the direct map. ASI's ephmap maps a page-cache page into a per-CPU slot of the
+    /// address space's restricted tables so a read need not leave them.
+    fn kmap_alias(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _pfn: Pfn,
+        _access: Access,
+    ) -> Option<VirtAddr> {
+        None
+    }
+
+    /// A kernel-mode access to kernel address `va` took a not-present page fault. Return
+    /// true when the defense made it reachable (ASI's restricted tables leave sensitive
+    /// memory out; its fault handler switches to the full tables): the kernel then charges
+    /// the exception and retries the access once. A fault nobody handles is the kernel's
+    /// bug and stays an error.
+    fn on_kernel_fault(
+        &mut self,
+        _k: &mut Kernel,
+        _cpu: CpuId,
+        _va: VirtAddr,
+        _access: Access,
+    ) -> bool {
+        false
+    }
+
+    /// Linux's context_switch() is about to switch `cpu` away from its running task (to
+    /// another task, or to idle), before switch_mm.
+    fn on_context_switch(&mut self, _k: &mut Kernel, _cpu: CpuId) {}
 
     /// fork() created `child` from `parent` (dup_task_struct copies the parent's task_struct,
     /// so per-task state is inherited).

@@ -58,6 +58,9 @@ pub enum KernelGlobal {
     /// Text and rodata (pti_clone_kernel_text() clones both, up to __end_rodata_aligned, and
     /// sets G on the 2 MiB PMDs it clones and on the text).
     ClonedImage,
+    /// The whole image, text to the end of bss, keeps head_64.S's G bit: Linux PTI without
+    /// PCID before "x86/mm/pti: Clear Global bit more aggressively" (Linux 4.18.5).
+    WholeImage,
     /// Only the 2 MiB page of entry text (pti_clone_entry_text() sets G on the PMD it clones).
     EntryText,
     None,
@@ -70,6 +73,7 @@ impl KernelGlobal {
         match self {
             KernelGlobal::All => true,
             KernelGlobal::ClonedImage => va.0 < KERNEL_DATA,
+            KernelGlobal::WholeImage => true,
             KernelGlobal::EntryText => va == entry_text_page(),
             KernelGlobal::None => false,
         }
@@ -89,6 +93,11 @@ pub struct BootConfig {
     pub global_kernel: KernelGlobal,
     /// Enable CR4.PCIDE when the CPU has PCID (`nopcid` clears it).
     pub use_pcid: bool,
+    /// The page allocator keeps user and page-cache frames (GFP_USER, ASI's
+    /// __GFP_SENSITIVE) on per-CPU free lists of their own, apart from the kernel's, so a
+    /// freed frame is handed out again to an allocation of its own sensitivity (ASI's
+    /// sensitivity-aware free lists).
+    pub sensitive_freelists: bool,
     pub oracle: OracleMode,
 }
 
@@ -124,6 +133,7 @@ impl Default for BootConfig {
         BootConfig {
             global_kernel: KernelGlobal::All,
             use_pcid: true,
+            sensitive_freelists: false,
             oracle: OracleMode::default(),
         }
     }
@@ -148,6 +158,9 @@ pub struct Cpu {
     pub idle_estimate_ns: f64,
     /// Free frames of this CPU's list (Linux pcp lists).
     pub(crate) pcp: Vec<Pfn>,
+    /// Free user and page-cache frames of this CPU, when they are kept apart
+    /// (BootConfig::sensitive_freelists).
+    pub(crate) pcp_sensitive: Vec<Pfn>,
     /// Tasks waiting to run here.
     pub(crate) rq: std::collections::VecDeque<TaskId>,
     /// Woken from idle and not yet started.
@@ -246,6 +259,8 @@ pub struct Kernel {
     pub(crate) pages: crate::sim::IntMap<Pfn, page_alloc::PageInfo>,
     /// File pages cached in memory (shared by all tasks).
     pub page_cache: Vec<Pfn>,
+    /// Pages of the files read by position (Kernel::pread), by file << 32 | page index.
+    pub(crate) file_pages: crate::sim::IntMap<u64, Pfn>,
     /// The kernel's own random choices (which cached page a read hits), seeded at boot.
     pub rng: crate::sim::Pcg32,
     /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
@@ -325,6 +340,7 @@ impl Kernel {
             returns_to_user: 0,
             pages: Default::default(),
             page_cache: vec![],
+            file_pages: Default::default(),
             rng: crate::sim::Pcg32::new(1, 0x6b68),
             fast_forward: false,
             direct_map_covered: vec![0; machine.numa_nodes() as usize],
@@ -367,6 +383,7 @@ impl Kernel {
                 asid: Default::default(),
                 idle_estimate_ns: 0.0,
                 pcp: vec![],
+                pcp_sensitive: vec![],
                 rq: Default::default(),
                 starting: false,
                 slice_start: Time::ZERO,
@@ -656,6 +673,45 @@ impl Kernel {
             );
         }
         Ok(t)
+    }
+
+    /// A kernel-mode access at kernel or user address `va`: touch(), except that a
+    /// not-present fault on a kernel address is offered to the defenses first (ASI's
+    /// restricted tables fault on sensitive memory, and its handler switches to the full
+    /// tables); when one handles it, the #PF's exception entry and return are charged and
+    /// the access retried once.
+    #[inline(always)]
+    pub fn touch_kernel(
+        &mut self,
+        cpu: CpuId,
+        va: VirtAddr,
+        access: Access,
+    ) -> Result<Translated, Fault> {
+        match self.touch(cpu, va, access) {
+            Err(f @ Fault::NotPresent(_)) if va.is_kernel() => {
+                self.kernel_fault_retry(cpu, va, access, f)
+            }
+            r => r,
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn kernel_fault_retry(
+        &mut self,
+        cpu: CpuId,
+        va: VirtAddr,
+        access: Access,
+        fault: Fault,
+    ) -> Result<Translated, Fault> {
+        let mut handled = false;
+        self.with_defenses(|d, k| handled |= d.on_kernel_fault(k, cpu, va, access));
+        if !handled {
+            return Err(fault);
+        }
+        let entry = self.machine.costs.interrupt_entry_cycles as f64;
+        self.compute(cpu, entry, TimeCategory::InterruptEntry);
+        self.touch(cpu, va, access)
     }
 
     /// The exits a guest's walk took (EPT violations), charged to `cpu`.

@@ -39,14 +39,24 @@ pub struct PageInfo {
 }
 
 impl Kernel {
+    /// The per-CPU free list frames of class `gfp` come from and go back to.
+    fn pcp_of(&mut self, cpu: CpuId, gfp: Gfp) -> &mut Vec<Pfn> {
+        if self.config.sensitive_freelists && gfp.is_highuser() {
+            &mut self.cpus[cpu].pcp_sensitive
+        } else {
+            &mut self.cpus[cpu].pcp
+        }
+    }
+
     /// Allocates one order-0 page on `cpu`'s node.
     pub fn alloc_page(&mut self, cpu: CpuId, gfp: Gfp, owner: Option<TaskId>) -> Pfn {
-        if self.cpus[cpu].pcp.is_empty() {
-            self.refill_pcp(cpu);
+        if self.pcp_of(cpu, gfp).is_empty() {
+            self.refill_pcp(cpu, gfp);
         }
-        let pfn = self.cpus[cpu].pcp.pop().expect("refilled");
+        let list = self.pcp_of(cpu, gfp);
+        let pfn = list.pop().expect("refilled");
         // list_del() off the per-CPU list: this page's links, then the next page's
-        let next = self.cpus[cpu].pcp.last().copied();
+        let next = list.last().copied();
         let pair = [pfn, next.unwrap_or(pfn)];
         self.touch_struct_pages(cpu, &pair[..1 + next.is_some() as usize], Reach::Linked);
         self.pages.insert(pfn, PageInfo { gfp, owner });
@@ -57,14 +67,14 @@ impl Kernel {
 
     /// rmqueue_bulk(): refill an empty per-CPU list with a batch of frames from the node;
     /// defenses see the batch (XPFO's batched policy unmaps it there, with one flush).
-    fn refill_pcp(&mut self, cpu: CpuId) {
+    fn refill_pcp(&mut self, cpu: CpuId, gfp: Gfp) {
         let node = self.cpus[cpu].mmu.node();
         let batch = self.take_frames(node, PCP_BATCH as u64);
         // __rmqueue() walks the buddy free list under the zone lock, link by link
         self.touch_struct_pages(cpu, &batch, Reach::Linked);
         self.with_defenses(|d, k| d.on_pcp_refill(k, cpu, &batch));
         // Hand them out lowest first, as a fresh buddy block would be.
-        self.cpus[cpu].pcp.extend(batch.into_iter().rev());
+        self.pcp_of(cpu, gfp).extend(batch.into_iter().rev());
     }
 
     /// Takes `n` data frames from `node`, with the direct map covering every one of them.
@@ -101,8 +111,9 @@ impl Kernel {
         self.cpus[cpu].stats.count(Counter::PagesFreed);
         // the refcount and flags of a page freed among others (release_pages() of a batch)
         self.touch_struct_pages(cpu, &[pfn], Reach::Stream);
-        if self.cpus[cpu].pcp.len() < PCP_HIGH {
-            self.cpus[cpu].pcp.push(pfn);
+        let list = self.pcp_of(cpu, info.gfp);
+        if list.len() < PCP_HIGH {
+            list.push(pfn);
         } else {
             self.mem.free_data(pfn);
         }

@@ -295,6 +295,12 @@ impl KernelPaths {
         self.work_basis.work(id.0, ns * self.work_basis.host_ghz)
     }
 
+    /// Recorded path `name`'s native latency on the recording host (low percentile), in ns.
+    pub fn native_ns(&self, name: &str) -> Option<f64> {
+        let p = self.get(self.id(name)?);
+        p.native_cycles.map(|c| c / self.work_basis.host_ghz)
+    }
+
     pub fn id(&self, name: &str) -> Option<PathId> {
         self.paths.iter().position(|p| p.name == name).map(PathId)
     }
@@ -573,7 +579,7 @@ impl Kernel {
         first = 0;
         for (g, &(object, lines)) in p.data.iter().enumerate() {
             let va = self.object_va(cpu, object, lines);
-            let t = self.touch(cpu, va, Access::Write).map_err(|f| {
+            let t = self.touch_kernel(cpu, va, Access::Write).map_err(|f| {
                 Error::new(format!(
                     "kernel fault in {} at {va} ({object:?}): {f:?}",
                     p.name
@@ -631,7 +637,7 @@ impl Kernel {
                 return Ok(pa + (va.0 - start));
             }
         }
-        let t = self.touch(cpu, va, access).map_err(|f| {
+        let t = self.touch_kernel(cpu, va, access).map_err(|f| {
             Error::new(format!(
                 "kernel fault on {}'s page {va} ({access:?}): {f:?}",
                 p.name

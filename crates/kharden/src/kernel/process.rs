@@ -64,11 +64,18 @@ impl Kernel {
         self.with_defenses(|d, k| d.on_refcount_ops(k, cpu, n));
     }
 
-    /// kmap(): the kernel alias of a page for a copy. On x86-64 that is the direct map;
-    /// defenses may have to map it back first.
-    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn) -> VirtAddr {
+    /// kmap(): the kernel alias of a page for a copy that makes `access` to it. On x86-64
+    /// that is the direct map; defenses may have to map it back first, or map it elsewhere
+    /// (Defense::kmap_alias).
+    pub fn kmap(&mut self, cpu: CpuId, pfn: Pfn, access: Access) -> VirtAddr {
         self.with_defenses(|d, k| d.on_kmap(k, cpu, pfn));
-        self.direct_map_addr(pfn)
+        let mut alias = None;
+        self.with_defenses(|d, k| {
+            if alias.is_none() {
+                alias = d.kmap_alias(k, cpu, pfn, access);
+            }
+        });
+        alias.unwrap_or_else(|| self.direct_map_addr(pfn))
     }
 
     pub fn kunmap(&mut self, cpu: CpuId, pfn: Pfn) {
@@ -98,14 +105,14 @@ impl Kernel {
         page_access: Access,
         user_buffer: Option<(VirtAddr, Access)>,
     ) -> Result<()> {
-        let va = self.kmap(cpu, pfn);
+        let va = self.kmap(cpu, pfn, page_access);
         if self.fast_forward {
             // The kmap/kunmap pair is lasting state (XPFO unmaps a user page's alias at its
             // first kunmap); the copy's translation and lines are not.
             self.kunmap(cpu, pfn);
             return Ok(());
         }
-        self.touch(cpu, va, page_access)
+        self.touch_kernel(cpu, va, page_access)
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
         // write-allocating accesses), evicting what the kernel and the task had there.
@@ -153,6 +160,32 @@ impl Kernel {
         Ok(())
     }
 
+    /// A write to a private page mapped read-only (after fork, or a file's private
+    /// mapping): do_wp_page copies it into a new anonymous page, mapped at the next page of
+    /// the heap (the source page's lines are in the recorded path's copy; the copy's time
+    /// is charged as copy_page's).
+    pub fn cow_fault(&mut self, cpu: CpuId) -> Result<()> {
+        let entry = self.machine.costs.interrupt_entry_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::PageFaults);
+        let mm = self.current_mm(cpu);
+        let va = self.mms[mm].heap.offset(self.mms[mm].heap_pages * 4096);
+        let pfn = self.in_kernel(cpu, entry, |k| {
+            k.run_known_path(
+                cpu,
+                "fault-cow",
+                Work::MeasuredLess("copy_mc_enhanced_fast_string"),
+            )?;
+            let task = k.current_task(cpu);
+            let pfn = k.alloc_page(cpu, Gfp::UserAnon, Some(task));
+            k.copy_page(cpu, pfn, Access::Write, None)?;
+            k.map_user(mm, va, pfn.addr(), PteFlags::USER_DATA);
+            Ok(pfn)
+        })?;
+        self.mms[mm].anon.push(pfn);
+        self.mms[mm].heap_pages += 1;
+        Ok(())
+    }
+
     /// A read fault on a file mapping whose page is in the page cache (an executable's text
     /// and data, a mapped header): the recorded path maps it and up to 15 neighbours
     /// (fault-around); its measured work covers those PTE stores. The pages are not tracked
@@ -181,6 +214,7 @@ impl Kernel {
     pub fn file_read(
         &mut self,
         cpu: CpuId,
+        fs: PageCacheFs,
         pages: u32,
         misses: u32,
         buffer: VirtAddr,
@@ -188,7 +222,7 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
-            k.run_known_path(cpu, "read-4k-file", Work::MeasuredLess("_copy_to_iter"))?;
+            k.run_known_path(cpu, fs.read_path(), Work::MeasuredLess("_copy_to_iter"))?;
             for i in 0..pages {
                 let pfn = if i < misses || k.page_cache.is_empty() {
                     let p = k.alloc_page(cpu, Gfp::PageCache, None);
@@ -212,19 +246,57 @@ impl Kernel {
         })
     }
 
-    /// write() of `pages` pages into new page-cache pages (an output file or a pipe).
-    pub fn file_write(&mut self, cpu: CpuId, pages: u32, buffer: VirtAddr) -> Result<()> {
+    /// pread() of 4 KiB at page `page` of file `file` into the user buffer at `buffer`
+    /// (fio's psync engine): the recorded pread64 path, then the page-cache page copied out
+    /// through kmap. The file is cached in full (a tmpfs file written before the run): a
+    /// page read for the first time is put in the page cache as history, at no cost.
+    pub fn pread(&mut self, cpu: CpuId, file: u32, page: u32, buffer: VirtAddr) -> Result<()> {
+        let key = (file as u64) << 32 | page as u64;
+        let pfn = match self.file_pages.get(&key) {
+            Some(&p) => p,
+            None => {
+                let was = std::mem::replace(&mut self.fast_forward, true);
+                let p = self.alloc_page(cpu, Gfp::PageCache, None);
+                self.fast_forward = was;
+                self.file_pages.insert(key, p);
+                p
+            }
+        };
+        let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
+        self.cpus[cpu].stats.count(Counter::Syscalls);
+        self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
+            k.run_known_path(cpu, "pread64-4k", Work::MeasuredLess("_copy_to_iter"))?;
+            k.copy_page(cpu, pfn, Access::Read, Some((buffer, Access::Write)))
+        })
+    }
+
+    /// write() of `pages` pages into the page cache, the first `new_pages` of them newly
+    /// allocated (a file growing), the rest pages already cached (a file rewritten).
+    pub fn file_write(
+        &mut self,
+        cpu: CpuId,
+        fs: PageCacheFs,
+        pages: u32,
+        new_pages: u32,
+        buffer: VirtAddr,
+    ) -> Result<()> {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel(cpu, roundtrip, |k| {
             k.run_known_path(
                 cpu,
-                "write-4k-file",
+                fs.write_path(),
                 Work::MeasuredLess("copy_folio_from_iter_atomic"),
             )?;
             for i in 0..pages {
-                let pfn = k.alloc_page(cpu, Gfp::PageCache, None);
-                k.page_cache.push(pfn);
+                let pfn = if i < new_pages || k.page_cache.is_empty() {
+                    let p = k.alloc_page(cpu, Gfp::PageCache, None);
+                    k.page_cache.push(p);
+                    p
+                } else {
+                    let j = k.rng.below(k.page_cache.len() as u32) as usize;
+                    k.page_cache[j]
+                };
                 if i > 0 {
                     k.compute(cpu, k.params.file_page_cycles, TimeCategory::Kernel);
                 }
@@ -403,6 +475,31 @@ impl Kernel {
             Work::NativeNs(ns) => Some(self.paths.work_from_native_ns(id, ns)),
         };
         self.run_path(cpu, id, cycles)
+    }
+}
+
+/// Which filesystem's page cache a read or write goes through: its recorded path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageCacheFs {
+    /// A disk filesystem (the recording's ext4).
+    Disk,
+    /// tmpfs (shmem): no disk, no journal.
+    Tmpfs,
+}
+
+impl PageCacheFs {
+    fn read_path(self) -> &'static str {
+        match self {
+            PageCacheFs::Disk => "read-4k-file",
+            PageCacheFs::Tmpfs => "read-4k-tmpfs",
+        }
+    }
+
+    fn write_path(self) -> &'static str {
+        match self {
+            PageCacheFs::Disk => "write-4k-file",
+            PageCacheFs::Tmpfs => "write-4k-tmpfs",
+        }
     }
 }
 

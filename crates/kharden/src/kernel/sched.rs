@@ -74,6 +74,7 @@ impl Kernel {
             None => {
                 if prev.is_some() {
                     self.leave_user_mode(cpu); // the idle loop runs in the kernel
+                    self.with_defenses(|d, k| d.on_context_switch(k, cpu));
                     self.cpus[cpu].current = None;
                     self.enter_lazy_tlb(cpu);
                 }
@@ -105,6 +106,7 @@ impl Kernel {
         }
         self.cpus[cpu].stats.count(Counter::ContextSwitches);
         self.leave_user_mode(cpu);
+        self.with_defenses(|d, k| d.on_context_switch(k, cpu));
         self.switch_to(cpu, next);
         // __schedule's path runs on both sides of switch_mm; charged after it, with the next
         // task's stack and mm, where the refills of a flushing CR3 write land.

@@ -201,6 +201,7 @@ impl Kernel {
             returns_to_user: _,
             pages,
             page_cache,
+            file_pages,
             rng,
             direct_map_covered,
             text_contents,
@@ -229,6 +230,7 @@ impl Kernel {
         c.debug(&(kernel_root, kernel_node_roots, tasks, task_slots, mm_slots));
         c.debug(&violations.len());
         c.sorted_map(pages.iter().map(|(p, info)| (p.0, info)));
+        c.sorted_map(file_pages.iter());
         c.debug(&(
             page_cache,
             rng,
@@ -297,6 +299,7 @@ impl Cpu {
             asid: _,
             idle_estimate_ns,
             pcp,
+            pcp_sensitive,
             rq,
             starting,
             slice_start,
@@ -313,6 +316,7 @@ impl Cpu {
             current,
             idle_estimate_ns.to_bits(),
             pcp,
+            pcp_sensitive,
             rq,
             starting,
         ));

@@ -41,6 +41,13 @@ pub enum Effect {
     FlushUserRange {
         pages: u64,
     },
+    /// A replayed munmap: the newest VMA goes, `freed_pages` pages its recording freed are
+    /// torn down (kernel.exit_page_cycles each, as at exit), and `flush_pages` are flushed
+    /// (its recorded flush; 0: none).
+    Munmap {
+        flush_pages: u64,
+        freed_pages: u64,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -137,7 +144,62 @@ const TABLE: &[Entry] = &[
     Entry("readlink", "readlink", &[UserBufferWrite(0)], Effect::None),
     Entry("mmap-file", "mmap", &[], Effect::None),
     Entry("mprotect-noflush", "mprotect", &[], Effect::None),
+    // A replayed syscall no variant describes: a generic path (getpid's text and objects)
+    // whose work is the call's recorded kernel time.
+    Entry("syscall-recorded", "getpid", &[], Effect::None),
+    // The rest of the small calls the footprints record (a replayed trace's mix).
+    Entry(
+        "rt_sigprocmask",
+        "rt_sigprocmask",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry("getcwd", "getcwd", &[UserBufferWrite(0)], Effect::None),
+    Entry("fcntl", "fcntl", &[], Effect::None),
+    Entry("set_robust_list", "set_robust_list", &[], Effect::None),
+    Entry("futex", "futex", &[UserBufferRead(0)], Effect::None),
+    Entry("wait4", "wait4", &[UserBufferWrite(0)], Effect::None),
+    // The variants a replayed trace tells apart by what the call touched (docs/design/
+    // replay.md): a pipe's reads and writes, walks of one component and lookups that fail,
+    // getdents64 (its work interpolated by the bytes it returns).
+    Entry(
+        "read-pipe-4k",
+        "read-pipe-4k",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
+    Entry(
+        "write-pipe-4k",
+        "write-pipe-4k",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry("openat-1", "openat-1", &[UserBufferRead(0)], Effect::None),
+    Entry(
+        "newfstatat-1",
+        "newfstatat-1",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
+    Entry(
+        "openat-enoent",
+        "openat-enoent",
+        &[UserBufferRead(0)],
+        Effect::None,
+    ),
+    Entry(
+        "getdents64-small",
+        "getdents64-small",
+        &[UserBufferWrite(0)],
+        Effect::None,
+    ),
 ];
+
+/// Bytes getdents64 returns for the footprint driver's small and large directories (8 and
+/// 256 entries named f000.., each record 24 bytes with "." and ".."): the two points the
+/// model interpolates a replayed getdents64 between (the driver checks them).
+pub const GETDENTS_SMALL: u64 = 10 * 24;
+pub const GETDENTS_LARGE: u64 = 258 * 24;
 
 pub fn lookup(name: &str) -> Option<SyscallSpec> {
     let e = TABLE.iter().find(|e| e.0 == name)?;
@@ -160,6 +222,18 @@ pub fn names() -> Vec<&'static str> {
     TABLE
         .iter()
         .map(|e| e.0)
-        .filter(|n| !n.contains("-file") && !n.contains("-noflush") && !n.contains("-empty"))
+        .filter(|n| {
+            !n.contains("-file")
+                && !n.contains("-noflush")
+                && !n.contains("-empty")
+                && !n.contains("-recorded")
+        })
         .collect()
+}
+
+/// The measured work cycles of recorded path `name` (for a path no table entry runs as it
+/// is: a replay interpolates between two of them).
+pub fn path_work(name: &str) -> Option<f64> {
+    let paths = KernelPaths::current();
+    paths.get(paths.id(name)?).work_cycles
 }

@@ -110,6 +110,10 @@ pub struct Features {
     /// arm64: ASID width in bits (8 or 16); 0 on x86.
     #[serde(default)]
     pub asid_bits: u32,
+    /// x86: the core is affected by L1 Terminal Fault (Linux X86_BUG_L1TF), so a mitigation
+    /// that protects data across a domain change flushes the L1D there (ASI's taint policy).
+    #[serde(default)]
+    pub l1tf: bool,
 }
 
 /// Which accesses a TLB array serves.

@@ -1,5 +1,7 @@
 //! The security oracle: each defense's property as an invariant checked during a run.
 
+pub mod asi;
+pub mod historical;
 pub mod pti;
 pub mod scenario;
 pub mod xpfo;

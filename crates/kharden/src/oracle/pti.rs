@@ -69,7 +69,7 @@ pub fn check(k: &Kernel, cpu: CpuId, defense: &str, allowed: &[(u64, u64)]) -> O
 }
 
 /// Does the current PGD itself lead to `table` for the region at `va`?
-fn reachable(
+pub(crate) fn reachable(
     k: &Kernel,
     root: crate::arch::x86::Pfn,
     va: VirtAddr,

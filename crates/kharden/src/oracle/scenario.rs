@@ -7,6 +7,7 @@ use crate::arch::x86::{Access, Pfn};
 use crate::defense::Defense;
 use crate::error::{Error, Result};
 use crate::kernel::page_alloc::Gfp;
+use crate::kernel::process::PageCacheFs;
 use crate::kernel::{syscall, tlbflush, CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
 use crate::params::Params;
@@ -32,6 +33,16 @@ pub const ALL: &[Scenario] = &[
         name: "sibling-thread",
         what: "thread T receives a page on one CPU while its sibling thread keeps running on a CPU holding the page's old kernel alias (Dave Hansen's review of XPFO v7 16/16)",
         run: sibling_thread,
+    },
+    Scenario {
+        name: "kmap-two-cpus",
+        what: "threads T and S of one process kmap the same page of theirs at once on two CPUs; S unmaps first, T's kunmap on CPU 0 takes the page out of the direct map; S then makes a system call on CPU 1",
+        run: kmap_two_cpus,
+    },
+    Scenario {
+        name: "page-cache-read",
+        what: "a task reads a file through the page cache (read(): a page brought in, then pages already cached, each copied to its buffer) while a task of another process on the other CPU reads the same file",
+        run: page_cache_read,
     },
     Scenario {
         name: "text-poke",
@@ -87,6 +98,80 @@ pub fn sibling_thread(
     let getppid = syscall::lookup("getppid")
         .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
+    Ok(k.violations)
+}
+
+/// A user page kmapped on two CPUs at once: threads T (CPU 0) and S (CPU 1) of one process
+/// both read page P of theirs through kmap (e.g. through /proc/self/mem); S's kunmap leaves
+/// P mapped (T still holds it), T's takes it out of the direct map. Both CPUs used the
+/// alias, so T's kunmap must reach CPU 1 too, whose thread S returns to user mode next.
+pub fn kmap_two_cpus(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, params, "kmap-two-cpus")?;
+    let t = k.spawn("victim", None);
+    let s = k.spawn_thread(0, t, "sibling");
+    run_next(&mut k, 0, t);
+    run_next(&mut k, 1, s);
+    k.anon_fault(0)?;
+    let p = *k.mms[k.tasks[t].mm]
+        .anon
+        .last()
+        .ok_or_else(|| Error::new("kmap-two-cpus: the fault mapped no page"))?;
+    let read = |k: &mut Kernel, cpu: CpuId| {
+        let alias = k.kmap(cpu, p, Access::Read);
+        k.touch_kernel(cpu, alias, Access::Read)
+            .map(|_| ())
+            .map_err(|f| {
+                Error::new(format!(
+                    "kernel read of kmapped page {} faulted: {f:?}",
+                    p.0
+                ))
+            })
+    };
+    k.in_kernel(0, 0.0, |k| {
+        read(k, 0)?;
+        k.in_kernel(1, 0.0, |k| {
+            read(k, 1)?;
+            k.kunmap(1, p);
+            Ok(())
+        })?;
+        k.kunmap(0, p);
+        Ok(())
+    })?;
+    let getppid = syscall::lookup("getppid")
+        .ok_or_else(|| Error::new("kmap-two-cpus: getppid is not in the syscall table"))?;
+    k.syscall(1, &getppid)?;
+    Ok(k.violations)
+}
+
+/// Two processes read the same file on two CPUs: the first read of each brings a page into
+/// the page cache, the others copy cached pages out (the kernel reads page-cache pages, a
+/// defense's sensitive memory, then returns to user mode).
+pub fn page_cache_read(
+    machine: &MachineProfile,
+    defenses: Vec<Box<dyn Defense>>,
+    params: &Params,
+) -> Result<Vec<Violation>> {
+    let mut k = boot(machine, defenses, params, "page-cache-read")?;
+    let buffer = crate::arch::x86::VirtAddr(crate::kernel::layout::USER_DATA);
+    for cpu in [0, 1] {
+        let t = k.spawn_on(cpu, "reader", None);
+        run_next(&mut k, cpu, t);
+    }
+    for _ in 0..3 {
+        for cpu in [0, 1] {
+            k.file_read(
+                cpu,
+                PageCacheFs::Disk,
+                1,
+                u32::from(k.page_cache.len() < 2),
+                buffer,
+            )?;
+        }
+    }
     Ok(k.violations)
 }
 
@@ -159,7 +244,13 @@ fn stale_kernel_alias(k: &mut Kernel, on: CpuId, to: CpuId) -> Result<Pfn> {
     })?;
     k.free_page(on, p);
     k.cpus[on].pcp.retain(|&f| f != p);
-    k.cpus[to].pcp.push(p);
+    // Next out on `to` for a user allocation (from the user list where the allocator
+    // keeps one: BootConfig::sensitive_freelists).
+    if k.config.sensitive_freelists {
+        k.cpus[to].pcp_sensitive.push(p);
+    } else {
+        k.cpus[to].pcp.push(p);
+    }
     Ok(p)
 }
 

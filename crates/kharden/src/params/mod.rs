@@ -159,6 +159,7 @@ pub fn declarations() -> Vec<Decl> {
         all.extend_from_slice(d.params);
     }
     all.extend_from_slice(crate::workload::PARAMS);
+    all.extend_from_slice(crate::workload::fio::PARAMS);
     all.extend_from_slice(crate::virt::params::DECLS);
     all
 }

@@ -5,19 +5,9 @@
 //! is a row not counted as a prediction (fitted, derived, or met by a null model too).
 
 use super::judge::{ADDED_TOLERANCE_PCT, ADDED_TOLERANCE_PP};
+use super::svg::COLORS;
 use super::{Figure, Reproduction, Row};
 use plotters::prelude::*;
-
-const COLORS: [RGBColor; 8] = [
-    RGBColor(0x1b, 0x9e, 0x77),
-    RGBColor(0xd9, 0x5f, 0x02),
-    RGBColor(0x75, 0x70, 0xb3),
-    RGBColor(0xe7, 0x29, 0x8a),
-    RGBColor(0x66, 0xa6, 0x1e),
-    RGBColor(0xe6, 0xab, 0x02),
-    RGBColor(0xa6, 0x76, 0x1d),
-    RGBColor(0x66, 0x66, 0x66),
-];
 
 /// The two figures, for `reps` as `reproduce all` ran them.
 pub fn figures(reps: &[Reproduction]) -> Vec<Figure> {

@@ -10,15 +10,19 @@ pub struct Series {
     pub dashed: bool,
 }
 
-/// Dark2 (ColorBrewer): six colours that stay distinct in print and for most colour vision.
-const COLORS: [RGBColor; 6] = [
+/// Dark2 (ColorBrewer): colours that stay distinct in print and for most colour vision.
+/// Line charts cycle through the first six, the results figures through all eight.
+pub(super) const COLORS: [RGBColor; 8] = [
     RGBColor(0x1b, 0x9e, 0x77),
     RGBColor(0xd9, 0x5f, 0x02),
     RGBColor(0x75, 0x70, 0xb3),
     RGBColor(0xe7, 0x29, 0x8a),
     RGBColor(0x66, 0xa6, 0x1e),
     RGBColor(0xe6, 0xab, 0x02),
+    RGBColor(0xa6, 0x76, 0x1d),
+    RGBColor(0x66, 0x66, 0x66),
 ];
+const LINE_COLORS: usize = 6;
 
 /// The chart as SVG text. Points a log axis cannot show (x or y not finite and positive) are
 /// left out.
@@ -108,7 +112,7 @@ where
 {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     for (i, (s, pts)) in series.iter().zip(shown).enumerate() {
-        let color = COLORS[i % COLORS.len()];
+        let color = COLORS[i % LINE_COLORS];
         let style = color.stroke_width(2);
         let line = if s.dashed {
             chart.draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))

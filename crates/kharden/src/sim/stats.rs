@@ -187,7 +187,7 @@ named_enum! {
 pub struct OwnedCounter(pub u8);
 
 /// Slots for plug-in counters.
-pub const OWNED_COUNTERS: usize = 16;
+pub const OWNED_COUNTERS: usize = 24;
 
 /// All stats of one simulation. Plain arrays: updating one is an index and an add.
 #[derive(Debug, Clone, PartialEq)]

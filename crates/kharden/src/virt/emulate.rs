@@ -39,6 +39,24 @@ impl Vcpu<'_> {
         self.caches.stall_cycles(hit)
     }
 
+    /// An instruction that exited and that KVM emulates, storing to `va` as the supervisor
+    /// (GuestOp::EmulatedStore): x86_emulate_instruction fetches and decodes it, then
+    /// emulator_write_emulated translates the store's address (vcpu_mmio_gva_to_gpa, a
+    /// guest walk whose permission check is permission_fault()); a fault is injected into
+    /// the guest as #PF instead of the store. Returns the guest PTE's W bit and whether the
+    /// store went through. (The fetch's own walk is left out: its cost matters to no run.)
+    pub(super) fn emulated_store(&mut self, va: VirtAddr) -> (bool, bool) {
+        self.counts.emulated_insns += 1;
+        self.acct.exit_entry += self.cfg.costs.exit_cycles(&self.hw);
+        let (walk, leaf) = self.software_walk(va);
+        self.acct.emulation += walk + self.cfg.costs.emulate_cycles;
+        let writable = leaf.flags.writable;
+        (
+            writable,
+            !self.mmu.permission_fault_write(writable, self.cr0),
+        )
+    }
+
     /// One store into the write-protected per-CPU PGD (`pgd`, slot `slot`) under shadow
     /// paging. The #PF exits; FNAME(page_fault) walks the guest tables for the faulting
     /// address, finds the gfn write-tracked, clears the write-flooding counts along the

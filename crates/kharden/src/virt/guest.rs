@@ -35,6 +35,11 @@ pub enum GuestOp {
     Fetch { va: VirtAddr, lines: u64 },
     /// PaX per-CPU PGD: copy process `next`'s user PGD entries into the CPU's PGD.
     ClonePgd(usize),
+    /// An instruction that exits and that KVM emulates, storing to `va` as the guest's
+    /// supervisor: LTR marking the TSS descriptor busy in the read-only GDT, when KVM
+    /// intercepts descriptor-table instructions to emulate UMIP (Mathias Krause's trace
+    /// of the guest-owned CR0.WP bug, kvm list, 30 March 2023). No ssdd step has one.
+    EmulatedStore(VirtAddr),
 }
 
 const KERNEL_TEXT: u64 = 0xffff_ffff_8100_0000;

@@ -34,6 +34,33 @@ pub(crate) fn violations(p: &Cr0Probe) -> impl Iterator<Item = String> + '_ {
         })
 }
 
+/// A store KVM emulated for the guest (GuestOp::EmulatedStore): CR0.WP and the guest PTE's
+/// W bit at that moment, and what KVM did.
+pub(crate) struct EmulatedStore {
+    pub page: VirtAddr,
+    pub wp: bool,
+    pub writable: bool,
+    /// Whether the emulator let the store through (else it injected #PF).
+    pub allowed: bool,
+    pub flavour: VirtFlavour,
+}
+
+/// The same property for a store the emulator performed: it must go through iff the page
+/// is writable or CR0.WP is clear, as the CPU's own store would.
+pub(crate) fn emulated_store_violation(s: &EmulatedStore) -> Option<String> {
+    let architectural = s.writable || !s.wp;
+    (s.allowed != architectural).then(|| {
+        format!(
+            "emulated supervisor store to {} {} {} with CR0.WP={} ({:?})",
+            if s.writable { "writable" } else { "read-only" },
+            s.page,
+            if s.allowed { "went through" } else { "got #PF" },
+            s.wp as u8,
+            s.flavour
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use crate::virt::ssdd::check_variant;
@@ -56,6 +83,52 @@ mod tests {
             } else {
                 assert!(found.iter().any(|v| v.contains("emulated")), "{found:?}");
             }
+        }
+    }
+
+    /// cf9f4c0eb169's bug: with a guest-owned CR0.WP, the emulator judges a store by the WP
+    /// of KVM's last look. The probe after every CR0 write (the general invariant) sees it on
+    /// the direct MMUs; shadow paging intercepts WP and holds.
+    #[test]
+    fn the_stale_role_wp_is_caught_by_the_probe_on_direct_mmus() {
+        let m = crate::machine::load("skylake-i7-6700k").unwrap();
+        for (f, found) in check_variant(&m, Variant::BrokenBeforeRefreshCr0Wp).unwrap() {
+            if f.direct() {
+                assert!(
+                    found.iter().all(|v| v.starts_with("emulated")) && !found.is_empty(),
+                    "{f:?}: {found:?}"
+                );
+            } else {
+                assert!(found.is_empty(), "{f:?}: {found:?}");
+            }
+        }
+    }
+
+    /// Mathias Krause's guest: WP cleared without an exit, then an emulated LTR stores to
+    /// the read-only GDT. Before the fix KVM injects #PF (the guest triple-faults); after
+    /// it, and under every variant that intercepts WP, the store goes through.
+    #[test]
+    fn an_emulated_store_after_a_guest_owned_toggle_needs_the_refresh() {
+        use crate::virt::ssdd::emulated_store_after_wp_toggle;
+        let m = crate::machine::load("skylake-i7-6700k").unwrap();
+        for v in [Variant::Base, Variant::KeepRoots, Variant::GuestOwnedWp] {
+            for (f, found) in emulated_store_after_wp_toggle(&m, v).unwrap() {
+                assert!(found.is_empty(), "{v:?} on {f:?}: {found:?}");
+            }
+        }
+        let stale = emulated_store_after_wp_toggle(&m, Variant::BrokenBeforeRefreshCr0Wp).unwrap();
+        for (f, found) in stale {
+            let caught = found
+                .iter()
+                .any(|v| v.contains("read-only") && v.contains("got #PF with CR0.WP=0"));
+            assert_eq!(caught, f.direct(), "{f:?}: {found:?}");
+        }
+        // SVM intercepts every CR0 write: KVM looks at each toggle, nothing goes stale.
+        let epyc = crate::machine::load("epyc-7763-2s").unwrap();
+        for (f, found) in
+            emulated_store_after_wp_toggle(&epyc, Variant::BrokenBeforeRefreshCr0Wp).unwrap()
+        {
+            assert!(found.is_empty(), "SVM {f:?}: {found:?}");
         }
     }
 

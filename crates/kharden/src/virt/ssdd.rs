@@ -123,6 +123,9 @@ pub struct Counts {
     /// entries they read.
     pub sw_walks: u64,
     pub sw_walk_levels: u64,
+    /// Instructions KVM emulated after their exit (GuestOp::EmulatedStore): their exits are
+    /// counted here, not in `exits`, whose three reasons are the ones the tables report.
+    pub emulated_insns: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +179,36 @@ pub fn check_variant(
         cfg.sample_steps = 40;
         cfg.guest.wp_pairs_other_per_step = 1.5;
         out.push((flavour, run_ssdd(m, &cfg)?.violations));
+    }
+    Ok(out)
+}
+
+/// The guest of the guest-owned CR0.WP bug that cf9f4c0eb169 fixed, as Mathias Krause's trace
+/// shows it, on every MMU flavour the machine supports: its last CR0 write that exited set
+/// WP (boot); it clears WP (pax_open_kernel, no exit where the guest owns the bit), runs an
+/// instruction KVM emulates that stores to the read-only GDT (LTR under UMIP emulation), and
+/// sets WP again. The probe after each CR0 write is off: only the emulated store is judged.
+pub fn emulated_store_after_wp_toggle(
+    m: &MachineProfile,
+    variant: Variant,
+) -> Result<Vec<(MmuFlavour, Vec<String>)>> {
+    let mut out = vec![];
+    for flavour in MmuFlavour::ALL {
+        let Ok(hw) = check_support(m, flavour) else {
+            continue;
+        };
+        let cfg = SsddConfig::new(flavour, variant);
+        let mut v = Vcpu::new(m, hw, &cfg, 1);
+        v.ensure_loaded();
+        let gdt = v.guest.gdt;
+        for op in [
+            GuestOp::OpenKernel,
+            GuestOp::EmulatedStore(gdt),
+            GuestOp::CloseKernel,
+        ] {
+            v.op(op);
+        }
+        out.push((flavour, v.violations));
     }
     Ok(out)
 }
@@ -343,6 +376,18 @@ impl<'a> Vcpu<'a> {
             GuestOp::DebugTrap => {
                 self.exit(ExitReason::ExceptionNmi);
                 self.acct.debug += self.cfg.costs.db_reinject_cycles;
+            }
+            GuestOp::EmulatedStore(va) => {
+                let (writable, allowed) = self.emulated_store(va);
+                let store = oracle::EmulatedStore {
+                    page: va,
+                    wp: self.wp(),
+                    writable,
+                    allowed,
+                    flavour: self.flavour(),
+                };
+                self.violations
+                    .extend(oracle::emulated_store_violation(&store));
             }
         }
     }
@@ -658,16 +703,12 @@ impl<'a> Vcpu<'a> {
     }
 
     /// Whether KVM's software walker (emulation, gva_to_gpa) permits a supervisor write to
-    /// `va`: the guest PTE's W bit and mmu->permissions for the CR0.WP it was computed for.
+    /// `va`: the guest PTE's W bit through permission_fault() (KvmMmu::permission_fault_write).
     pub(crate) fn emulated_write_allowed(&mut self, va: VirtAddr) -> bool {
-        if self.ctl.guest_host_mask & CR0_WP == 0 {
-            // kvm_mmu_refresh_passthrough_bits: CR0.WP is read back from the VMCS first.
-            self.mmu.permissions_wp = self.wp();
-        }
         let root = self.guest.root_of(self.proc);
         let g = crate::arch::x86::paging::translate(&self.guest.mem, root, va)
             .expect("oracle probes a mapped page");
-        g.flags.writable || !self.mmu.permissions_wp
+        !self.mmu.permission_fault_write(g.flags.writable, self.cr0)
     }
 
     pub(crate) fn flavour(&self) -> VirtFlavour {

@@ -8,6 +8,7 @@
 
 use super::program::{Op, Program};
 use crate::kernel::entry::UserL1Lines;
+use crate::kernel::process::PageCacheFs;
 use crate::kernel::syscall::SyscallSpec;
 use crate::sim::Pcg32;
 use std::collections::VecDeque;
@@ -284,12 +285,17 @@ impl Process {
         }
         if reads > 0 {
             self.pending.push_back(Op::FileRead {
+                fs: PageCacheFs::Disk,
                 pages: reads,
                 misses: misses.min(reads),
             });
         }
         if writes > 0 {
-            self.pending.push_back(Op::FileWrite { pages: writes });
+            self.pending.push_back(Op::FileWrite {
+                fs: PageCacheFs::Disk,
+                pages: writes,
+                new_pages: writes,
+            });
         }
         for (i, &(spec, per_job)) in s.syscall_mix.iter().enumerate() {
             let count = take_whole(&mut self.mix_carry[i], per_job * per_chunk);

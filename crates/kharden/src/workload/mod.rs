@@ -3,6 +3,7 @@
 
 pub mod bounds;
 pub mod evict_fault;
+pub mod fio;
 pub mod kbuild;
 pub mod kbuild_profile;
 pub mod kbuild_run;
@@ -32,6 +33,10 @@ pub const NAMES: &[(&str, &str)] = &[
     (
         "ssdd",
         "rt-tests' ssdd in a KVM guest whose kernel toggles CR0.WP (--virt kvm --mmu M --kvm-variant V --guest-model path|kernel)",
+    ),
+    (
+        "fio-randread",
+        "fio --rw=randread --bs=4k on a tmpfs file through pread(), one process per job (--jobs N)",
     ),
     (
         "kernel-op",

@@ -2,6 +2,7 @@
 //! Every workload (generators, trace replay) speaks this language to the runner.
 
 use crate::kernel::entry::UserL1Lines;
+use crate::kernel::process::PageCacheFs;
 use crate::kernel::syscall::{Effect, SyscallSpec};
 use crate::sim::Pcg32;
 
@@ -36,6 +37,16 @@ pub enum Op {
     FileFaults(u32),
     /// `n` reads of anonymous pages not yet mapped (the zero page).
     ZeroPageFaults(u32),
+    /// `n` writes to private pages mapped read-only: copy-on-write faults.
+    CowFaults(u32),
+    /// An operation whose kernel part did `cycles` more than the model's path for it: a
+    /// replayed execve of a dynamically linked program, whose recording measured more than
+    /// the footprints' execve of a minimal static one. The work is charged when the
+    /// operation returns, as kernel time.
+    WithKernelWork {
+        op: Box<Op>,
+        cycles: f64,
+    },
     /// An operation that happened before the simulation began (make's first jobs and the
     /// heaps of tasks that start mid-life): it changes state (mappings, allocations,
     /// flushes) but takes no simulated time, so a short warm-up does not have to cover a
@@ -43,12 +54,21 @@ pub enum Op {
     History(Box<Op>),
     /// read() of file data: `pages` copied out, `misses` of them first allocated in the page cache.
     FileRead {
+        fs: PageCacheFs,
         pages: u32,
         misses: u32,
     },
-    /// write() of `pages` pages (object files, pipes, temporaries).
+    /// write() of `pages` pages (object files, temporaries), `new_pages` of them newly
+    /// allocated in the page cache.
     FileWrite {
+        fs: PageCacheFs,
         pages: u32,
+        new_pages: u32,
+    },
+    /// pread() of 4 KiB at page `page` of file `file` (Kernel::pread).
+    Pread {
+        file: u32,
+        page: u32,
     },
     /// Any other system call from the table, `count` times, each with `extra_cycles` of
     /// kernel work beyond the table's path (a replayed syscall carries its measured work here).
@@ -87,9 +107,12 @@ impl Op {
             Op::FileFaults(_) => "fault-file",
             // do_anonymous_page's: the recorded kernel time split counts it there too.
             Op::ZeroPageFaults(_) => "fault-anon",
+            Op::CowFaults(_) => "fault-cow",
             Op::History(op) => op.label(),
+            Op::WithKernelWork { op, .. } => op.label(),
             Op::FileRead { .. } => "read",
             Op::FileWrite { .. } => "write",
+            Op::Pread { .. } => "pread64",
             Op::Syscall { spec, .. } => spec.name.split('-').next().unwrap_or(spec.name),
             Op::Fork(_) | Op::Vfork(_) | Op::SpawnThread(_) => "fork",
             Op::Exec => "execve",

@@ -292,10 +292,26 @@ impl Runner {
                 self.k.fast_forward = was;
                 return r;
             }
-            Op::FileRead { pages, misses } => {
-                k.file_read(cpu, pages, misses, VirtAddr(USER_DATA))?
+            Op::WithKernelWork { op, cycles } => {
+                let r = self.execute(cpu, task, *op)?;
+                self.k
+                    .compute(cpu, cycles, crate::sim::TimeCategory::Kernel);
+                return Ok(r);
             }
-            Op::FileWrite { pages } => k.file_write(cpu, pages, VirtAddr(USER_DATA))?,
+            Op::CowFaults(n) => {
+                for _ in 0..n {
+                    k.cow_fault(cpu)?;
+                }
+            }
+            Op::FileRead { fs, pages, misses } => {
+                k.file_read(cpu, fs, pages, misses, VirtAddr(USER_DATA))?
+            }
+            Op::FileWrite {
+                fs,
+                pages,
+                new_pages,
+            } => k.file_write(cpu, fs, pages, new_pages, VirtAddr(USER_DATA))?,
+            Op::Pread { file, page } => k.pread(cpu, file, page, VirtAddr(USER_DATA))?,
             Op::Syscall {
                 spec,
                 count,

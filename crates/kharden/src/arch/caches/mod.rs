@@ -186,6 +186,11 @@ impl CacheHierarchy {
         self.l1_mut(side, core).displace(lines);
     }
 
+    /// Empties `core`'s L1 on `side` (an L1D flush), counted as a fill.
+    pub fn empty_l1(&mut self, side: L1Side, core: usize) {
+        self.l1_mut(side, core).clear();
+    }
+
     /// Every level's lines and recency order (latencies and overlaps are the profile's).
     pub fn canon(&self, c: &mut crate::sim::Canon) {
         for l1 in self.l1.iter().chain(&self.l1i) {

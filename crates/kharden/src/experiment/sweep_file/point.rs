@@ -73,6 +73,11 @@ pub enum Resolved {
     },
     KernelOp(kernel_ops::Choice),
     Ssdd(SsddOptions),
+    Fio {
+        jobs: u32,
+        warmup_ms: f64,
+        window_ms: f64,
+    },
 }
 
 /// The file's points: the grid's product (machine, cpus, defense, workload, then each
@@ -404,6 +409,23 @@ fn resolve_workload(w: &WorkloadSpec, m: &MachineProfile) -> Result<Resolved> {
                 window_ms,
                 seed: w.seed.unwrap_or(1),
                 samples,
+            })
+        }
+        "fio-randread" => {
+            given(&["jobs", "warmup_ms", "window_ms"])?;
+            let jobs = w.jobs.unwrap_or(1);
+            crate::workload::fio::check_jobs(m, jobs)?;
+            let warmup_ms = w.warmup_ms.unwrap_or(1.0);
+            let window_ms = w.window_ms.unwrap_or(4.0);
+            if !(warmup_ms >= 0.0 && window_ms > 0.0 && warmup_ms + window_ms <= 10_000.0) {
+                return Err(Error::new(
+                    "workload: fio-randread: expected 0 <= warmup_ms, 0 < window_ms, total at most 10000 ms",
+                ));
+            }
+            Ok(Resolved::Fio {
+                jobs,
+                warmup_ms,
+                window_ms,
             })
         }
         other => Err(Error::new(format!(

@@ -48,7 +48,7 @@ fn inputs(p: &Prepared) -> Vec<(String, Cell)> {
         ("defense".into(), text(&p.point.defense.0)),
         ("workload".into(), text(&p.point.workload.0.label())),
     ];
-    if let Resolved::Kbuild { jobs, .. } = p.workload {
+    if let Resolved::Kbuild { jobs, .. } | Resolved::Fio { jobs, .. } = p.workload {
         cells.push(("jobs".into(), Cell::Int(jobs as i64)));
     }
     for (path, (value, _)) in &p.point.set {
@@ -149,6 +149,27 @@ fn outputs(p: &Prepared, extensions: &[Extension]) -> Result<Vec<(String, Cell)>
             );
             put("repeated_iterations", r.repeated as f64);
             r.stats
+        }
+        Resolved::Fio {
+            jobs,
+            warmup_ms,
+            window_ms,
+        } => {
+            let r = crate::workload::fio::simulate(
+                m,
+                &p.point.defense.0,
+                extensions,
+                *jobs,
+                *warmup_ms,
+                *window_ms,
+                &p.params,
+            )?;
+            put("seconds", r.window.elapsed.secs());
+            put("ios", r.ios as f64);
+            put("iops", r.iops);
+            put("user_s", r.window.tasks.user_time().secs());
+            put("system_s", r.window.tasks.system_time().secs());
+            r.window.tasks
         }
         Resolved::Ssdd(opts) => {
             let r = opts.run(m, &p.params)?;

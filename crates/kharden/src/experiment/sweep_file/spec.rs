@@ -70,13 +70,15 @@ pub struct WorkloadSpec {
     pub loops: Option<u32>,
     /// syscall-loop: the hypervisor the loop's guest runs under (kvm; default: none).
     pub virt: Option<String>,
-    /// kbuild: make -jN (default: one job per hardware thread, or `jobs_per_cpu`).
+    /// kbuild: make -jN (default: one job per hardware thread, or `jobs_per_cpu`);
+    /// fio-randread: fio jobs (default 1).
     pub jobs: Option<u32>,
     /// kbuild: jobs per hardware thread, rounded up (the seed's -j60 on 96 threads is 0.625).
     pub jobs_per_cpu: Option<f64>,
-    /// kbuild: simulated warm-up, ms (default 4).
+    /// kbuild: simulated warm-up, ms (default 4; fio-randread 1).
     pub warmup_ms: Option<f64>,
-    /// kbuild: simulated window, ms (default 24), or `window_cpu_ms` split over the jobs.
+    /// kbuild: simulated window, ms (default 24), or `window_cpu_ms` split over the jobs;
+    /// fio-randread: ms (default 4).
     pub window_ms: Option<f64>,
     /// kbuild: CPU time of the build measured, ms: the window is this over the jobs.
     pub window_cpu_ms: Option<f64>,

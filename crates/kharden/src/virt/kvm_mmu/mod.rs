@@ -65,20 +65,41 @@ pub enum Variant {
     /// BROKEN on purpose: a CR0.WP-only change keeps the roots on every flavour and does
     /// not re-initialise the MMU (permission bitmap and shadow role stay stale).
     BrokenKeepRoots,
+    /// BROKEN, as it was merged: "Make CR0.WP a guest owned bit" (fb509f76acc8) before its
+    /// fix cf9f4c0eb169 ("KVM: x86/mmu: Refresh CR0.WP prior to checking for emulated
+    /// permission faults"): the emulator's permission_fault() reads the CR0.WP cached in
+    /// the MMU's role, which a guest-owned toggle changes behind KVM's back.
+    BrokenBeforeRefreshCr0Wp,
 }
 
 impl Variant {
     /// "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no per-bit
     /// CR0 mask, shadow paging must intercept WP).
     pub fn guest_owns_wp(self, flavour: MmuFlavour, hw: super::vmx::VirtFlavour) -> bool {
-        self == Variant::GuestOwnedWp && flavour.direct() && hw == super::vmx::VirtFlavour::Vmx
+        matches!(
+            self,
+            Variant::GuestOwnedWp | Variant::BrokenBeforeRefreshCr0Wp
+        ) && flavour.direct()
+            && hw == super::vmx::VirtFlavour::Vmx
     }
 
-    pub const ALL: [Variant; 4] = [
+    /// Whether permission_fault() refreshes the role's CR0.WP from the vCPU first
+    /// (kvm_mmu_refresh_passthrough_bits, cf9f4c0eb169): only the code after that fix.
+    fn refreshes_passthrough_bits(self) -> bool {
+        self == Variant::GuestOwnedWp
+    }
+
+    /// A deliberately broken variant, which the oracle must catch.
+    pub fn broken(self) -> bool {
+        self.name().starts_with("broken-")
+    }
+
+    pub const ALL: [Variant; 5] = [
         Variant::Base,
         Variant::KeepRoots,
         Variant::GuestOwnedWp,
         Variant::BrokenKeepRoots,
+        Variant::BrokenBeforeRefreshCr0Wp,
     ];
     pub fn parse(s: &str) -> Result<Variant> {
         Variant::ALL
@@ -86,7 +107,7 @@ impl Variant {
             .find(|v| v.name() == s)
             .ok_or_else(|| {
                 Error::new(format!(
-                    "expected base, keep-roots, guest-owned-wp or broken-keep-roots, got \"{s}\""
+                    "expected base, keep-roots, guest-owned-wp, broken-keep-roots or broken-before-refresh-cr0wp, got \"{s}\""
                 ))
             })
     }
@@ -96,6 +117,7 @@ impl Variant {
             Variant::KeepRoots => "keep-roots",
             Variant::GuestOwnedWp => "guest-owned-wp",
             Variant::BrokenKeepRoots => "broken-keep-roots",
+            Variant::BrokenBeforeRefreshCr0Wp => "broken-before-refresh-cr0wp",
         }
     }
 }
@@ -242,7 +264,9 @@ impl KvmMmu {
         let wp_only = changed == CR0_WP;
         match self.variant {
             Variant::BrokenKeepRoots if wp_only => 0.0,
-            Variant::KeepRoots | Variant::GuestOwnedWp if wp_only && self.root_role.direct => {
+            Variant::KeepRoots | Variant::GuestOwnedWp | Variant::BrokenBeforeRefreshCr0Wp
+                if wp_only && self.root_role.direct =>
+            {
                 self.init_mmu(new);
                 c.init_mmu_cycles
             }
@@ -258,6 +282,29 @@ impl KvmMmu {
         self.root_role = role_for(self.flavour, wp);
         self.permissions_wp = wp;
         self.stats.init_mmu += 1;
+    }
+
+    /// permission_fault() for a supervisor write (arch/x86/kvm/mmu.h), which the emulator's
+    /// guest walks (FNAME(walk_addr_generic)) consult: whether mmu->permissions, computed
+    /// for the role's CR0.WP, faults a write to a page whose guest PTE is `writable`. `cr0`
+    /// is the vCPU's CR0 as kvm_read_cr0_bits() returns it now (a VMREAD for guest-owned
+    /// bits). After cf9f4c0eb169 the role's CR0.WP is refreshed from it first under TDP;
+    /// before, a toggle that did not exit leaves the role, and so the answer, stale.
+    pub fn permission_fault_write(&mut self, writable: bool, cr0: u64) -> bool {
+        if self.variant.refreshes_passthrough_bits() && self.flavour.direct() {
+            self.refresh_passthrough_bits(cr0);
+        }
+        !writable && self.permissions_wp
+    }
+
+    /// __kvm_mmu_refresh_passthrough_bits: a changed CR0.WP goes into the CPU role and the
+    /// permission bitmap is recomputed (reset_guest_paging_metadata); the roots stay.
+    fn refresh_passthrough_bits(&mut self, cr0: u64) {
+        let wp = cr0 & CR0_WP != 0;
+        if self.cpu_role.cr0_wp != wp {
+            self.cpu_role.cr0_wp = wp;
+            self.permissions_wp = wp;
+        }
     }
 
     /// kvm_mmu_reset_context: unload every root, re-initialise.

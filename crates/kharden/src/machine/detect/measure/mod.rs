@@ -18,6 +18,8 @@ use std::time::Instant;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Measurements {
     pub syscall_ns: Option<f64>,
+    /// An empty syscall's round trip (no handler: -ENOSYS): the entry and exit code alone.
+    pub empty_syscall_ns: Option<f64>,
     pub minor_fault_ns: Option<f64>,
     pub shootdown_ns: Option<f64>,
     pub shootdown_note: Option<String>,
@@ -69,7 +71,10 @@ pub(crate) fn run(f: &HostFacts, limit: Duration) -> Measurements {
             }
         };
     }
-    step!("syscall", m.syscall_ns = kernel_paths::syscall_roundtrip());
+    step!("syscall", {
+        m.syscall_ns = kernel_paths::syscall_roundtrip(libc::SYS_getppid);
+        m.empty_syscall_ns = kernel_paths::syscall_roundtrip(kernel_paths::EMPTY_SYSCALL);
+    });
     step!("atomic", m.atomic_ns = cpus::atomic_increment());
     step!(
         "minor fault",

@@ -5,12 +5,20 @@
 
 use std::fmt::Debug;
 
+/// Words a checking Canon gathers before it compares them with the earlier state's all at
+/// once (a slice comparison, not a test per word).
+const BLOCK: usize = 512;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Canon {
+    /// The words kept, or for a checking Canon the block not yet compared.
     words: Vec<u64>,
     /// Some part could not write itself out (a defense that does not say what its state
     /// is): no two such states are taken for the same.
     opaque: bool,
+    /// The length at which `words` is compared and emptied: BLOCK when checking, 0 when
+    /// kept (a push never leaves it empty).
+    compare_at: usize,
     /// Set by `checking`: the words are compared with an earlier state's as they come
     /// instead of kept (a large machine's state is hundreds of megabytes of words).
     against: Option<Box<Against>>,
@@ -26,10 +34,12 @@ struct Against {
 }
 
 impl Canon {
-    /// A state to be written out and compared with `earlier` word by word as it is
+    /// A state to be written out and compared with `earlier` block by block as it is
     /// (`matches`), keeping none of its own.
     pub fn checking(earlier: Canon) -> Canon {
         Canon {
+            words: Vec::with_capacity(BLOCK),
+            compare_at: BLOCK,
             against: Some(Box::new(Against {
                 earlier,
                 next: 0,
@@ -39,26 +49,32 @@ impl Canon {
         }
     }
 
+    #[inline]
     pub fn word(&mut self, w: u64) {
-        match &mut self.against {
-            None => self.words.push(w),
-            Some(a) => {
-                a.differs |= a.earlier.words.get(a.next) != Some(&w);
-                a.next += 1;
-            }
+        self.words.push(w);
+        if self.words.len() == self.compare_at {
+            self.compare_block();
         }
     }
 
+    #[inline]
     pub fn words(&mut self, ws: impl IntoIterator<Item = u64>) {
-        match &mut self.against {
-            None => self.words.extend(ws),
-            Some(a) => {
-                for w in ws {
-                    a.differs |= a.earlier.words.get(a.next) != Some(&w);
-                    a.next += 1;
-                }
-            }
+        if self.against.is_none() {
+            self.words.extend(ws);
+        } else {
+            // for_each, not a for loop: a chained iterator runs each part as its own loop.
+            ws.into_iter().for_each(|w| self.word(w));
         }
+    }
+
+    /// Compares a checking Canon's block with the earlier state's words at the same place.
+    #[inline(never)]
+    fn compare_block(&mut self) {
+        let a = self.against.as_mut().expect("only a checking Canon has blocks");
+        let end = a.next + self.words.len();
+        a.differs |= a.earlier.words.get(a.next..end) != Some(&self.words[..]);
+        a.next = end;
+        self.words.clear();
     }
 
     /// A value through its Debug form: every field, whatever fields it has (for small
@@ -118,7 +134,13 @@ impl Canon {
 
     /// For a state written out `checking` an earlier one: whether the two are known to be
     /// alike (as `same` says of two kept states).
-    pub fn matches(&self) -> bool {
+    pub fn matches(mut self) -> bool {
+        if self.against.is_none() {
+            return false;
+        }
+        if !self.words.is_empty() {
+            self.compare_block();
+        }
         self.against.as_ref().is_some_and(|a| {
             !self.opaque && !a.earlier.opaque && !a.differs && a.next == a.earlier.words.len()
         })
@@ -171,6 +193,30 @@ mod tests {
         opaque.opaque();
         assert!(!opaque.matches());
         assert!(!Canon::default().matches(), "nothing to check against");
+    }
+
+    #[test]
+    fn checking_compares_across_blocks() {
+        let long: Vec<u64> = (0..3 * BLOCK as u64 + 7).collect();
+        let mut earlier = Canon::default();
+        earlier.words(long.iter().copied());
+        let check = |ws: &[u64]| {
+            let mut c = Canon::checking(earlier.clone());
+            for &w in ws {
+                c.word(w);
+            }
+            c.matches()
+        };
+        assert!(check(&long));
+        for at in [0, BLOCK - 1, BLOCK, BLOCK + 1, 3 * BLOCK, long.len() - 1] {
+            let mut changed = long.clone();
+            changed[at] += 1;
+            assert!(!check(&changed), "a word differing at {at}");
+        }
+        for len in [BLOCK, 2 * BLOCK, long.len() - 1, long.len() + 1, long.len() + BLOCK] {
+            let other: Vec<u64> = (0..len as u64).collect();
+            assert!(!check(&other), "{len} words against {}", long.len());
+        }
     }
 
     #[test]

@@ -70,7 +70,10 @@ impl Canon {
     /// Compares a checking Canon's block with the earlier state's words at the same place.
     #[inline(never)]
     fn compare_block(&mut self) {
-        let a = self.against.as_mut().expect("only a checking Canon has blocks");
+        let a = self
+            .against
+            .as_mut()
+            .expect("only a checking Canon has blocks");
         let end = a.next + self.words.len();
         a.differs |= a.earlier.words.get(a.next..end) != Some(&self.words[..]);
         a.next = end;
@@ -110,12 +113,24 @@ impl Canon {
     /// `ranks` of the slots `valid` names; an invalid slot's stamp decides nothing (an
     /// insert takes an empty slot first), so it counts as 0.
     pub fn valid_ranks(&mut self, stamps: &[u64], valid: impl Fn(usize) -> bool) {
-        let masked: Vec<u64> = stamps
-            .iter()
-            .enumerate()
-            .map(|(i, &s)| if valid(i) { s } else { 0 })
-            .collect();
-        self.ranks(&masked);
+        // A set's worth of stamps fits on the stack; a fully associative array's may not.
+        let (mut small, mut large) = ([0u64; 32], Vec::new());
+        let masked: &mut [u64] = match small.get_mut(..stamps.len()) {
+            Some(m) => m,
+            None => {
+                large.resize(stamps.len(), 0);
+                &mut large
+            }
+        };
+        for (i, (m, &s)) in masked.iter_mut().zip(stamps).enumerate() {
+            *m = if valid(i) { s } else { 0 };
+        }
+        if masked.iter().all(|&m| m == 0) {
+            // Nothing valid (a TLB set never filled): every rank is 0.
+            self.words(std::iter::repeat_n(0, masked.len()));
+        } else {
+            self.ranks(masked);
+        }
     }
 
     pub fn opaque(&mut self) {
@@ -196,6 +211,22 @@ mod tests {
     }
 
     #[test]
+    fn valid_ranks_rank_the_valid_stamps_and_zero_the_rest() {
+        for n in [0, 1, 4, 32, 33, 70] {
+            let stamps: Vec<u64> = (0..n as u64).map(|i| (i * 37) % 11 + 1).collect();
+            for valid in [|_: usize| false, |i: usize| i % 3 != 0, |_: usize| true] {
+                let masked: Vec<u64> = (0..n)
+                    .map(|i| if valid(i) { stamps[i] } else { 0 })
+                    .collect();
+                let (mut want, mut got) = (Canon::default(), Canon::default());
+                want.ranks(&masked);
+                got.valid_ranks(&stamps, valid);
+                assert!(got.same(&want), "{n} stamps");
+            }
+        }
+    }
+
+    #[test]
     fn checking_compares_across_blocks() {
         let long: Vec<u64> = (0..3 * BLOCK as u64 + 7).collect();
         let mut earlier = Canon::default();
@@ -213,7 +244,13 @@ mod tests {
             changed[at] += 1;
             assert!(!check(&changed), "a word differing at {at}");
         }
-        for len in [BLOCK, 2 * BLOCK, long.len() - 1, long.len() + 1, long.len() + BLOCK] {
+        for len in [
+            BLOCK,
+            2 * BLOCK,
+            long.len() - 1,
+            long.len() + 1,
+            long.len() + BLOCK,
+        ] {
             let other: Vec<u64> = (0..len as u64).collect();
             assert!(!check(&other), "{len} words against {}", long.len());
         }

@@ -79,6 +79,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Host threads change how fast, never what: a bad count is still an error.
+    if let Err(e) = kharden::sim::parallel::env_threads() {
+        eprintln!("kharden: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Reproduce(args) => cmd::reproduce::run(args),
         Command::Run(args) => cmd::run::run(args),

@@ -1,5 +1,6 @@
 //! Simulator speed: simulated syscalls per wall-second of the syscall loop, the MMU
-//! translate path, and a whole reproduction. `cargo bench -p kharden --bench engine`.
+//! translate path, a steady-state probe, and a whole reproduction.
+//! `cargo bench -p kharden --bench engine`.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kharden::arch::x86::PageSize;
@@ -130,6 +131,30 @@ fn kbuild_shootdowns(c: &mut Criterion) {
     g.finish();
 }
 
+/// A steady-state probe of an idle machine (kernel/steady.rs): the canonical state kept
+/// before the probed iteration and the one after it compared with it. Per probe, every TLB,
+/// cache tag and page table of the machine is written out twice; on the two-socket EPYC
+/// (two 256 MiB LLCs, 128 cores) that is most of what a probe costs.
+fn probe(c: &mut Criterion) {
+    let mut g = c.benchmark_group("probe");
+    g.sample_size(10);
+    for name in ["haswell-i7-4770", "epyc-7763-2s"] {
+        let mut k = Kernel::boot_with(
+            machine::load(name).unwrap(),
+            defense::parse_list("pti:linux").unwrap(),
+            &kharden::params::Params::linux(),
+            OracleMode::Off,
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let p = k.probe();
+                assert!(k.period(p).is_some(), "nothing ran: the state is the same");
+            })
+        });
+    }
+    g.finish();
+}
+
 fn reproduction(c: &mut Criterion) {
     let mut g = c.benchmark_group("reproduce");
     g.sample_size(10);
@@ -144,6 +169,7 @@ criterion_group!(
     syscall_loop,
     long_paths,
     kbuild_shootdowns,
+    probe,
     reproduction
 );
 criterion_main!(benches);

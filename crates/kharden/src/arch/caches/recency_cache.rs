@@ -51,9 +51,12 @@ impl RecencyCache {
         hit.is_some()
     }
 
-    /// Tags in recency order are the whole state.
+    /// Tags in recency order are the whole state; two to a word (a 256 MiB LLC is 4 M
+    /// tags, and a probe keeps its state's words: kernel/steady.rs).
     pub(super) fn canon(&self, c: &mut crate::sim::Canon) {
-        c.words(self.tags.iter().map(|&t| t as u64));
+        let pairs = self.tags.chunks_exact(2);
+        let odd = pairs.remainder().first().map(|&t| t as u64);
+        c.words(pairs.map(|p| p[0] as u64 | (p[1] as u64) << 32).chain(odd));
     }
 
     pub(super) fn clear(&mut self) {

@@ -98,13 +98,27 @@ impl SlotCache {
     /// fill count or the slots they sit in: no lookup's outcome depends on the slot (ways
     /// with equal stamps are empty ones), only the replay memo does, which checks its slots.
     pub(super) fn canon(&self, c: &mut crate::sim::Canon) {
-        let mut order: Vec<usize> = Vec::with_capacity(self.ways);
-        for set in 0..self.tags.len() / self.ways {
-            let start = set * self.ways;
+        let mut order: Vec<(std::cmp::Reverse<u64>, u64)> = Vec::with_capacity(self.ways);
+        let sets = self
+            .tags
+            .chunks_exact(self.ways)
+            .zip(self.stamps.chunks_exact(self.ways));
+        for (tags, stamps) in sets {
+            // An empty set (every stamp 0, every tag empty) is in order as it is.
+            if stamps.iter().all(|&s| s == 0) && tags.iter().all(|&t| t == tags[0]) {
+                c.words(tags.iter().copied());
+                continue;
+            }
             order.clear();
-            order.extend(start..start + self.ways);
-            order.sort_by_key(|&i| (std::cmp::Reverse(self.stamps[i]), self.tags[i]));
-            c.words(order.iter().map(|&i| self.tags[i]));
+            order.extend(
+                stamps
+                    .iter()
+                    .zip(tags)
+                    .map(|(&s, &t)| (std::cmp::Reverse(s), t)),
+            );
+            // Unstable is enough: two ways with the same key write the same tag.
+            order.sort_unstable();
+            c.words(order.iter().map(|&(_, t)| t));
         }
     }
 

@@ -272,13 +272,26 @@ impl TlbArray {
         debug_assert!(self.holds(e.size));
         let range = self.set_range(e.vpn);
         let (want, pcid) = (page_tag(e.vpn, e.size), e.pcid.0 as u64);
-        let same = range.clone().find(|&s| {
-            let t = self.tags[s];
-            page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid
-        });
-        let victim = same
-            .or_else(|| range.clone().find(|&s| self.tags[s] == 0))
-            .unwrap_or_else(|| range.min_by_key(|&s| self.stamps[s]).unwrap());
+        // One pass over the set finds all three candidates (a fully associative array's
+        // set is every slot): the first way with the same tag, else the first invalid
+        // one, else the first least recently used.
+        let (mut same, mut empty, mut lru) = (None, None, (0, u64::MAX));
+        let ways = self.tags[range.clone()]
+            .iter()
+            .zip(&self.stamps[range.clone()]);
+        for (way, (&t, &stamp)) in ways.enumerate() {
+            if page_of(t) == want && (t & TAG_PCID) >> TAG_PCID_SHIFT == pcid {
+                same = Some(way);
+                break;
+            }
+            if t == 0 && empty.is_none() {
+                empty = Some(way);
+            }
+            if stamp < lru.1 {
+                lru = (way, stamp);
+            }
+        }
+        let victim = range.start + same.or(empty).unwrap_or(lru.0);
         self.clock += 1;
         let tag = tag_of(&e);
         if let Some(f) = &mut self.pages {

@@ -21,6 +21,7 @@ pub mod numa;
 pub mod page_alloc;
 pub mod params;
 pub mod path;
+pub mod path_footprint;
 pub mod process;
 pub mod reap;
 pub mod recording;

@@ -15,12 +15,13 @@
 //! machine: the instructions are the same, and the recording host's IPC stands for the
 //! target's (an ESTIMATE the design note discusses).
 
-use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
+use super::footprint::Footprints;
 use super::image_data::{ImageData, PathData};
 use super::layout::{
     direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
     KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
 };
+use super::path_footprint::{PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
 use crate::arch::x86::{Access, VirtAddr};

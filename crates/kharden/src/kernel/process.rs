@@ -116,13 +116,14 @@ impl Kernel {
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
         // write-allocating accesses), evicting what the kernel and the task had there.
-        let lines = super::footprint::PAGE_BYTES / super::footprint::LINE_BYTES;
+        let lines = super::path_footprint::PAGE_BYTES / super::path_footprint::LINE_BYTES;
         self.store_lines(cpu, pfn.addr().0, lines);
         if let Some((uva, access)) = user_buffer {
             let t = self
                 .touch(cpu, uva, access)
                 .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
-            let in_mapping = uva.0 & (t.size.bytes() - 1) & !(super::footprint::PAGE_BYTES - 1);
+            let in_mapping =
+                uva.0 & (t.size.bytes() - 1) & !(super::path_footprint::PAGE_BYTES - 1);
             self.store_lines(cpu, t.page.0 + in_mapping, lines);
         }
         self.kunmap(cpu, pfn);
@@ -370,7 +371,7 @@ impl Kernel {
     /// The objects are fresh memory unless a reaped child's came back (kernel/reap.rs):
     /// then they are where that child left them.
     fn fork_stores(&mut self, cpu: CpuId, child: TaskId, copy_mm: bool) {
-        let line = super::footprint::LINE_BYTES;
+        let line = super::path_footprint::LINE_BYTES;
         let task = &self.tasks[child];
         let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
         let task_lines = self.paths.objects_bytes("task_struct").div_ceil(line);
@@ -387,7 +388,7 @@ impl Kernel {
         let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
         self.store_lines(cpu, mm_struct, mm_lines);
         for pgd in pgds {
-            self.store_lines(cpu, pgd, super::footprint::PAGE_BYTES / line);
+            self.store_lines(cpu, pgd, super::path_footprint::PAGE_BYTES / line);
         }
     }
 

@@ -28,7 +28,6 @@ use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
 use crate::sim::{Counter, TimeCategory};
-use std::sync::Arc;
 
 /// The path whose native latency is an empty syscall's (entry, dispatch, exit).
 pub const EMPTY_SYSCALL: &str = "syscall-entry-exit";
@@ -220,12 +219,6 @@ impl KernelHeap {
 }
 
 impl KernelPaths {
-    /// The paths every simulation in this process runs (kernel/recording.rs: the committed
-    /// recording unless `--footprints` chose another).
-    pub fn current() -> Arc<KernelPaths> {
-        super::recording::current().paths.clone()
-    }
-
     /// Lays out every path of `f` and derives its work on `host`, the recording host.
     pub fn compile(f: &Footprints, host: &MachineProfile) -> Result<KernelPaths> {
         if f.kernel.text_bytes > KERNEL_TEXT_BYTES {
@@ -759,14 +752,14 @@ impl Kernel {
     fn object_va(&self, cpu: CpuId, object: Object, lines: u64) -> VirtAddr {
         let task = self.cpus[cpu].current.map(|t| &self.tasks[t]);
         match (object, task) {
-            (Object::PerCpu, _) => super::entry::per_cpu_page(cpu),
+            (Object::PerCpu, _) => super::layout::per_cpu_page(cpu),
             (Object::KernelStack, Some(task)) => {
                 task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES)
             }
             // An interrupt on an idle CPU: its handler's stack is the CPU's hardirq stack,
             // which the model keeps at the end of the CPU's per-CPU page (Linux gives it 16
             // KiB of its own).
-            (Object::KernelStack, None) => super::entry::per_cpu_page(cpu)
+            (Object::KernelStack, None) => super::layout::per_cpu_page(cpu)
                 .offset(PAGE_BYTES - lines.min(PAGE_BYTES / LINE_BYTES) * LINE_BYTES),
             (Object::TaskStruct, Some(task)) => task.task_struct,
             (Object::Process(slot), Some(task)) => {
@@ -794,7 +787,7 @@ mod tests {
     /// recording-host cycle's worth more work.
     #[test]
     fn a_latency_timed_apart_derives_work_by_the_recordings_rule() {
-        let paths = super::KernelPaths::current();
+        let paths = crate::kernel::recording::paths();
         let ghz = crate::kernel::recording::current()
             .footprints
             .kernel
@@ -851,10 +844,10 @@ mod tests {
     /// rodata, data and bss; a derived path carries those of the path it comes from.
     #[test]
     fn paths_carry_their_measured_image_lines_and_derived_ones_their_sources() {
-        use super::{KernelPaths, KERNEL_RODATA, LINE_BYTES};
+        use super::{KERNEL_RODATA, LINE_BYTES};
         use crate::kernel::image_data::ImageData;
         use crate::kernel::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
-        let paths = KernelPaths::current();
+        let paths = crate::kernel::recording::paths();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         for name in ["getppid", "fork", "mount-proc", "fault-anon"] {
             let m = ImageData::builtin().path(name).unwrap();
@@ -879,10 +872,10 @@ mod tests {
     /// not see keeps the estimate.
     #[test]
     fn measured_paths_run_their_direct_map_lines_in_the_shared_heap() {
-        use super::{KernelPaths, Object, LINE_BYTES};
+        use super::{Object, LINE_BYTES};
         use crate::kernel::image_data::ImageData;
         use std::collections::BTreeSet;
-        let paths = KernelPaths::current();
+        let paths = crate::kernel::recording::paths();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         let heap_lines =
             |n: &str| -> BTreeSet<u64> { path(n).heap.lines.iter().copied().collect() };

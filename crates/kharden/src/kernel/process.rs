@@ -4,6 +4,7 @@
 //! those (XPFO) see exactly the kernel's events.
 
 use super::page_alloc::Gfp;
+use super::path_work::Work;
 use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::{Access, Pfn, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
@@ -449,34 +450,6 @@ impl Kernel {
         self.mms[mm].heap_pages = 0;
         self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
     }
-
-    /// Runs the recorded path `name` (kernel/path.rs) with `work`.
-    pub(crate) fn run_known_path(&mut self, cpu: CpuId, name: &str, work: Work) -> Result<()> {
-        let id = self
-            .paths
-            .id(name)
-            .ok_or_else(|| Error::new(format!("kernel path {name} is not in the footprints")))?;
-        let path = self.paths.get(id);
-        let measured = path.work_cycles;
-        let cycles = match work {
-            Work::Measured => measured,
-            // The recorded loop copied or zeroed one page in `copy`, which copy_page()
-            // charges (its cycles and the lines it waits for); what the loop's copy took
-            // is measured, so that is what leaves the work.
-            Work::MeasuredLess(copy) => match (measured, path.native_cycles_in(copy)) {
-                (Some(w), Some(c)) => Some((w - c).max(0.0)),
-                (None, _) => None,
-                (Some(_), None) => {
-                    return Err(Error::new(format!(
-                        "kernel path {name}: its recording has no samples in {copy}, the page copy the model charges on its own"
-                    )))
-                }
-            },
-            Work::Cycles(c) => Some(c),
-            Work::NativeNs(ns) => Some(self.paths.work_from_native_ns(id, ns)),
-        };
-        self.run_path(cpu, id, cycles)
-    }
 }
 
 /// Which filesystem's page cache a read or write goes through: its recorded path.
@@ -502,21 +475,6 @@ impl PageCacheFs {
             PageCacheFs::Tmpfs => "write-4k-tmpfs",
         }
     }
-}
-
-/// The work a recorded path is charged.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Work {
-    /// Its measured work (kernel/path.rs).
-    Measured,
-    /// Its measured work less the time its recording loop spent in the named page-copy
-    /// (or clear) function: the caller models that copy.
-    MeasuredLess(&'static str),
-    /// A parameter's cycles (the path has no latency of its own in the recording).
-    Cycles(f64),
-    /// The work derived from a native latency in ns timed apart from the recording (as
-    /// the recording's are derived: kernel/path.rs).
-    NativeNs(f64),
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::machine::MachineProfile;
 use crate::params::{Params, Provenance};
 use crate::report::table::Table;
-use crate::virt::kernel_guest::{run_ssdd, KernelSsdd};
+use crate::virt::kernel_ssdd::{run_ssdd, KernelSsdd};
 use crate::virt::params::GuestParams;
 use crate::virt::{MmuFlavour, Variant};
 

@@ -23,12 +23,14 @@ struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     fn run(&self, m: &MachineProfile, mmu: &str, variant: &str, vcpus: u64) -> Result<SsddResult> {
-        let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
+        let mut cfg = SsddConfig::new(
+            MmuFlavour::parse(mmu)?,
+            Variant::parse(variant)?,
+            self.params,
+        );
         cfg.vcpus = vcpus;
         cfg.warmup_steps = self.e.warmup_steps;
         cfg.sample_steps = self.e.sample_steps;
-        cfg.guest = GuestParams::from(self.params);
-        cfg.costs = KvmCosts::from(self.params);
         cfg.guest.guest_work_cycles_per_step = self.work;
         cfg.guest.wp_pairs_other_per_step = self.toggles;
         cfg.costs.unload_cycles = self.unload;

@@ -296,17 +296,6 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Boots the kernel on `machine` with `defenses` plugged in, the built-in parameters
-    /// and sampled oracle checks.
-    pub fn boot(machine: MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Kernel {
-        Kernel::boot_with(
-            machine,
-            defenses,
-            &crate::params::Params::linux(),
-            OracleMode::default(),
-        )
-    }
-
     /// Boots with the run's resolved parameters; the defenses read theirs in `configure`.
     pub fn boot_with(
         machine: MachineProfile,

@@ -84,9 +84,3 @@ impl KernelParams {
         }
     }
 }
-
-impl Default for KernelParams {
-    fn default() -> Self {
-        KernelParams::from(&Params::linux())
-    }
-}

@@ -78,7 +78,7 @@ pub fn kernel_footprint(data: &[u8]) -> Result<(), String> {
 /// Bytes as an experiment file: the entry checks and the parse of either kind (not the run).
 pub fn experiment_file(data: &[u8]) -> Result<(), String> {
     use kharden::experiment::{
-        asi_table, flush_range, kbuild_table, kvm_table, syscall_table, text_replication, validate,
+        asi_table, flush_range, kbuild_table, kvm_spec, syscall_table, text_replication, validate,
     };
     let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
     let place = "fuzz.toml";
@@ -92,7 +92,7 @@ pub fn experiment_file(data: &[u8]) -> Result<(), String> {
     } else if kind.contains("kbuild") {
         kbuild_table::parse(place, text).map(|_| ())
     } else if kind.contains("kvm") {
-        kvm_table::parse(place, text).map(|_| ())
+        kvm_spec::parse(place, text).map(|_| ())
     } else if kind.contains("text-replication") {
         text_replication::parse(place, text).map(|_| ())
     } else if kind.contains("flush-range") {

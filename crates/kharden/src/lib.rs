@@ -11,6 +11,7 @@ pub mod experiment;
 pub(crate) mod host_mem;
 pub mod kernel;
 pub mod machine;
+pub mod model;
 pub mod oracle;
 pub mod params;
 pub mod report;

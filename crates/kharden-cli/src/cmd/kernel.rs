@@ -1,8 +1,9 @@
 //! `kharden kernel record-footprint | footprint [show PATH | compare [PATH] | data [PATH]] |
 //! evict-fault | drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
-use kharden::kernel::footprint::{pages_of, Footprints};
+use kharden::kernel::footprint::Footprints;
 use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL};
+use kharden::kernel::path_footprint::pages_of;
 use kharden::kernel::traced::{base_name, completeness, TracedFootprints};
 use kharden::report::table::Table;
 

@@ -17,7 +17,7 @@ pub fn check(variant: &str, machines: &[String], overrides: &Overrides) -> Resul
     let mut violations = 0;
     for name in &names {
         let m = overrides.apply_machine(&machine::load(name)?)?;
-        for (flavour, found) in virt::ssdd::check_variant(&m, variant)? {
+        for (flavour, found) in virt::ssdd::check_variant(&m, variant, &Params::linux())? {
             let verdict = match found.first() {
                 None => "ok".to_string(),
                 Some(v) => {
@@ -159,7 +159,7 @@ fn print_kernel_ssdd(
     opts: &SsddOptions,
     m: &machine::MachineProfile,
     guest: &GuestParams,
-    r: &virt::kernel_guest::KernelSsdd,
+    r: &virt::kernel_ssdd::KernelSsdd,
 ) {
     println!(
         "ssdd ({} pairs x {} steps) on the kernel model with KERNEXEC, one vCPU, {} MMU, {}, {} EPT pages, on {}: {:.3} s (guest.guest_work_cycles_per_step={:.0})",
@@ -256,7 +256,7 @@ fn bench(toggles: u32, exits: u64, name: &str) -> Result<()> {
         .virt
         .clone()
         .ok_or_else(|| Error::new(format!("machines/{name}.toml: no [virt] section")))?;
-    let c = kharden::virt::params::KvmCosts::default();
+    let c = KvmCosts::from(&Params::linux());
     let exit = hw.vmexit_cycles + hw.vmentry_cycles + c.exit_software_cycles;
     let ns = |cycles: f64| cycles / m.cpu.frequency_ghz;
     for v in Variant::ALL {

@@ -4,7 +4,8 @@
 
 use clap::Args as ClapArgs;
 use kharden::defense::registry;
-use kharden::params::{declarations, machine_params, Overrides, Params, Value};
+use kharden::model::declarations;
+use kharden::params::{machine_params, Overrides, Params, Value};
 use kharden::{machine, Error, Result};
 
 /// `--set PATH=VALUE`, repeatable: overrides a declared parameter (`kharden params` lists

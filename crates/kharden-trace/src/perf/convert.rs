@@ -3,7 +3,7 @@
 //! sample to its family's handler (sched.rs, syscalls.rs, kmem.rs, tlb.rs, fault.rs).
 
 use super::fds::{self, Descriptors, FdTables};
-use super::syscalls::syscall_names;
+use super::syscall_names::syscall_names;
 use super::tracepoint::{format_from_tracefs, format_from_tracing_data, kind_of, Kind, Layout};
 use super::ConvertSummary;
 use crate::format::{Event, Meta, Op, TraceWriter, TracerCost, Untraced};

@@ -16,6 +16,7 @@ mod prepass;
 pub mod run;
 pub mod sampled;
 mod sched;
+mod syscall_names;
 mod syscalls;
 mod tlb;
 mod tracepoint;
@@ -23,7 +24,7 @@ pub mod watch;
 
 pub use convert::{convert, Beside};
 pub use run::{run_bounded, with_nice, Bounded, RunOptions};
-pub use syscalls::syscall_names;
+pub use syscall_names::syscall_names;
 pub use tracepoint::{EventFormat, Field};
 
 use crate::scratch::{Output, Scratch};

@@ -18,7 +18,7 @@ use super::ops::{self, file_of, io};
 use super::variant::{self, Inside, Variant};
 use super::{Recorded, Split};
 use crate::format::{self, GfpClass, Op as TraceOp};
-use kharden::kernel::path::KernelPaths;
+use kharden::kernel::recording;
 use kharden::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -203,7 +203,7 @@ impl TaskState {
 }
 
 fn costs_of(meta: &format::Meta) -> Costs {
-    let paths = KernelPaths::current();
+    let paths = recording::paths();
     let fault = |name| paths.native_ns(name).unwrap_or(0.0);
     let mut c = Costs {
         fault: [fault("fault-anon"), fault("fault-cow"), fault("fault-file")],

@@ -14,8 +14,7 @@
 //! through, so reads stay restricted) with and without its hard-coded IBPB, and the 2022
 //! design's no-flush transitions on the prototype; plus broken ones the oracle must catch.
 
-use super::registry;
-use super::Defense;
+use super::{CounterSlots, Defense};
 use crate::arch::caches::L1Side;
 use crate::arch::x86::{paging, Access, PageSize, Pcid, Pfn, PhysAddr, PteFlags, VirtAddr};
 use crate::kernel::layout::{direct_map, DIRECT_MAP};
@@ -42,17 +41,17 @@ const DIRECT_MAP_SPAN: u64 = 64 << 40;
 
 const CYC: (f64, f64) = (0.0, 1e6);
 
-pub const FAMILY: registry::Family = registry::Family {
+pub const FAMILY: super::Family = super::Family {
     name: "asi",
     boot_option: false,
     variants: &[
-        registry::Variant::new("asi:rfcv2", &[], "ASI RFC v2 (January 2025): page-cache reads leave the restricted tables; IBPB and RSB stuffing at every exit after user code; every transition's CR3 write flushes its PCID", false, || Box::new(Asi::new(Variant::RfcV2))),
-        registry::Variant::new("asi:prototype", &["asi", "asi=on"], "the August 2025 prototype (asi/6.16): RFC v2 plus the ephmap, so a page-cache read copies through a per-CPU restricted mapping; IBPB hard-coded in asi_exit", false, || Box::new(Asi::new(Variant::Prototype))),
-        registry::Variant::new("asi:prototype-noibpb", &[], "the prototype booted with clearcpuid=ibpb: RSB stuffing without the IBPB", false, || Box::new(Asi::new(Variant::PrototypeNoIbpb))),
-        registry::Variant::new("asi:pcid", &[], "the prototype with the 2022 design's transitions: restricted and full tables each keep their PCID's entries (CR3's no-flush bit)", false, || Box::new(Asi::new(Variant::Pcid))),
-        registry::Variant::new("asi:broken-enter-keeps-tlb", &[], "BROKEN: __asi_enter loads the restricted tables under the full tables' PCID with the no-flush bit, so the exit's translations of sensitive memory stay usable", true, || Box::new(Asi::new(Variant::BrokenEnterKeepsTlb))),
-        registry::Variant::new("asi:broken-ephmap-leak", &[], "BROKEN: the ephmap leaves the page-cache page mapped in the restricted tables after the copy", true, || Box::new(Asi::new(Variant::BrokenEphmapLeak))),
-        registry::Variant::new("asi:broken-ephmap-no-invlpg", &[], "BROKEN: the ephmap clears its PTE after the copy but keeps the TLB entry", true, || Box::new(Asi::new(Variant::BrokenEphmapNoInvlpg))),
+        super::Variant::new("asi:rfcv2", &[], "ASI RFC v2 (January 2025): page-cache reads leave the restricted tables; IBPB and RSB stuffing at every exit after user code; every transition's CR3 write flushes its PCID", false, |s| Box::new(Asi::new(Variant::RfcV2, s))),
+        super::Variant::new("asi:prototype", &["asi", "asi=on"], "the August 2025 prototype (asi/6.16): RFC v2 plus the ephmap, so a page-cache read copies through a per-CPU restricted mapping; IBPB hard-coded in asi_exit", false, |s| Box::new(Asi::new(Variant::Prototype, s))),
+        super::Variant::new("asi:prototype-noibpb", &[], "the prototype booted with clearcpuid=ibpb: RSB stuffing without the IBPB", false, |s| Box::new(Asi::new(Variant::PrototypeNoIbpb, s))),
+        super::Variant::new("asi:pcid", &[], "the prototype with the 2022 design's transitions: restricted and full tables each keep their PCID's entries (CR3's no-flush bit)", false, |s| Box::new(Asi::new(Variant::Pcid, s))),
+        super::Variant::new("asi:broken-enter-keeps-tlb", &[], "BROKEN: __asi_enter loads the restricted tables under the full tables' PCID with the no-flush bit, so the exit's translations of sensitive memory stay usable", true, |s| Box::new(Asi::new(Variant::BrokenEnterKeepsTlb, s))),
+        super::Variant::new("asi:broken-ephmap-leak", &[], "BROKEN: the ephmap leaves the page-cache page mapped in the restricted tables after the copy", true, |s| Box::new(Asi::new(Variant::BrokenEphmapLeak, s))),
+        super::Variant::new("asi:broken-ephmap-no-invlpg", &[], "BROKEN: the ephmap clears its PTE after the copy but keeps the TLB entry", true, |s| Box::new(Asi::new(Variant::BrokenEphmapNoInvlpg, s))),
     ],
     params: &[
         Decl::num("asi.exit_cycles", Unit::Cycles, CYC, "asi_exit()'s own instructions besides its CR3 write and flushes (per-CPU state, taints, building CR3)"),
@@ -242,8 +241,8 @@ pub struct Asi {
 }
 
 impl Asi {
-    pub fn new(variant: Variant) -> Asi {
-        let c = registry::counter;
+    pub fn new(variant: Variant, slots: &CounterSlots) -> Asi {
+        let c = |name| slots.get(name);
         Asi {
             variant,
             policy: variant.policy(),

@@ -1,7 +1,6 @@
 //! Boot options that are not defenses themselves but change what a defense costs.
 
-use super::registry::{Family, Variant};
-use super::Defense;
+use super::{Defense, Family, Variant};
 use crate::kernel::BootConfig;
 use crate::machine::MachineProfile;
 use crate::params::Params;
@@ -14,7 +13,7 @@ pub const NOPCID: Family = Family {
         aliases: &[],
         description: "boot option: do not use PCIDs even where the CPU has them",
         broken: false,
-        make: || Box::new(NoPcid),
+        make: |_| Box::new(NoPcid),
     }],
     params: &[],
     excludes: &[],

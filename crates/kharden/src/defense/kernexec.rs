@@ -5,8 +5,7 @@
 //! GDT (load_TLS in __switch_to); what they cost is the MOV to CR0 (free on bare metal beyond
 //! the path's measured work, an exit under KVM unless the guest owns CR0.WP: virt/).
 
-use super::registry::{Family, Variant as Named};
-use super::Defense;
+use super::{Defense, Family, Variant as Named};
 use crate::arch::x86::{paging, Access, VirtAddr};
 use crate::kernel::layout::KERNEL_RODATA;
 use crate::kernel::{BootConfig, CpuId, Kernel, TaskId, Violation};
@@ -22,14 +21,14 @@ pub const FAMILY: Family = Family {
             &[],
             "KERNEXEC's CR0.WP toggles around the read-only GDT writes of every context switch (guest.wp_pairs_per_context_switch pairs)",
             false,
-            || Box::new(Kernexec { close: true, pairs: 0 }),
+            |_| Box::new(Kernexec { close: true, pairs: 0 }),
         ),
         Named::new(
             "kernexec:broken-open",
             &[],
             "BROKEN: the last pax_close_kernel() of a switch is missing, so user mode runs with CR0.WP clear",
             true,
-            || Box::new(Kernexec { close: false, pairs: 0 }),
+            |_| Box::new(Kernexec { close: false, pairs: 0 }),
         ),
     ],
     params: &[],

@@ -14,6 +14,70 @@ pub mod xpfo;
 use crate::error::{Error, Result};
 pub use crate::kernel::hooks::{Defense, Running};
 use crate::machine::MachineProfile;
+use crate::params::Decl;
+use crate::sim::OwnedCounter;
+
+/// One command-line name of a family.
+pub struct Variant {
+    /// As given to --defense, e.g. "pti:linux".
+    pub name: &'static str,
+    /// Other spellings accepted for it ("pti", "pti=on").
+    pub aliases: &'static [&'static str],
+    pub description: &'static str,
+    /// A deliberately broken variant, which the oracle must catch.
+    pub broken: bool,
+    pub make: fn(&CounterSlots) -> Box<dyn Defense>,
+}
+
+impl Variant {
+    pub const fn new(
+        name: &'static str,
+        aliases: &'static [&'static str],
+        description: &'static str,
+        broken: bool,
+        make: fn(&CounterSlots) -> Box<dyn Defense>,
+    ) -> Variant {
+        Variant {
+            name,
+            aliases,
+            description,
+            broken,
+            make,
+        }
+    }
+}
+
+/// A mechanism: its variants (at most one per run), parameters and counters.
+pub struct Family {
+    pub name: &'static str,
+    /// Boot options configure before defenses, which then see the final boot choices.
+    pub boot_option: bool,
+    pub variants: &'static [Variant],
+    pub params: &'static [Decl],
+    /// Families that cannot run beside this one (ASI turns PTI off).
+    pub excludes: &'static [&'static str],
+    /// (counter name, what it counts): kept in every CPU's stats beside the kernel's own.
+    pub counters: &'static [(&'static str, &'static str)],
+}
+
+/// The stats slots of the counters the families own, by name, numbered by the registry
+/// (defense/registry.rs) and handed to each defense it builds.
+pub struct CounterSlots {
+    /// Every owned counter's name, in slot order.
+    pub names: Vec<&'static str>,
+}
+
+impl CounterSlots {
+    /// The slot of a counter a family declared (a missing name is a bug in the family).
+    pub fn get(&self, name: &str) -> OwnedCounter {
+        let slot = self
+            .names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("no family declares the counter {name}"));
+        OwnedCounter(slot as u8)
+    }
+}
 
 /// One line per defense name: (name, what it is, whether it is a deliberately broken variant).
 pub fn catalogue() -> Vec<(&'static str, &'static str, bool)> {
@@ -72,7 +136,7 @@ pub fn parse_list_with(
                 other = item
             )));
         };
-        let d = (variant.make)();
+        let d = (variant.make)(&registry::counter_slots());
         if out.iter().any(|o| o.name() == d.name()) {
             return Err(Error::new(format!("--defense: '{item}' given twice")));
         }

@@ -9,8 +9,7 @@
 //! deferred flush at the next return to user (Linux's user_pcid_flush_mask, FreeBSD's
 //! ucr3_load_mask).
 
-use super::registry;
-use super::Defense;
+use super::{CounterSlots, Defense};
 use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, VirtAddr};
 use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_DATA, KERNEL_TEXT};
 use crate::kernel::{entry_text_page, layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
@@ -23,17 +22,17 @@ use crate::sim::TimeCategory;
 /// Bit 11 of the PCID marks the user half's tag.
 pub const USER_PCID_BIT: u16 = 1 << 11;
 
-pub const FAMILY: registry::Family = registry::Family {
+pub const FAMILY: super::Family = super::Family {
     name: "pti",
     boot_option: false,
     variants: &[
-        registry::Variant::new("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", false, || Box::new(Pti::new(Variant::FreeBsd))),
-        registry::Variant::new("pti:linux", &["pti"], "PTI as Linux does it (pti=auto): without PCID, kernel text and rodata cloned into the user tables and global; deferred user-PCID flushes or INVPCID", false, || Box::new(Pti::new(Variant::Linux))),
-        registry::Variant::new("pti:linux-forced", &["pti=on"], "Linux PTI booted with pti=on: only the entry text is cloned into user tables and global (pti_kernel_image_global_ok() is false unless PTI was chosen automatically)", false, || Box::new(Pti::new(Variant::LinuxForced))),
-        registry::Variant::new("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true, || Box::new(Pti::new(Variant::BrokenGlobalText))),
-        registry::Variant::new("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", true, || Box::new(Pti::new(Variant::BrokenUserMapsKernel))),
-        registry::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, || Box::new(Pti::new(Variant::BrokenNoUserFlush))),
-        registry::Variant::new("pti:broken-before-clear-global", &[], "BROKEN, as Linux 4.17-4.18.4 had it: without PCID the whole kernel image stays global, its read-write data included (fixed by \"x86/mm/pti: Clear Global bit more aggressively\")", true, || Box::new(Pti::new(Variant::BrokenBeforeClearGlobal))),
+        super::Variant::new("pti:freebsd", &[], "PTI as FreeBSD does it: no global kernel mappings, user PCID = kernel PCID | bit 11, no-flush CR3 switches with PCID", false, |s| Box::new(Pti::new(Variant::FreeBsd, s))),
+        super::Variant::new("pti:linux", &["pti"], "PTI as Linux does it (pti=auto): without PCID, kernel text and rodata cloned into the user tables and global; deferred user-PCID flushes or INVPCID", false, |s| Box::new(Pti::new(Variant::Linux, s))),
+        super::Variant::new("pti:linux-forced", &["pti=on"], "Linux PTI booted with pti=on: only the entry text is cloned into user tables and global (pti_kernel_image_global_ok() is false unless PTI was chosen automatically)", false, |s| Box::new(Pti::new(Variant::LinuxForced, s))),
+        super::Variant::new("pti:broken-global-text", &[], "BROKEN: PTI with PCID that leaves kernel text global (its TLB entries survive into user mode)", true, |s| Box::new(Pti::new(Variant::BrokenGlobalText, s))),
+        super::Variant::new("pti:broken-user-maps-kernel", &[], "BROKEN: user page tables that still map the whole kernel half", true, |s| Box::new(Pti::new(Variant::BrokenUserMapsKernel, s))),
+        super::Variant::new("pti:broken-no-user-flush", &[], "BROKEN: PTI with PCID that never flushes user-PCID entries after a user-address invalidation", true, |s| Box::new(Pti::new(Variant::BrokenNoUserFlush, s))),
+        super::Variant::new("pti:broken-before-clear-global", &[], "BROKEN, as Linux 4.17-4.18.4 had it: without PCID the whole kernel image stays global, its read-write data included (fixed by \"x86/mm/pti: Clear Global bit more aggressively\")", true, |s| Box::new(Pti::new(Variant::BrokenBeforeClearGlobal, s))),
     ],
     params: &[Decl::num("pti.switch_macro_cycles", Unit::Cycles, (0.0, 10_000.0), "the CR3-switch macro's own instructions at each kernel entry and exit")],
     excludes: &[],
@@ -76,11 +75,11 @@ pub struct Pti {
 }
 
 impl Pti {
-    pub fn new(variant: Variant) -> Pti {
+    pub fn new(variant: Variant, slots: &CounterSlots) -> Pti {
         Pti {
             variant,
             switch_macro_cycles: 0.0,
-            deferred_user_flushes: registry::counter("deferred_user_flushes"),
+            deferred_user_flushes: slots.get("deferred_user_flushes"),
             deferred_user_flush: vec![],
         }
     }

@@ -2,52 +2,8 @@
 //! the parameters it declares and the counters it owns. Adding a mechanism is one file in
 //! defense/ and one line in FAMILIES.
 
-use super::{asi, boot_options, kernexec, pti, text_repl, xpfo, Defense};
-use crate::params::Decl;
+use super::{asi, boot_options, kernexec, pti, text_repl, xpfo, CounterSlots, Family, Variant};
 use crate::sim::OwnedCounter;
-
-/// One command-line name of a family.
-pub struct Variant {
-    /// As given to --defense, e.g. "pti:linux".
-    pub name: &'static str,
-    /// Other spellings accepted for it ("pti", "pti=on").
-    pub aliases: &'static [&'static str],
-    pub description: &'static str,
-    /// A deliberately broken variant, which the oracle must catch.
-    pub broken: bool,
-    pub make: fn() -> Box<dyn Defense>,
-}
-
-impl Variant {
-    pub const fn new(
-        name: &'static str,
-        aliases: &'static [&'static str],
-        description: &'static str,
-        broken: bool,
-        make: fn() -> Box<dyn Defense>,
-    ) -> Variant {
-        Variant {
-            name,
-            aliases,
-            description,
-            broken,
-            make,
-        }
-    }
-}
-
-/// A mechanism: its variants (at most one per run), parameters and counters.
-pub struct Family {
-    pub name: &'static str,
-    /// Boot options configure before defenses, which then see the final boot choices.
-    pub boot_option: bool,
-    pub variants: &'static [Variant],
-    pub params: &'static [Decl],
-    /// Families that cannot run beside this one (ASI turns PTI off).
-    pub excludes: &'static [&'static str],
-    /// (counter name, what it counts): kept in every CPU's stats beside the kernel's own.
-    pub counters: &'static [(&'static str, &'static str)],
-}
 
 pub const FAMILIES: &[&Family] = &[
     &boot_options::NOPCID,
@@ -112,13 +68,16 @@ pub fn counter_names() -> Vec<&'static str> {
         .collect()
 }
 
+/// The owned counters' slots, for the defenses the registry builds.
+pub fn counter_slots() -> CounterSlots {
+    CounterSlots {
+        names: counter_names(),
+    }
+}
+
 /// The slot of a counter a family declared (a missing name is a bug in the family).
 pub fn counter(name: &str) -> OwnedCounter {
-    let slot = counter_names()
-        .iter()
-        .position(|n| *n == name)
-        .unwrap_or_else(|| panic!("no family declares the counter {name}"));
-    OwnedCounter(slot as u8)
+    counter_slots().get(name)
 }
 
 #[cfg(test)]
@@ -137,7 +96,7 @@ mod tests {
             .collect();
         for (i, n) in names.iter().enumerate() {
             assert!(!names[..i].contains(n), "{n} twice");
-            let built = (variant(n).unwrap().make)().name();
+            let built = (variant(n).unwrap().make)(&counter_slots()).name();
             assert_eq!(
                 family_of(&built).map(|f| f.name),
                 Some(n.split([':', '=']).next().unwrap()),

@@ -13,8 +13,7 @@
 //! copy. What it costs is modelled beside what it saves: a PGD page cleared and its kernel
 //! half copied per extra node at every fork, freed at exit, and the memory of the copies.
 
-use super::registry::{self, Family, Variant as Named};
-use super::Defense;
+use super::{CounterSlots, Defense, Family, Variant as Named};
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, Pte, VirtAddr};
 use crate::kernel::hooks::Violation;
 use crate::kernel::layout::{KERNEL_RODATA_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
@@ -30,21 +29,21 @@ pub const FAMILY: Family = Family {
             &["text-repl:on"],
             "kernel text and rodata replicated per NUMA node, with per-node kernel page tables and a PGD per node for every mm (Kuzin's RFC, Linux 6.5.5)",
             false,
-            || Box::new(TextReplication::new(Variant::Correct)),
+            |s| Box::new(TextReplication::new(Variant::Correct, s)),
         ),
         Named::new(
             "text-repl:broken-one-replica",
             &[],
             "BROKEN: text_poke writes only the original image, so other nodes run stale text",
             true,
-            || Box::new(TextReplication::new(Variant::PatchOneReplica)),
+            |s| Box::new(TextReplication::new(Variant::PatchOneReplica, s)),
         ),
         Named::new(
             "text-repl:broken-writable",
             &[],
             "BROKEN: the copies are mapped writable in their node's page tables",
             true,
-            || Box::new(TextReplication::new(Variant::WritableReplica)),
+            |s| Box::new(TextReplication::new(Variant::WritableReplica, s)),
         ),
     ],
     params: &[],
@@ -78,12 +77,12 @@ pub struct TextReplication {
 }
 
 impl TextReplication {
-    fn new(variant: Variant) -> TextReplication {
+    fn new(variant: Variant, slots: &CounterSlots) -> TextReplication {
         TextReplication {
             variant,
             copies: vec![],
-            pgd_copies: registry::counter(PGD_COPIES),
-            entry_syncs: registry::counter("text_repl.pgd_entry_syncs"),
+            pgd_copies: slots.get(PGD_COPIES),
+            entry_syncs: slots.get("text_repl.pgd_entry_syncs"),
         }
     }
 

@@ -16,7 +16,7 @@
 //! large direct-map page ends with flush_tlb_all() on every CPU (__split_large_page), except
 //! under v9's batched policy, where it is deferred like any other XPFO flush.
 
-use super::{registry, Defense};
+use super::{CounterSlots, Defense};
 use crate::arch::x86::{PageSize, Pfn, VirtAddr};
 use crate::kernel::cpuset::CpuSet;
 use crate::kernel::page_alloc::Gfp;
@@ -56,19 +56,19 @@ pub enum Policy {
     BrokenBeforeFlushKernelRange,
 }
 
-pub const FAMILY: registry::Family = registry::Family {
+pub const FAMILY: super::Family = super::Family {
     name: "xpfo",
     boot_option: false,
     variants: &[
-        registry::Variant::new("xpfo:immediate", &["xpfo"], "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", false, || Box::new(Xpfo::new(Policy::Immediate))),
-        registry::Variant::new("xpfo:deferred", &[], "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", false, || Box::new(Xpfo::new(Policy::Deferred))),
-        registry::Variant::new("xpfo:deferred-global", &[], "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", false, || Box::new(Xpfo::new(Policy::DeferredGlobal))),
-        registry::Variant::new("xpfo:batched", &[], "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", false, || Box::new(Xpfo::new(Policy::Batched))),
-        registry::Variant::new("xpfo:batched-v8", &[], "XPFO batched (v8 13/14): refilled movable pages marked user and unmapped with one flush per batch (still mapped until their first kunmap), freed pages mapped back; global pending mask", false, || Box::new(Xpfo::new(Policy::BatchedV8))),
-        registry::Variant::new("xpfo:noflush", &[], "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false, || Box::new(Xpfo::new(Policy::NoFlush))),
-        registry::Variant::new("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", true, || Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush))),
-        registry::Variant::new("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true, || Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly))),
-        registry::Variant::new("xpfo:broken-before-flush-kernel-range", &[], "BROKEN, as v5 had it: kunmap flushes the alias on its own CPU only (__flush_tlb_one); v6 flushes every CPU (flush_tlb_kernel_range)", true, || Box::new(Xpfo::new(Policy::BrokenBeforeFlushKernelRange))),
+        super::Variant::new("xpfo:immediate", &["xpfo"], "XPFO (v7 + xpfotlbflush): user pages leave the direct map; every flush IPIs every CPU", false, |s| Box::new(Xpfo::new(Policy::Immediate, s))),
+        super::Variant::new("xpfo:deferred", &[], "XPFO with deferred flushes (v7 16/16): local flush, per-task pending full flush on other CPUs", false, |s| Box::new(Xpfo::new(Policy::Deferred, s))),
+        super::Variant::new("xpfo:deferred-global", &[], "XPFO with a global pending mask (v8/v9): local flush, every other CPU flushes at its next switch to a user task", false, |s| Box::new(Xpfo::new(Policy::DeferredGlobal, s))),
+        super::Variant::new("xpfo:batched", &[], "XPFO batched (v9 13/13): pages unmapped at per-CPU-list refill with one flush per batch, freed pages stay unmapped; global pending mask", false, |s| Box::new(Xpfo::new(Policy::Batched, s))),
+        super::Variant::new("xpfo:batched-v8", &[], "XPFO batched (v8 13/14): refilled movable pages marked user and unmapped with one flush per batch (still mapped until their first kunmap), freed pages mapped back; global pending mask", false, |s| Box::new(Xpfo::new(Policy::BatchedV8, s))),
+        super::Variant::new("xpfo:noflush", &[], "XPFO without TLB flushes (v7 default): cheap, and stale aliases stay usable", false, |s| Box::new(Xpfo::new(Policy::NoFlush, s))),
+        super::Variant::new("xpfo:broken-deferred-no-switch-flush", &[], "BROKEN: deferred XPFO that never runs the pending flush at context switch", true, |s| Box::new(Xpfo::new(Policy::BrokenDeferredNoSwitchFlush, s))),
+        super::Variant::new("xpfo:broken-pending-cleared-early", &[], "BROKEN: deferred XPFO whose pending mask is cleared as soon as it is posted", true, |s| Box::new(Xpfo::new(Policy::BrokenPendingClearedEarly, s))),
+        super::Variant::new("xpfo:broken-before-flush-kernel-range", &[], "BROKEN, as v5 had it: kunmap flushes the alias on its own CPU only (__flush_tlb_one); v6 flushes every CPU (flush_tlb_kernel_range)", true, |s| Box::new(Xpfo::new(Policy::BrokenBeforeFlushKernelRange, s))),
     ],
     params: &[
         Decl::num("xpfo.page_cycles", Unit::Cycles, (0.0, 1e6), "kernel cycles per XPFO user page beyond the modelled mechanisms (accounted in time category 'fitted' without delaying anything simulated)").charged_per("xpfo_page_charges"),
@@ -122,16 +122,16 @@ pub struct Xpfo {
 }
 
 impl Xpfo {
-    pub fn new(policy: Policy) -> Xpfo {
+    pub fn new(policy: Policy, slots: &CounterSlots) -> Xpfo {
         Xpfo {
             policy,
             page_cycles: 0.0,
             split_kernel_heap: false,
             counters: Counters {
-                page_charges: crate::defense::registry::counter("xpfo_page_charges"),
-                flushes: crate::defense::registry::counter("xpfo_flushes"),
-                pending_posted: crate::defense::registry::counter("xpfo_pending_posted"),
-                pending_executed: crate::defense::registry::counter("xpfo_pending_executed"),
+                page_charges: slots.get("xpfo_page_charges"),
+                flushes: slots.get("xpfo_flushes"),
+                pending_posted: slots.get("xpfo_pending_posted"),
+                pending_executed: slots.get("xpfo_pending_executed"),
             },
             pages: IntMap::default(),
             pending: IntMap::default(),

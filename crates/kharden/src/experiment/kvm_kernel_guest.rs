@@ -5,17 +5,15 @@
 //! and the guest-owned CR0.WP follow. A second opinion on the rows, printed as a table: the
 //! seed's rows are counted once, by the path model.
 
-use super::kvm_table::{Experiment, RowSpec};
+use super::kvm_spec::{Experiment, RowSpec, UNLOAD, WORK};
 use crate::error::Result;
 use crate::machine::MachineProfile;
 use crate::params::{Params, Provenance};
 use crate::report::table::Table;
-use crate::virt::kernel_guest::{run_ssdd, KernelSsdd};
+use crate::virt::kernel_ssdd::{run_ssdd, KernelSsdd};
 use crate::virt::params::GuestParams;
 use crate::virt::{MmuFlavour, Variant};
 
-const WORK: &str = "guest.guest_work_cycles_per_step";
-const UNLOAD: &str = "kvm.unload_cycles";
 const WARMUP: u64 = 200;
 const SAMPLE: u64 = 1000;
 

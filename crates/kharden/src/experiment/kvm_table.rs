@@ -1,148 +1,17 @@
 //! KVM CR0.WP tables (seed 004): `ssdd` in a KERNEXEC guest under each KVM MMU and patch
 //! variant, run time in seconds, published vs simulated, with a `perf kvm stat`-like
-//! breakdown per ssdd step.
+//! breakdown per ssdd step. The experiment file's format is kvm_spec.rs.
 
+use super::kvm_spec::{prediction_params, Experiment, RowSpec, GAP, TOGGLES, UNLOAD, WORK};
 use super::Fit;
 use crate::error::{Error, Result};
 use crate::machine::{self, MachineProfile};
-use crate::params::{Overrides, Params, Provenance};
+use crate::params::{Overrides, Params};
 use crate::report::table::Table;
 use crate::report::{Reproduction, Row};
 use crate::virt::params::{GuestParams, KvmCosts};
 use crate::virt::vmx::ExitReason;
 use crate::virt::{run_ssdd, MmuFlavour, SsddConfig, SsddResult, Variant};
-use serde::Deserialize;
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Experiment {
-    pub name: String,
-    /// Always "kvm-table" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
-    pub machine: String,
-    pub vcpus: u64,
-    /// The row the vCPU count was chosen to match, where no source gives it: the choice is
-    /// a fit of that row (counted among the fitted parameters, the row never a prediction).
-    #[serde(default)]
-    pub vcpus_chosen_for: Option<String>,
-    pub tolerance_pct: f64,
-    pub warmup_steps: u64,
-    pub sample_steps: u64,
-    /// `guest_work_cycles_per_step`, and one of `wp_pairs_other_per_step` or
-    /// `kvm.unload_cycles` (the cost a toggle adds without the patch), each fitted to one row.
-    pub fit: Vec<Fit>,
-    pub row: Vec<RowSpec>,
-    #[serde(default)]
-    pub prediction: Vec<PredictionSpec>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RowSpec {
-    pub label: String,
-    pub mmu: String,
-    pub variant: String,
-    pub published: f64,
-    /// How the row is judged: see report::judge (`baseline`: the row without the
-    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
-    /// `derived`: why the row follows from a fitted one).
-    #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<crate::report::KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PredictionSpec {
-    pub label: String,
-    pub mmu: String,
-    pub variant: String,
-    #[serde(default)]
-    pub vcpus: Option<u64>,
-    #[serde(default)]
-    pub machine: Option<String>,
-    /// Guest or KVM parameters of this prediction alone, "PATH=VALUE" (an unpublished
-    /// choice whose effect the row shows).
-    #[serde(default)]
-    pub set: Vec<String>,
-}
-
-const WORK: &str = "guest.guest_work_cycles_per_step";
-const TOGGLES: &str = "guest.wp_pairs_other_per_step";
-const UNLOAD: &str = "kvm.unload_cycles";
-/// The parameters fitted to the difference of two rows (the guest work cancels there).
-const GAP: [&str; 2] = [TOGGLES, UNLOAD];
-
-pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
-    let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
-    for f in &e.fit {
-        f.check(place, &[WORK, TOGGLES, UNLOAD], &labels)?;
-        f.start_pair(place, [0.0, 4.0])?;
-    }
-    if let Some(row) = &e.vcpus_chosen_for {
-        if !labels.contains(&row.as_str()) {
-            return Err(Error::at(
-                place,
-                format!("vcpus_chosen_for: no [[row]] labelled \"{row}\""),
-            ));
-        }
-    }
-    if e.fit
-        .iter()
-        .filter(|f| GAP.contains(&f.parameter.as_str()))
-        .count()
-        > 1
-    {
-        return Err(Error::at(
-            place,
-            format!("fit: at most one of {} is fitted", GAP.join(", ")),
-        ));
-    }
-    for (label, mmu, variant) in e
-        .row
-        .iter()
-        .map(|r| (&r.label, &r.mmu, &r.variant))
-        .chain(e.prediction.iter().map(|p| (&p.label, &p.mmu, &p.variant)))
-    {
-        MmuFlavour::parse(mmu)
-            .map_err(|err| Error::at(place, format!("\"{label}\": mmu: {err}")))?;
-        Variant::parse(variant)
-            .map_err(|err| Error::at(place, format!("\"{label}\": variant: {err}")))?;
-    }
-    for p in &e.prediction {
-        prediction_params(place, p, &Params::linux())?;
-    }
-    if e.sample_steps == 0 || e.vcpus == 0 {
-        return Err(Error::at(
-            place,
-            "sample_steps, vcpus: expected positive numbers",
-        ));
-    }
-    Ok(e)
-}
-
-/// `base` with a prediction's `set` applied; a bad entry is an error naming it.
-fn prediction_params(place: &str, p: &PredictionSpec, base: &Params) -> Result<Params> {
-    let mut params = base.clone();
-    for kv in &p.set {
-        let (path, value) = kv.split_once('=').ok_or_else(|| {
-            Error::at(
-                place,
-                format!("\"{}\": set: expected PATH=VALUE, got \"{kv}\"", p.label),
-            )
-        })?;
-        let by = format!("prediction \"{}\"", p.label);
-        params.set_text(place, path.trim(), value.trim(), Provenance::Set { by })?;
-    }
-    Ok(params)
-}
 
 struct Runner<'a> {
     e: &'a Experiment,
@@ -154,12 +23,14 @@ struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     fn run(&self, m: &MachineProfile, mmu: &str, variant: &str, vcpus: u64) -> Result<SsddResult> {
-        let mut cfg = SsddConfig::new(MmuFlavour::parse(mmu)?, Variant::parse(variant)?);
+        let mut cfg = SsddConfig::new(
+            MmuFlavour::parse(mmu)?,
+            Variant::parse(variant)?,
+            self.params,
+        );
         cfg.vcpus = vcpus;
         cfg.warmup_steps = self.e.warmup_steps;
         cfg.sample_steps = self.e.sample_steps;
-        cfg.guest = GuestParams::from(self.params);
-        cfg.costs = KvmCosts::from(self.params);
         cfg.guest.guest_work_cycles_per_step = self.work;
         cfg.guest.wp_pairs_other_per_step = self.toggles;
         cfg.costs.unload_cycles = self.unload;

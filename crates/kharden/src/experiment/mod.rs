@@ -7,6 +7,7 @@ pub mod evict_fault;
 pub mod flush_range;
 pub mod kbuild_table;
 pub mod kvm_kernel_guest;
+pub mod kvm_spec;
 pub mod kvm_table;
 pub mod sweep;
 pub mod sweep_file;
@@ -125,7 +126,7 @@ pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reprod
     let mut rep = match kind_of(place, text)?.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),
-        "kvm-table" => kvm_table::run(&kvm_table::parse(place, text)?, overrides),
+        "kvm-table" => kvm_table::run(&kvm_spec::parse(place, text)?, overrides),
         "text-replication" => {
             text_replication::run(&text_replication::parse(place, text)?, overrides)
         }

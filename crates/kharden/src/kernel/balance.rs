@@ -122,7 +122,7 @@ impl Kernel {
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.cpus[cpu].stats.count(Counter::TimerTicks);
         let tick =
-            |k: &mut Kernel| k.run_known_path(cpu, "timer-tick", super::process::Work::Measured);
+            |k: &mut Kernel| k.run_known_path(cpu, "timer-tick", super::path_work::Work::Measured);
         if let Err(e) = self.in_kernel(cpu, entry, tick) {
             panic!("timer tick: {e}");
         }

@@ -5,7 +5,7 @@
 //! the kept functions' lines, its objects the recorded ones less those only the skipped code
 //! touches. `Footprints::parse` adds them beside the recorded paths.
 
-use super::footprint::PathFootprint;
+use super::path_footprint::PathFootprint;
 
 pub struct DerivedPath {
     pub name: &'static str,

@@ -237,10 +237,3 @@ impl Kernel {
         Ok(())
     }
 }
-
-/// The CPU's per-CPU page. Per-CPU variables live in the kernel image's .data..percpu for the
-/// boot CPU and in per-CPU chunks after it; a path touches one page of its CPU's chunk (room
-/// for 4096 CPUs below the end of the data segment).
-pub(super) fn per_cpu_page(cpu: CpuId) -> VirtAddr {
-    VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000)
-}

@@ -7,8 +7,9 @@
 //! lines of each region (direct map, vmalloc stacks, vmemmap, cpu_entry_area, user memory) it
 //! touches (docs/design/kernel-data.md).
 
-use super::footprint::{from_toml, read_file, LINE_BYTES};
+use super::footprint::{from_toml, read_file};
 use super::layout::KERNEL_STACK_BYTES;
+use super::path_footprint::LINE_BYTES;
 use crate::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;

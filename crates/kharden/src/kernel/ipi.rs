@@ -232,7 +232,7 @@ impl Kernel {
             // The handler's recorded code and data through the target's TLBs and caches,
             // with the estimated callback work.
             let path = work.handler_path();
-            if let Err(e) = self.run_known_path(t, path, super::process::Work::Cycles(handler)) {
+            if let Err(e) = self.run_known_path(t, path, super::path_work::Work::Cycles(handler)) {
                 panic!("IPI handler: {e}");
             }
         }

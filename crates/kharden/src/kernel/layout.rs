@@ -1,6 +1,7 @@
 //! The kernel's virtual address layout (Linux x86-64, Documentation/arch/x86/x86_64/mm.rst,
 //! 4-level paging) and the user layout of a typical ELF process.
 
+use super::CpuId;
 use crate::arch::x86::VirtAddr;
 
 /// Direct mapping of all physical memory (page_offset_base without KASLR).
@@ -54,4 +55,11 @@ pub fn direct_map(pa: u64) -> VirtAddr {
 /// True for addresses of the kernel image (text, rodata, data).
 pub fn in_kernel_text(va: VirtAddr) -> bool {
     (KERNEL_TEXT..KERNEL_TEXT + KERNEL_TEXT_BYTES).contains(&va.0)
+}
+
+/// The CPU's per-CPU page. Per-CPU variables live in the kernel image's .data..percpu for the
+/// boot CPU and in per-CPU chunks after it; a path touches one page of its CPU's chunk (room
+/// for 4096 CPUs below the end of the data segment).
+pub fn per_cpu_page(cpu: CpuId) -> VirtAddr {
+    VirtAddr(KERNEL_DATA + 0x40_0000 + cpu as u64 * 0x1000)
 }

@@ -114,30 +114,6 @@ impl MitigationCycles {
     }
 }
 
-impl super::Kernel {
-    /// `work`, recording-host cycles of path `id`'s work, less the recording's mitigations
-    /// this kernel does not run (counted on `cpu` as left out).
-    pub(crate) fn work_on_this_kernel(
-        &mut self,
-        cpu: super::CpuId,
-        id: super::path::PathId,
-        work: f64,
-    ) -> f64 {
-        let kept = self.paths.get(id).mitigation_cycles.work_without_unrun(
-            work,
-            self.params.speculation_mitigations,
-            &self.machine,
-        );
-        let left_out = (work - kept).round() as u64;
-        if left_out > 0 {
-            self.cpus[cpu]
-                .stats
-                .add(crate::sim::Counter::MitigationCyclesLeftOut, left_out);
-        }
-        kept
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,7 +132,7 @@ mod tests {
             Mitigation::ALL.map(|x| auto.runs(x, &p))
         };
         assert_eq!(runs("xeon-platinum-8160"), [true, false]);
-        assert_eq!(runs(super::super::path::RECORDING_HOST), [true, true]);
+        assert_eq!(runs("recording-host-epyc-zen4-kvm"), [true, true]);
         assert_eq!(runs("thunderx2-cn9980-2s"), [false, false]);
     }
 
@@ -171,49 +147,6 @@ mod tests {
         assert_eq!(c.work_without_unrun(500.0, KernelMitigations::Recorded, &intel), 500.0);
         assert_eq!(c.work_without_unrun(500.0, KernelMitigations::None, &intel), 370.0);
         assert_eq!(c.work_without_unrun(50.0, KernelMitigations::None, &intel), 0.0);
-    }
-
-    /// A getppid on the seeds' Skylake-SP runs its recorded work less its Safe RET returns
-    /// beyond the empty syscall's at the recording host's cost; told to run what the
-    /// recording ran, the whole of it.
-    #[test]
-    fn a_syscall_runs_without_the_safe_ret_its_kernel_does_not_run() {
-        use crate::kernel::footprint::Footprints;
-        use crate::kernel::{Kernel, OracleMode};
-        use crate::sim::TimeCategory;
-        let f = Footprints::builtin();
-        let returns = |p: &str| f.path(p).and_then(|p| p.returns).unwrap();
-        let host = machine(&f.kernel.host_machine);
-        let safe_ret = host.costs.return_thunk_cycles.unwrap()
-            * (returns("getppid") - returns(super::super::path::EMPTY_SYSCALL));
-        assert!(safe_ret > 0.0);
-        let kernel_time = |choice: &str| {
-            let params = crate::params::Params::linux()
-                .with("kernel.speculation_mitigations", choice)
-                .unwrap();
-            let mut k = Kernel::boot_with(
-                machine("xeon-platinum-8160"),
-                vec![],
-                &params,
-                OracleMode::Every,
-            );
-            let t = k.spawn("caller", None);
-            k.switch_to(0, t);
-            k.enter_user(0);
-            let spec = crate::kernel::syscall::lookup("getppid").unwrap();
-            k.syscall(0, &spec).unwrap();
-            let before = k.cpus[0].stats.time(TimeCategory::Kernel);
-            k.syscall(0, &spec).unwrap();
-            k.cpus[0].stats.time(TimeCategory::Kernel) - before
-        };
-        let (auto, recorded) = (kernel_time("auto"), kernel_time("recorded"));
-        let ghz = machine("xeon-platinum-8160").cpu.frequency_ghz;
-        let cycles = |t: crate::sim::Time| t.0 as f64 * 1e-3 * ghz;
-        assert!(
-            (cycles(recorded - auto) - safe_ret).abs() < 1.0,
-            "{} cycles apart, expected {safe_ret}",
-            cycles(recorded - auto)
-        );
     }
 
     #[test]

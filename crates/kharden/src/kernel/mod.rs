@@ -22,6 +22,8 @@ pub mod numa;
 pub mod page_alloc;
 pub mod params;
 pub mod path;
+pub mod path_footprint;
+pub mod path_work;
 pub mod process;
 pub mod reap;
 pub mod recording;
@@ -84,7 +86,7 @@ impl KernelGlobal {
 /// The 2 MiB page of kernel text that holds the entry code (the only kernel text that user
 /// page tables map under PTI unless the whole image is cloned).
 pub fn entry_text_page() -> VirtAddr {
-    let entry = path::KernelPaths::current().entry_text_offset;
+    let entry = recording::paths().entry_text_offset;
     VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
 }
 
@@ -295,17 +297,6 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Boots the kernel on `machine` with `defenses` plugged in, the built-in parameters
-    /// and sampled oracle checks.
-    pub fn boot(machine: MachineProfile, defenses: Vec<Box<dyn Defense>>) -> Kernel {
-        Kernel::boot_with(
-            machine,
-            defenses,
-            &crate::params::Params::linux(),
-            OracleMode::default(),
-        )
-    }
-
     /// Boots with the run's resolved parameters; the defenses read theirs in `configure`.
     pub fn boot_with(
         machine: MachineProfile,
@@ -358,7 +349,7 @@ impl Kernel {
             config,
             params: params::KernelParams::from(params),
             run_params: params.clone(),
-            paths: path::KernelPaths::current(),
+            paths: recording::paths(),
             machine,
         };
         k.map_kernel_half();

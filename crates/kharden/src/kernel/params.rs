@@ -91,9 +91,3 @@ impl KernelParams {
         }
     }
 }
-
-impl Default for KernelParams {
-    fn default() -> Self {
-        KernelParams::from(&Params::linux())
-    }
-}

@@ -15,20 +15,20 @@
 //! machine: the instructions are the same, and the recording host's IPC stands for the
 //! target's (an ESTIMATE the design note discusses).
 
-use super::footprint::{Footprints, PathFootprint, LINE_BYTES, PAGE_BYTES};
+use super::footprint::Footprints;
 use super::image_data::{ImageData, PathData};
 use super::mitigations::{Mitigation, MitigationCycles};
 use super::layout::{
     direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
     KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
 };
+use super::path_footprint::{PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
 use crate::sim::{Counter, TimeCategory};
-use std::sync::Arc;
 
 /// The path whose native latency is an empty syscall's (entry, dispatch, exit).
 pub const EMPTY_SYSCALL: &str = "syscall-entry-exit";
@@ -224,12 +224,6 @@ impl KernelHeap {
 }
 
 impl KernelPaths {
-    /// The paths every simulation in this process runs (kernel/recording.rs: the committed
-    /// recording unless `--footprints` chose another).
-    pub fn current() -> Arc<KernelPaths> {
-        super::recording::current().paths.clone()
-    }
-
     /// Lays out every path of `f` and derives its work on `host`, the recording host.
     pub fn compile(f: &Footprints, host: &MachineProfile) -> Result<KernelPaths> {
         if f.kernel.text_bytes > KERNEL_TEXT_BYTES {
@@ -590,6 +584,23 @@ fn warm_stall_cycles(p: &KernelPath, caches: &mut CacheHierarchy) -> f64 {
 }
 
 impl Kernel {
+    /// `work`, recording-host cycles of path `id`'s work, less the recording's mitigations
+    /// this kernel does not run (kernel/mitigations.rs), counted on `cpu` as left out.
+    pub(crate) fn work_on_this_kernel(&mut self, cpu: CpuId, id: PathId, work: f64) -> f64 {
+        let kept = self.paths.get(id).mitigation_cycles.work_without_unrun(
+            work,
+            self.params.speculation_mitigations,
+            &self.machine,
+        );
+        let left_out = (work - kept).round() as u64;
+        if left_out > 0 {
+            self.cpus[cpu]
+                .stats
+                .add(Counter::MitigationCyclesLeftOut, left_out);
+        }
+        kept
+    }
+
     /// Runs path `id` on `cpu`: its text through the ITLB and instruction cache, its data
     /// through the DTLB and data caches (both charged to kernel-cache-miss beyond L1 hits,
     /// translations to kernel-tlb-refill), then `work` cycles of its own work (the measured
@@ -808,14 +819,14 @@ impl Kernel {
     fn object_va(&self, cpu: CpuId, object: Object, lines: u64) -> VirtAddr {
         let task = self.cpus[cpu].current.map(|t| &self.tasks[t]);
         match (object, task) {
-            (Object::PerCpu, _) => super::entry::per_cpu_page(cpu),
+            (Object::PerCpu, _) => super::layout::per_cpu_page(cpu),
             (Object::KernelStack, Some(task)) => {
                 task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES)
             }
             // An interrupt on an idle CPU: its handler's stack is the CPU's hardirq stack,
             // which the model keeps at the end of the CPU's per-CPU page (Linux gives it 16
             // KiB of its own).
-            (Object::KernelStack, None) => super::entry::per_cpu_page(cpu)
+            (Object::KernelStack, None) => super::layout::per_cpu_page(cpu)
                 .offset(PAGE_BYTES - lines.min(PAGE_BYTES / LINE_BYTES) * LINE_BYTES),
             (Object::TaskStruct, Some(task)) => task.task_struct,
             (Object::Process(slot), Some(task)) => {
@@ -838,12 +849,54 @@ mod tests {
     use crate::sim::{Counter, TimeCategory};
     use crate::{defense, machine};
 
+    /// A getppid on the seeds' Skylake-SP runs its recorded work less its Safe RET returns
+    /// beyond the empty syscall's at the recording host's cost; told to run what the
+    /// recording ran, the whole of it.
+    #[test]
+    fn a_syscall_runs_without_the_safe_ret_its_kernel_does_not_run() {
+        use crate::kernel::footprint::Footprints;
+        use crate::kernel::OracleMode;
+        let f = Footprints::builtin();
+        let returns = |p: &str| f.path(p).and_then(|p| p.returns).unwrap();
+        let host = crate::machine::load(&f.kernel.host_machine).unwrap();
+        let safe_ret = host.costs.return_thunk_cycles.unwrap()
+            * (returns("getppid") - returns(super::EMPTY_SYSCALL));
+        assert!(safe_ret > 0.0);
+        let kernel_time = |choice: &str| {
+            let params = crate::params::Params::linux()
+                .with("kernel.speculation_mitigations", choice)
+                .unwrap();
+            let mut k = Kernel::boot_with(
+                crate::machine::load("xeon-platinum-8160").unwrap(),
+                vec![],
+                &params,
+                OracleMode::Every,
+            );
+            let t = k.spawn("caller", None);
+            k.switch_to(0, t);
+            k.enter_user(0);
+            let spec = crate::kernel::syscall::lookup("getppid").unwrap();
+            k.syscall(0, &spec).unwrap();
+            let before = k.cpus[0].stats.time(TimeCategory::Kernel);
+            k.syscall(0, &spec).unwrap();
+            k.cpus[0].stats.time(TimeCategory::Kernel) - before
+        };
+        let (auto, recorded) = (kernel_time("auto"), kernel_time("recorded"));
+        let ghz = crate::machine::load("xeon-platinum-8160").unwrap().cpu.frequency_ghz;
+        let cycles = |t: crate::sim::Time| t.0 as f64 * 1e-3 * ghz;
+        assert!(
+            (cycles(recorded - auto) - safe_ret).abs() < 1.0,
+            "{} cycles apart, expected {safe_ret}",
+            cycles(recorded - auto)
+        );
+    }
+
     /// A latency timed apart from the recording gives a path the work its recorded latency
     /// would: the recorded one gives back the path's own work, and each ns more is a
     /// recording-host cycle's worth more work.
     #[test]
     fn a_latency_timed_apart_derives_work_by_the_recordings_rule() {
-        let paths = super::KernelPaths::current();
+        let paths = crate::kernel::recording::paths();
         let ghz = crate::kernel::recording::current()
             .footprints
             .kernel
@@ -900,10 +953,10 @@ mod tests {
     /// rodata, data and bss; a derived path carries those of the path it comes from.
     #[test]
     fn paths_carry_their_measured_image_lines_and_derived_ones_their_sources() {
-        use super::{KernelPaths, KERNEL_RODATA, LINE_BYTES};
+        use super::{KERNEL_RODATA, LINE_BYTES};
         use crate::kernel::image_data::ImageData;
         use crate::kernel::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
-        let paths = KernelPaths::current();
+        let paths = crate::kernel::recording::paths();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         for name in ["getppid", "fork", "mount-proc", "fault-anon"] {
             let m = ImageData::builtin().path(name).unwrap();
@@ -928,10 +981,10 @@ mod tests {
     /// not see keeps the estimate.
     #[test]
     fn measured_paths_run_their_direct_map_lines_in_the_shared_heap() {
-        use super::{KernelPaths, Object, LINE_BYTES};
+        use super::{Object, LINE_BYTES};
         use crate::kernel::image_data::ImageData;
         use std::collections::BTreeSet;
-        let paths = KernelPaths::current();
+        let paths = crate::kernel::recording::paths();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         let heap_lines =
             |n: &str| -> BTreeSet<u64> { path(n).heap.lines.iter().copied().collect() };

@@ -4,6 +4,7 @@
 //! those (XPFO) see exactly the kernel's events.
 
 use super::page_alloc::Gfp;
+use super::path_work::Work;
 use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::{Access, Pfn, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
@@ -116,13 +117,14 @@ impl Kernel {
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
         // write-allocating accesses), evicting what the kernel and the task had there.
-        let lines = super::footprint::PAGE_BYTES / super::footprint::LINE_BYTES;
+        let lines = super::path_footprint::PAGE_BYTES / super::path_footprint::LINE_BYTES;
         self.store_lines(cpu, pfn.addr().0, lines);
         if let Some((uva, access)) = user_buffer {
             let t = self
                 .touch(cpu, uva, access)
                 .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
-            let in_mapping = uva.0 & (t.size.bytes() - 1) & !(super::footprint::PAGE_BYTES - 1);
+            let in_mapping =
+                uva.0 & (t.size.bytes() - 1) & !(super::path_footprint::PAGE_BYTES - 1);
             self.store_lines(cpu, t.page.0 + in_mapping, lines);
         }
         self.kunmap(cpu, pfn);
@@ -370,7 +372,7 @@ impl Kernel {
     /// The objects are fresh memory unless a reaped child's came back (kernel/reap.rs):
     /// then they are where that child left them.
     fn fork_stores(&mut self, cpu: CpuId, child: TaskId, copy_mm: bool) {
-        let line = super::footprint::LINE_BYTES;
+        let line = super::path_footprint::LINE_BYTES;
         let task = &self.tasks[child];
         let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
         let task_lines = self.paths.objects_bytes("task_struct").div_ceil(line);
@@ -387,7 +389,7 @@ impl Kernel {
         let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
         self.store_lines(cpu, mm_struct, mm_lines);
         for pgd in pgds {
-            self.store_lines(cpu, pgd, super::footprint::PAGE_BYTES / line);
+            self.store_lines(cpu, pgd, super::path_footprint::PAGE_BYTES / line);
         }
     }
 
@@ -448,36 +450,6 @@ impl Kernel {
         self.mms[mm].heap_pages = 0;
         self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
     }
-
-    /// Runs the recorded path `name` (kernel/path.rs) with `work`.
-    pub(crate) fn run_known_path(&mut self, cpu: CpuId, name: &str, work: Work) -> Result<()> {
-        let id = self
-            .paths
-            .id(name)
-            .ok_or_else(|| Error::new(format!("kernel path {name} is not in the footprints")))?;
-        let path = self.paths.get(id);
-        let measured = path.work_cycles;
-        let cycles = match work {
-            Work::Measured => measured,
-            // The recorded loop copied or zeroed one page in `copy`, which copy_page()
-            // charges (its cycles and the lines it waits for); what the loop's copy took
-            // is measured, so that is what leaves the work.
-            Work::MeasuredLess(copy) => match (measured, path.native_cycles_in(copy)) {
-                (Some(w), Some(c)) => Some((w - c).max(0.0)),
-                (None, _) => None,
-                (Some(_), None) => {
-                    return Err(Error::new(format!(
-                        "kernel path {name}: its recording has no samples in {copy}, the page copy the model charges on its own"
-                    )))
-                }
-            },
-            Work::Cycles(c) => return self.run_path(cpu, id, Some(c)),
-            Work::NativeNs(ns) => Some(self.paths.work_from_native_ns(id, ns)),
-        };
-        // Recorded work (a given figure above is the target's own).
-        let cycles = cycles.map(|w| self.work_on_this_kernel(cpu, id, w));
-        self.run_path(cpu, id, cycles)
-    }
 }
 
 /// Which filesystem's page cache a read or write goes through: its recorded path.
@@ -503,21 +475,6 @@ impl PageCacheFs {
             PageCacheFs::Tmpfs => "write-4k-tmpfs",
         }
     }
-}
-
-/// The work a recorded path is charged.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Work {
-    /// Its measured work (kernel/path.rs).
-    Measured,
-    /// Its measured work less the time its recording loop spent in the named page-copy
-    /// (or clear) function: the caller models that copy.
-    MeasuredLess(&'static str),
-    /// A parameter's cycles (the path has no latency of its own in the recording).
-    Cycles(f64),
-    /// The work derived from a native latency in ns timed apart from the recording (as
-    /// the recording's are derived: kernel/path.rs).
-    NativeNs(f64),
 }
 
 #[cfg(test)]

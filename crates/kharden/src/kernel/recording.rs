@@ -74,6 +74,12 @@ pub fn current() -> &'static Recording {
     })
 }
 
+/// The paths every simulation in this process runs: those of `current()` (the committed
+/// recording unless `--footprints` chose another).
+pub fn paths() -> Arc<KernelPaths> {
+    current().paths.clone()
+}
+
 /// The recording chosen for this process, as texts, if one was chosen (None: the
 /// committed recording, chosen or not yet).
 pub fn chosen() -> Option<Portable> {

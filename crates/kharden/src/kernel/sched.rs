@@ -110,7 +110,8 @@ impl Kernel {
         self.switch_to(cpu, next);
         // __schedule's path runs on both sides of switch_mm; charged after it, with the next
         // task's stack and mm, where the refills of a flushing CR3 write land.
-        if let Err(e) = self.run_known_path(cpu, "context-switch", super::process::Work::Measured) {
+        if let Err(e) = self.run_known_path(cpu, "context-switch", super::path_work::Work::Measured)
+        {
             panic!("context switch: {e}");
         }
         if self.tasks[next].last_cpu.is_some_and(|l| l != cpu) {

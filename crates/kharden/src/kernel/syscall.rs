@@ -3,7 +3,7 @@
 //! beyond its own objects (a user buffer, the parent's task_struct) and what it does to the
 //! address space.
 
-use super::path::{KernelPaths, PathId};
+use super::path::PathId;
 
 /// A memory access of a path beyond its own kernel objects (kernel/path.rs), resolved
 /// against the current task and CPU at run time.
@@ -207,7 +207,7 @@ pub const GETDENTS_LARGE: u64 = 258 * 24;
 
 pub fn lookup(name: &str) -> Option<SyscallSpec> {
     let e = TABLE.iter().find(|e| e.0 == name)?;
-    let paths = KernelPaths::current();
+    let paths = super::recording::paths();
     let path = paths
         .id(e.1)
         .unwrap_or_else(|| panic!("syscall {name}: path {} is not in the footprints", e.1));
@@ -239,6 +239,6 @@ pub fn names() -> Vec<&'static str> {
 /// The measured work cycles of recorded path `name` (for a path no table entry runs as it
 /// is: a replay interpolates between two of them).
 pub fn path_work(name: &str) -> Option<f64> {
-    let paths = KernelPaths::current();
+    let paths = super::recording::paths();
     paths.get(paths.id(name)?).work_cycles
 }

@@ -4,7 +4,8 @@
 //! samples land in. Compared with the sampled recording, it says how complete that recording
 //! is (docs/design/footprints.md section 3).
 
-use super::footprint::{from_toml, pages_of, read_file, PathFootprint, LINE_BYTES};
+use super::footprint::{from_toml, read_file};
+use super::path_footprint::{pages_of, PathFootprint, LINE_BYTES};
 use crate::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeSet;

@@ -111,7 +111,7 @@ pub const ALL: &[Case] = &[
 fn kvm_emulated_store(variant: &str, m: &MachineProfile, _: &Params) -> Result<Vec<String>> {
     let name = variant.strip_prefix("kvm-cr0wp:").unwrap_or(variant);
     let v = crate::virt::Variant::parse(name).map_err(|e| Error::at("kvm-cr0wp variant", e))?;
-    Ok(emulated_store_after_wp_toggle(m, v)?
+    Ok(emulated_store_after_wp_toggle(m, v, &Params::linux())?
         .into_iter()
         .flat_map(|(f, found)| found.into_iter().map(move |w| format!("{}: {w}", f.name())))
         .collect())

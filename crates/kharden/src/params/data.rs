@@ -6,20 +6,6 @@ use super::{parse_value, Decl, Param, Params, Provenance};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 
-const BUILTIN_PLACE: &str = "kernels/linux.toml";
-const BUILTIN: &str = include_str!("../../../../kernels/linux.toml");
-
-/// Parsed once per process: every boot without explicit parameters asks for it.
-pub(super) fn builtin() -> Params {
-    static PARSED: std::sync::OnceLock<Params> = std::sync::OnceLock::new();
-    PARSED
-        .get_or_init(|| {
-            parse(BUILTIN_PLACE, BUILTIN, &super::declarations())
-                .unwrap_or_else(|e| panic!("the built-in parameter file is checked by a test: {e}"))
-        })
-        .clone()
-}
-
 /// Reads a parameter file against the declarations: every declared path must have a value
 /// and a non-empty source, and every entry must be declared.
 pub(super) fn parse(place: &str, text: &str, decls: &[Decl]) -> Result<Params> {

@@ -152,27 +152,11 @@ pub struct Params {
     map: BTreeMap<&'static str, Param>,
 }
 
-/// Every declaration: the kernel's, each registered defense's and the workloads'.
-pub fn declarations() -> Vec<Decl> {
-    let mut all: Vec<Decl> = crate::kernel::params::DECLS.to_vec();
-    for d in crate::defense::registry::FAMILIES {
-        all.extend_from_slice(d.params);
-    }
-    all.extend_from_slice(crate::workload::PARAMS);
-    all.extend_from_slice(crate::workload::fio::PARAMS);
-    all.extend_from_slice(crate::virt::params::DECLS);
-    all
-}
-
 impl Params {
-    /// The declared parameters with the values of the built-in `kernels/linux.toml`.
-    pub fn linux() -> Params {
-        data::builtin()
-    }
-
-    /// Parses a parameter file (the format of kernels/linux.toml).
-    pub fn from_file_text(place: &str, text: &str) -> Result<Params> {
-        data::parse(place, text, &declarations())
+    /// Reads a parameter file (the format of kernels/linux.toml) against `decls`: every
+    /// declared path must have a value and a source, and every entry must be declared.
+    pub fn parse(place: &str, text: &str, decls: &[Decl]) -> Result<Params> {
+        data::parse(place, text, decls)
     }
 
     /// These parameters with one set from text (for tests and what-if runs).
@@ -220,7 +204,10 @@ impl Params {
         text: &str,
         provenance: Provenance,
     ) -> Result<()> {
-        let p = self.map.get(path).ok_or_else(|| unknown(place, path))?;
+        let p = self
+            .map
+            .get(path)
+            .ok_or_else(|| unknown(place, path, &self.map))?;
         let value = parse_value(place, &p.decl, text)?;
         self.put(path, value, provenance);
         Ok(())
@@ -234,7 +221,10 @@ impl Params {
         v: f64,
         provenance: Provenance,
     ) -> Result<()> {
-        let p = self.map.get(path).ok_or_else(|| unknown(place, path))?;
+        let p = self
+            .map
+            .get(path)
+            .ok_or_else(|| unknown(place, path, &self.map))?;
         check_number(place, &p.decl, v)?;
         self.put(path, Value::Num(v), provenance);
         Ok(())
@@ -279,10 +269,10 @@ impl Params {
     }
 }
 
-fn unknown(place: &str, path: &str) -> Error {
-    let near: Vec<&str> = declarations()
-        .iter()
-        .map(|d| d.path)
+fn unknown(place: &str, path: &str, declared: &BTreeMap<&'static str, Param>) -> Error {
+    let near: Vec<&str> = declared
+        .keys()
+        .copied()
         .filter(|p| p.split('.').next() == path.split('.').next())
         .collect();
     let hint = if near.is_empty() {
@@ -393,23 +383,6 @@ pub struct Overrides {
 }
 
 impl Overrides {
-    /// Parses `--set` flags; software paths are checked against the declarations now,
-    /// machine paths when a profile is at hand.
-    pub fn parse(specs: &[String]) -> Result<Overrides> {
-        let mut o = Overrides::default();
-        let mut check = Params::linux();
-        for spec in specs {
-            let (path, value) = split_assignment(spec)?;
-            if let Some(rest) = path.strip_prefix("machine.") {
-                o.machine.push((rest.to_string(), value.to_string()));
-            } else {
-                check.set_text("--set", path, value, Provenance::Set { by: "--set".into() })?;
-                o.software.push((path.to_string(), value.to_string()));
-            }
-        }
-        Ok(o)
-    }
-
     pub fn is_empty(&self) -> bool {
         self.software.is_empty() && self.machine.is_empty()
     }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::model::declarations;
 
 #[test]
 fn the_builtin_file_values_every_declaration_with_a_source() {

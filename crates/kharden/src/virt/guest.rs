@@ -635,7 +635,7 @@ mod tests {
     fn task_regions(placement: Placement) -> std::collections::BTreeSet<u64> {
         let p = GuestParams {
             placement,
-            ..GuestParams::default()
+            ..GuestParams::from(&crate::params::Params::linux())
         };
         let g = Guest::build(&p, 10, 1);
         g.procs
@@ -664,7 +664,7 @@ mod tests {
             .map(|a| a >> 21)
             .collect();
         assert_eq!(task_regions(Placement::Measured), expected);
-        let g = Guest::build(&GuestParams::default(), 10, 1);
+        let g = Guest::build(&GuestParams::from(&crate::params::Params::linux()), 10, 1);
         assert_eq!(
             g.procs[3].kstack[1],
             VirtAddr(VMALLOC + 3 * (32 << 10) + 4096),

@@ -4,7 +4,8 @@
 //! text is what its path runs and the phases before it in the step have not already listed,
 //! so the step's text working set is the union of the paths' (docs/design/kvm.md).
 
-use crate::kernel::footprint::{Footprints, LINE_BYTES, PAGE_BYTES};
+use crate::kernel::footprint::Footprints;
+use crate::kernel::path_footprint::{LINE_BYTES, PAGE_BYTES};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One 4 KiB page of guest kernel text a phase runs, and which of its 64 lines.

@@ -11,6 +11,7 @@ pub mod ept;
 pub mod guest;
 pub mod guest_text;
 pub mod kernel_guest;
+pub mod kernel_ssdd;
 pub mod kvm_mmu;
 #[cfg(target_os = "linux")]
 pub mod native;

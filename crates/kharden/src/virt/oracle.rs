@@ -70,11 +70,16 @@ mod tests {
     fn correct_variants_hold_and_the_broken_one_is_caught_on_every_mmu() {
         let m = crate::machine::load("skylake-i7-6700k").unwrap();
         for v in [Variant::Base, Variant::KeepRoots, Variant::GuestOwnedWp] {
-            for (f, found) in check_variant(&m, v).unwrap() {
+            for (f, found) in check_variant(&m, v, &crate::params::Params::linux()).unwrap() {
                 assert!(found.is_empty(), "{v:?} on {f:?}: {:?}", found.first());
             }
         }
-        let broken = check_variant(&m, Variant::BrokenKeepRoots).unwrap();
+        let broken = check_variant(
+            &m,
+            Variant::BrokenKeepRoots,
+            &crate::params::Params::linux(),
+        )
+        .unwrap();
         assert_eq!(broken.len(), 3);
         for (f, found) in broken {
             assert!(!found.is_empty(), "broken variant not caught on {f:?}");
@@ -92,7 +97,13 @@ mod tests {
     #[test]
     fn the_stale_role_wp_is_caught_by_the_probe_on_direct_mmus() {
         let m = crate::machine::load("skylake-i7-6700k").unwrap();
-        for (f, found) in check_variant(&m, Variant::BrokenBeforeRefreshCr0Wp).unwrap() {
+        for (f, found) in check_variant(
+            &m,
+            Variant::BrokenBeforeRefreshCr0Wp,
+            &crate::params::Params::linux(),
+        )
+        .unwrap()
+        {
             if f.direct() {
                 assert!(
                     found.iter().all(|v| v.starts_with("emulated")) && !found.is_empty(),
@@ -112,11 +123,18 @@ mod tests {
         use crate::virt::ssdd::emulated_store_after_wp_toggle;
         let m = crate::machine::load("skylake-i7-6700k").unwrap();
         for v in [Variant::Base, Variant::KeepRoots, Variant::GuestOwnedWp] {
-            for (f, found) in emulated_store_after_wp_toggle(&m, v).unwrap() {
+            for (f, found) in
+                emulated_store_after_wp_toggle(&m, v, &crate::params::Params::linux()).unwrap()
+            {
                 assert!(found.is_empty(), "{v:?} on {f:?}: {found:?}");
             }
         }
-        let stale = emulated_store_after_wp_toggle(&m, Variant::BrokenBeforeRefreshCr0Wp).unwrap();
+        let stale = emulated_store_after_wp_toggle(
+            &m,
+            Variant::BrokenBeforeRefreshCr0Wp,
+            &crate::params::Params::linux(),
+        )
+        .unwrap();
         for (f, found) in stale {
             let caught = found
                 .iter()
@@ -125,8 +143,12 @@ mod tests {
         }
         // SVM intercepts every CR0 write: KVM looks at each toggle, nothing goes stale.
         let epyc = crate::machine::load("epyc-7763-2s").unwrap();
-        for (f, found) in
-            emulated_store_after_wp_toggle(&epyc, Variant::BrokenBeforeRefreshCr0Wp).unwrap()
+        for (f, found) in emulated_store_after_wp_toggle(
+            &epyc,
+            Variant::BrokenBeforeRefreshCr0Wp,
+            &crate::params::Params::linux(),
+        )
+        .unwrap()
         {
             assert!(found.is_empty(), "SVM {f:?}: {found:?}");
         }

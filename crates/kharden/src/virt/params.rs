@@ -284,13 +284,6 @@ impl KvmCosts {
     }
 }
 
-impl Default for KvmCosts {
-    /// The built-in values (kernels/linux.toml).
-    fn default() -> Self {
-        KvmCosts::from(&Params::linux())
-    }
-}
-
 /// The guest: a grsecurity (KERNEXEC) kernel running `ssdd`.
 #[derive(Debug, Clone)]
 pub struct GuestParams {
@@ -356,12 +349,5 @@ impl GuestParams {
             kernel_text_4k: p.flag("guest.kernel_text_4k"),
             per_cpu_pgd: p.flag("guest.per_cpu_pgd"),
         }
-    }
-}
-
-impl Default for GuestParams {
-    /// The built-in values (kernels/linux.toml).
-    fn default() -> Self {
-        GuestParams::from(&Params::linux())
     }
 }

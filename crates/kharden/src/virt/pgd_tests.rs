@@ -7,7 +7,7 @@ use super::{run_ssdd, MmuFlavour, SsddConfig, Variant};
 
 fn run(flavour: MmuFlavour, per_cpu_pgd: bool) -> super::SsddResult {
     let m = crate::machine::load("skylake-i7-6700k").unwrap();
-    let mut cfg = SsddConfig::new(flavour, Variant::Base);
+    let mut cfg = SsddConfig::new(flavour, Variant::Base, &crate::params::Params::linux());
     cfg.warmup_steps = 10;
     cfg.sample_steps = 20;
     cfg.oracle = true;
@@ -61,7 +61,7 @@ fn shadow_paging_faults_on_every_cloned_entry_and_ept_on_none() {
 fn the_cpu_pgd_holds_the_running_process_user_half() {
     let p = crate::virt::params::GuestParams {
         per_cpu_pgd: true,
-        ..Default::default()
+        ..crate::virt::params::GuestParams::from(&crate::params::Params::linux())
     };
     let mut g = super::guest::Guest::build(&p, 2, 1);
     let pgd = g.cpu_pgd.unwrap();
@@ -85,7 +85,7 @@ fn the_cpu_pgd_holds_the_running_process_user_half() {
 fn only_vmx_lets_the_guest_own_cr0_wp() {
     let run_on = |machine: &str, variant| {
         let m = crate::machine::load(machine).unwrap();
-        let mut cfg = SsddConfig::new(MmuFlavour::Tdp, variant);
+        let mut cfg = SsddConfig::new(MmuFlavour::Tdp, variant, &crate::params::Params::linux());
         cfg.warmup_steps = 10;
         cfg.sample_steps = 20;
         cfg.oracle = true;

@@ -19,6 +19,7 @@ use crate::arch::x86::tlb::TlbEntry;
 use crate::arch::x86::{PageSize, Pcid, PhysAddr, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
+use crate::params::Params;
 
 #[derive(Debug, Clone)]
 pub struct SsddConfig {
@@ -37,7 +38,8 @@ pub struct SsddConfig {
 }
 
 impl SsddConfig {
-    pub fn new(flavour: MmuFlavour, variant: Variant) -> SsddConfig {
+    /// A run of `params`' guest and KVM costs, the other choices at their defaults.
+    pub fn new(flavour: MmuFlavour, variant: Variant, params: &Params) -> SsddConfig {
         SsddConfig {
             flavour,
             variant,
@@ -45,8 +47,8 @@ impl SsddConfig {
             warmup_steps: 200,
             sample_steps: 1000,
             oracle: false,
-            guest: GuestParams::default(),
-            costs: KvmCosts::default(),
+            guest: GuestParams::from(params),
+            costs: KvmCosts::from(params),
             seed: 1,
         }
     }
@@ -167,13 +169,14 @@ pub fn check_support(m: &MachineProfile, flavour: MmuFlavour) -> Result<VirtHard
 pub fn check_variant(
     m: &MachineProfile,
     variant: Variant,
+    params: &Params,
 ) -> Result<Vec<(MmuFlavour, Vec<String>)>> {
     let mut out = vec![];
     for flavour in MmuFlavour::ALL {
         if check_support(m, flavour).is_err() {
             continue;
         }
-        let mut cfg = SsddConfig::new(flavour, variant);
+        let mut cfg = SsddConfig::new(flavour, variant, params);
         cfg.oracle = true;
         cfg.warmup_steps = 0;
         cfg.sample_steps = 40;
@@ -191,13 +194,14 @@ pub fn check_variant(
 pub fn emulated_store_after_wp_toggle(
     m: &MachineProfile,
     variant: Variant,
+    params: &Params,
 ) -> Result<Vec<(MmuFlavour, Vec<String>)>> {
     let mut out = vec![];
     for flavour in MmuFlavour::ALL {
         let Ok(hw) = check_support(m, flavour) else {
             continue;
         };
-        let cfg = SsddConfig::new(flavour, variant);
+        let cfg = SsddConfig::new(flavour, variant, params);
         let mut v = Vcpu::new(m, hw, &cfg, 1);
         v.ensure_loaded();
         let gdt = v.guest.gdt;

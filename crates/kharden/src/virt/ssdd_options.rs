@@ -4,9 +4,10 @@
 //! of kernel_guest.rs). Both callers go through here, so a point of a sweep is the run
 //! `kharden run` makes with the same words.
 
-use super::kernel_guest::{self, GuestVmOptions, KernelSsdd};
+use super::kernel_guest::GuestVmOptions;
+use super::kernel_ssdd::{self, KernelSsdd};
 use super::kvm_mmu::MmuStats;
-use super::params::{GuestParams, KvmCosts};
+use super::params::GuestParams;
 use super::ssdd::{run_ssdd, SsddConfig, SsddResult};
 use super::{MmuFlavour, Variant};
 use crate::arch::x86::PageSize;
@@ -107,13 +108,11 @@ impl SsddOptions {
         let guest = GuestParams::from(params);
         match self.guest {
             GuestModel::Path => {
-                let mut cfg = SsddConfig::new(self.flavour, self.variant);
+                let mut cfg = SsddConfig::new(self.flavour, self.variant, params);
                 cfg.vcpus = self.vcpus;
-                cfg.costs = KvmCosts::from(params);
-                cfg.guest = guest;
                 Ok(SsddOutcome::Path(Box::new(run_ssdd(m, &cfg)?)))
             }
-            GuestModel::Kernel => Ok(SsddOutcome::Kernel(Box::new(kernel_guest::run_ssdd(
+            GuestModel::Kernel => Ok(SsddOutcome::Kernel(Box::new(kernel_ssdd::run_ssdd(
                 m,
                 self.flavour,
                 self.variant,

@@ -23,7 +23,7 @@
 
 use crate::arch::x86::InvpcidType;
 use crate::error::{Error, Result};
-use crate::kernel::process::Work;
+use crate::kernel::path_work::Work;
 use crate::kernel::syscall::{self, SyscallSpec};
 use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Stats, Time};

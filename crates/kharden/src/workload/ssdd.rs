@@ -13,7 +13,7 @@
 //! run's `guest_work_cycles` (what `reproduce kvm-cr0wp` fits, as for the path model).
 
 use crate::error::{Error, Result};
-use crate::kernel::process::Work;
+use crate::kernel::path_work::Work;
 use crate::kernel::sched::TaskState;
 use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Stats, Time, TimeCategory};

@@ -514,7 +514,7 @@ mod tests {
 
     #[test]
     fn base_unloads_on_wp_toggle_and_tdp_rebuilds_alone() {
-        let c = KvmCosts::default();
+        let c = KvmCosts::from(&crate::params::Params::linux());
         let mut m = KvmMmu::new(MmuFlavour::Tdp, Variant::Base, 0, ON);
         m.load(Pfn(1), &c);
         m.post_set_cr0(ON, CR0_PG, &c);
@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn keep_roots_only_for_direct_roles() {
-        let c = KvmCosts::default();
+        let c = KvmCosts::from(&crate::params::Params::linux());
         for (f, kept) in [(MmuFlavour::Legacy, true), (MmuFlavour::Shadow, false)] {
             let mut m = KvmMmu::new(f, Variant::KeepRoots, 0, ON);
             m.load(Pfn(1), &c);

@@ -17,11 +17,11 @@
 
 use super::footprint::Footprints;
 use super::image_data::{ImageData, PathData};
-use super::mitigations::{Mitigation, MitigationCycles};
 use super::layout::{
     direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
     KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
 };
+use super::mitigations::{Mitigation, MitigationCycles};
 use super::path_footprint::{PathFootprint, LINE_BYTES, PAGE_BYTES};
 use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
@@ -882,7 +882,10 @@ mod tests {
             k.cpus[0].stats.time(TimeCategory::Kernel) - before
         };
         let (auto, recorded) = (kernel_time("auto"), kernel_time("recorded"));
-        let ghz = crate::machine::load("xeon-platinum-8160").unwrap().cpu.frequency_ghz;
+        let ghz = crate::machine::load("xeon-platinum-8160")
+            .unwrap()
+            .cpu
+            .frequency_ghz;
         let cycles = |t: crate::sim::Time| t.0 as f64 * 1e-3 * ghz;
         assert!(
             (cycles(recorded - auto) - safe_ret).abs() < 1.0,

@@ -32,9 +32,10 @@ pub fn env_threads() -> crate::error::Result<Option<usize>> {
 /// else KHARDEN_THREADS, else one per core.
 pub fn default_threads() -> usize {
     match DEFAULT_THREADS.load(Ordering::Relaxed) {
-        0 => env_threads().ok().flatten().unwrap_or_else(|| {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        }),
+        0 => env_threads()
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         n => n,
     }
 }

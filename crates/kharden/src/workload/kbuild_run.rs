@@ -255,7 +255,10 @@ fn done_simulations() -> &'static std::sync::Mutex<std::collections::HashMap<Str
 /// the share says what the modelled paths cover, not which mitigations a machine runs.
 fn kernel_per_user(measured: &Measured, profile: &JobProfile) -> (f64, f64) {
     let m = &measured.machine;
-    let left_out = measured.window.tasks.counter(Counter::MitigationCyclesLeftOut) as f64;
+    let left_out = measured
+        .window
+        .tasks
+        .counter(Counter::MitigationCyclesLeftOut) as f64;
     let modelled = (measured.window.tasks.system_time().secs() * m.cpu.frequency_ghz * 1e9
         + left_out)
         / measured.user_work_cycles;

@@ -143,22 +143,18 @@ mod tests {
             safe_ret: 100.0,
         };
         let intel = machine("xeon-platinum-8160");
-        assert_eq!(
-            c.work_without_unrun(500.0, KernelMitigations::Auto, &intel),
-            400.0
-        );
-        assert_eq!(
-            c.work_without_unrun(500.0, KernelMitigations::Recorded, &intel),
-            500.0
-        );
-        assert_eq!(
-            c.work_without_unrun(500.0, KernelMitigations::None, &intel),
-            370.0
-        );
-        assert_eq!(
-            c.work_without_unrun(50.0, KernelMitigations::None, &intel),
-            0.0
-        );
+        for (work, choice, kept) in [
+            (500.0, KernelMitigations::Auto, 400.0),
+            (500.0, KernelMitigations::Recorded, 500.0),
+            (500.0, KernelMitigations::None, 370.0),
+            (50.0, KernelMitigations::None, 0.0),
+        ] {
+            assert_eq!(
+                c.work_without_unrun(work, choice, &intel),
+                kept,
+                "{choice:?}"
+            );
+        }
     }
 
     #[test]

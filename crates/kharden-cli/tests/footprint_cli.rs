@@ -23,7 +23,12 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Records one scenario at `scale` into a scratch directory (perf, as root), parsed.
+/// One recording at a time: a system-wide recording (the process scenario's) samples every
+/// process on the machine, another test's driver too, whose exits it would then count.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn record_scenario(scenario: &str, scale: &str) -> (PathBuf, Footprints) {
+    let _one_at_a_time = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let d = scratch(&format!("record-{scenario}"));
     let out = d.join("k.toml");
     let o = kharden(&[

@@ -21,32 +21,33 @@ fi
 
 cargo fetch --locked 2>/dev/null || cargo fetch
 cargo build --release --workspace --locked
-# From here on a failure is counted and reported, not fatal: the closing line always prints.
+# From here on a failure is counted and reported, not fatal: the closing line always prints,
+# and --no-fail-fast runs every test binary past a failing one.
 set +e
 log=$(mktemp)
 extra=$(mktemp)
 trap 'rm -f "$log" "$extra"' EXIT
-cargo test --release --workspace --locked 2>&1 | tee "$log"
+cargo test --release --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 # The passes that run ignored tests whose tools are present append to $extra.
 # Tests that need perf are #[ignore]d with their reason and named perf_*; they run here when
 # perf can record system-wide tracepoints (as root).
 if [ "$(id -u)" = 0 ] && perf record -a -q -e sched:sched_switch -o /dev/null -- true >/dev/null 2>&1; then
   echo "perf records tracepoints here: running the perf_ tests"
-  cargo test --release --workspace --locked -- --ignored perf_ 2>&1 | tee "$extra"
+  cargo test --release --workspace --locked --no-fail-fast -- --ignored perf_ 2>&1 | tee "$extra"
 else
   echo "perf cannot record tracepoints here (not installed, or not root): perf_ tests stay skipped"
 fi
 # Tests that need qemu-user and the aarch64 cross tools are #[ignore]d and named cross_*.
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
   echo "qemu-aarch64 and aarch64-linux-gnu-gcc are here: running the cross_ tests"
-  cargo test --release --workspace --locked -- --ignored cross_ 2>&1 | tee -a "$extra"
+  cargo test --release --workspace --locked --no-fail-fast -- --ignored cross_ 2>&1 | tee -a "$extra"
 else
   echo "qemu-aarch64 or aarch64-linux-gnu-gcc missing: cross_ tests stay skipped"
 fi
 # Tests that need a working /dev/kvm (a minimal guest through the KVM API) are named kvm_*.
 if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
   echo "/dev/kvm is here: running the kvm_ tests"
-  cargo test --release --workspace --locked -- --ignored kvm_ 2>&1 | tee -a "$extra"
+  cargo test --release --workspace --locked --no-fail-fast -- --ignored kvm_ 2>&1 | tee -a "$extra"
 else
   echo "no usable /dev/kvm: kvm_ tests stay skipped"
 fi
@@ -55,7 +56,7 @@ fi
 # tests do not install them: the kernel image alone is 100 MB).
 if command -v qemu-system-x86_64 >/dev/null && ls /boot/vmlinuz-6.1.0-*-amd64 >/dev/null 2>&1 && [ -x /bin/busybox ]; then
   echo "qemu-system-x86_64, a 6.1 kernel and busybox are here: running the qemu_ tests"
-  cargo test --release --workspace --locked -- --ignored qemu_ 2>&1 | tee -a "$extra"
+  cargo test --release --workspace --locked --no-fail-fast -- --ignored qemu_ 2>&1 | tee -a "$extra"
 else
   echo "qemu-system-x86_64, /boot/vmlinuz-6.1.0-*-amd64 or busybox missing: qemu_ tests stay skipped"
 fi

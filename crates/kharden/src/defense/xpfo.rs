@@ -253,7 +253,11 @@ impl Defense for Xpfo {
         .into()
     }
 
-    fn configure(&mut self, _config: &mut BootConfig, _machine: &MachineProfile, params: &Params) {
+    fn configure(&mut self, config: &mut BootConfig, _machine: &MachineProfile, params: &Params) {
+        // Julian Stecklina's "remove dependency on CONFIG_PAGE_EXTENSION" (in v7, v8 and v9)
+        // adds atomic_t xpfo_mapcount and spinlock_t xpfo_lock to struct page: 72 bytes,
+        // 80 under x86-64's 16-byte _struct_page_alignment (CONFIG_HAVE_ALIGNED_STRUCT_PAGE).
+        config.struct_page_bytes = 80;
         self.page_cycles = params.num("xpfo.page_cycles");
         self.split_kernel_heap = params.flag("xpfo.split_kernel_heap");
     }

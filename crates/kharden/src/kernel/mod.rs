@@ -101,6 +101,9 @@ pub struct BootConfig {
     /// freed frame is handed out again to an allocation of its own sensitivity (ASI's
     /// sensitivity-aware free lists).
     pub sensitive_freelists: bool,
+    /// Bytes of `struct page` per frame: 64 in Linux 4.x-6.x on x86-64; a defense that adds
+    /// fields to it (XPFO) makes it larger, and a frame's struct then straddles two lines.
+    pub struct_page_bytes: u64,
     pub oracle: OracleMode,
 }
 
@@ -137,6 +140,7 @@ impl Default for BootConfig {
             global_kernel: KernelGlobal::All,
             use_pcid: true,
             sensitive_freelists: false,
+            struct_page_bytes: 64,
             oracle: OracleMode::default(),
         }
     }

@@ -1,5 +1,5 @@
 //! `struct page`: the 64 bytes Linux keeps per frame in the vmemmap array, on the frame's own
-//! node. The allocator reads and writes them (free-list links, refcount, flags); when a frame
+//! node (more under a defense that adds fields: BootConfig::struct_page_bytes). The allocator reads and writes them (free-list links, refcount, flags); when a frame
 //! was last handled long ago, its line comes from DRAM. In the recorded compile job these
 //! misses are 12% of an anonymous fault's samples (docs/design/kernel-paths.md section 6).
 //!
@@ -25,27 +25,46 @@ pub enum Reach {
 
 impl Kernel {
     /// The allocator touches the struct pages of `pfns` on `cpu`, reaching them as `reach`
-    /// says; waits beyond L1 are charged as kernel-cache-miss.
+    /// says; waits beyond L1 are charged as kernel-cache-miss. A struct page larger than a
+    /// line is touched on every line it occupies: the fields the allocator uses (flags, lru,
+    /// refcount: the first 56 bytes) straddle two lines for three frames in four at an
+    /// 80-byte stride, and XPFO's own fields sit in the second.
     pub(crate) fn touch_struct_pages(&mut self, cpu: CpuId, pfns: &[Pfn], reach: Reach) {
-        let pas = pfns.iter().map(|&pfn| PhysMem::struct_page_addr(pfn).0);
+        let bytes = self.config.struct_page_bytes;
+        let lines_of = move |pfn: Pfn| {
+            let start = PhysMem::struct_page_addr(pfn, bytes).0;
+            (start & !63..start + bytes).step_by(64)
+        };
         match reach {
-            Reach::Stream => self.stream_lines(cpu, pas, Counter::StructPagesFromMemory),
-            Reach::Linked => self.linked_lines(cpu, pas),
+            Reach::Stream => self.stream_lines(
+                cpu,
+                pfns.iter().flat_map(|&pfn| lines_of(pfn)),
+                Counter::StructPagesFromMemory,
+            ),
+            Reach::Linked => self.linked_lines(cpu, pfns.iter().map(|&pfn| lines_of(pfn))),
         }
     }
 
-    /// Loads of the lines at `pas`, each address known only from the line before: every
-    /// wait beyond L1 is paid in full.
-    fn linked_lines(&mut self, cpu: CpuId, pas: impl Iterator<Item = u64>) {
+    /// Loads of each struct page's lines, its address known only from the struct before:
+    /// every wait beyond L1 is paid in full, though one struct's own lines load together.
+    fn linked_lines<L: Iterator<Item = u64>>(
+        &mut self,
+        cpu: CpuId,
+        structs: impl Iterator<Item = L>,
+    ) {
         if self.fast_forward {
             return;
         }
         let (mut from_memory, mut waited) = (0, 0.0);
-        for pa in pas {
-            let (core, socket, remote) = self.line_place(cpu, pa);
-            let h = self.caches.load(core, socket, pa, remote);
-            from_memory += h.is_dram() as u64;
-            waited += self.caches.stall_cycles(h);
+        for lines in structs {
+            let mut longest: f64 = 0.0;
+            for pa in lines {
+                let (core, socket, remote) = self.line_place(cpu, pa);
+                let h = self.caches.load(core, socket, pa, remote);
+                from_memory += h.is_dram() as u64;
+                longest = longest.max(self.caches.stall_cycles(h));
+            }
+            waited += longest;
         }
         self.cpus[cpu]
             .stats
@@ -90,6 +109,29 @@ mod tests {
         assert!(
             misses(&k) > n,
             "a first allocation reaches struct pages in DRAM"
+        );
+    }
+
+    /// XPFO's two fields make struct page 80 bytes: three fresh neighbours occupy four lines,
+    /// and each struct's own two lines load together, so the chain still waits three times.
+    #[test]
+    fn a_grown_struct_page_straddles_two_lines_that_load_together() {
+        let m = machine::load("haswell-i7-4770").unwrap();
+        let mut k = Kernel::boot(m.clone(), defense::parse_list("xpfo:deferred").unwrap());
+        assert_eq!(k.config.struct_page_bytes, 80);
+        let dram = m.memory.dram_local_ns * m.cpu.frequency_ghz - m.memory.l1d_hit_cycles as f64;
+        let before = k.cpus[0].stats.clone();
+        let fresh = [Pfn(1 << 20), Pfn((1 << 20) + 1), Pfn((1 << 20) + 2)];
+        k.touch_struct_pages(0, &fresh, Reach::Linked);
+        let s = &k.cpus[0].stats;
+        assert_eq!(
+            s.counter(Counter::StructPagesFromMemory)
+                - before.counter(Counter::StructPagesFromMemory),
+            4
+        );
+        assert_eq!(
+            s.time(TimeCategory::KernelCacheMiss) - before.time(TimeCategory::KernelCacheMiss),
+            k.clock.cycles(3.0 * dram)
         );
     }
 }

@@ -69,14 +69,14 @@ impl PhysMem {
         (pfn.0 / NODE_FRAMES) as u32
     }
 
-    /// Where the `struct page` of `pfn` lives: Linux's vmemmap keeps a node's struct pages on
-    /// that node; here they fill the top 4 GiB of the node's range (64 bytes for each of its
-    /// 2^26 frames), far above any page-table page the simulation allocates.
-    pub fn struct_page_addr(pfn: Pfn) -> super::PhysAddr {
-        const STRUCT_PAGE_BYTES: u64 = 64;
+    /// Where the `struct page` of `pfn` lives, `bytes` to a frame: Linux's vmemmap keeps a
+    /// node's struct pages on that node; here they fill the top of the node's range (at most
+    /// 128 bytes for each of its 2^26 frames, 8 GiB), far above any page-table page the
+    /// simulation allocates.
+    pub fn struct_page_addr(pfn: Pfn, bytes: u64) -> super::PhysAddr {
         let (node, local) = (pfn.0 / NODE_FRAMES, pfn.0 % NODE_FRAMES);
-        let vmemmap = (node + 1) * (NODE_FRAMES << 12) - NODE_FRAMES * STRUCT_PAGE_BYTES;
-        super::PhysAddr(vmemmap + local * STRUCT_PAGE_BYTES)
+        let vmemmap = (node + 1) * (NODE_FRAMES << 12) - NODE_FRAMES * bytes;
+        super::PhysAddr(vmemmap + local * bytes)
     }
 
     /// A zeroed page-table page on `node`.

@@ -7,7 +7,7 @@ use kharden::machine::MachineProfile;
 use kharden::sim::Time;
 use kharden::{machine, Error, Result};
 use kharden_trace::progress::Progress;
-use kharden_trace::replay::{self, Recorded};
+use kharden_trace::replay::{self, Recorded, UserTotal};
 use kharden_trace::scratch::Scratch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -207,6 +207,14 @@ pub fn run(args: Args) -> Result<()> {
             est_user / 1e9,
             est_sys / 1e9,
             "-"
+        );
+        println!(
+            "(its user time: {})",
+            match rec.user_total {
+                UserTotal::UntracedRuns => "the median of the untraced runs the recording made",
+                UserTotal::Samples => "the traced run's cpu-clock samples of user mode (no untraced runs: `record --untraced-runs N` gives what the traced run's own slower user work cannot)",
+                UserTotal::Events => "the intervals less the recorder's per-event costs (neither samples nor untraced runs)",
+            }
         );
     } else {
         println!("(the trace has no measurement of the recorder's cost: a trace recorded with --no-calibrate or by an older kharden; its intervals are taken as recorded)");

@@ -12,6 +12,7 @@ use clap::Args as ClapArgs;
 use kharden::{machine, Error, Result};
 use kharden_trace::format::UntracedRun;
 use kharden_trace::perf::{self, sampled, Bounded};
+use kharden_trace::replay::UserTotal;
 use kharden_trace::scratch::Scratch;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +33,12 @@ pub struct Args {
     /// Runs under cpu-clock sampling for the split between user and kernel time.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     sampled_runs: u32,
+    /// Untraced runs the recording makes of its own (`record --untraced-runs`): the replay
+    /// keeps their median user time, what the trace replays to on every machine; 0 leaves
+    /// the traced run's sampled user time instead. They are apart from `--runs`, which
+    /// stay the reference the replay is judged against.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
+    recorded_untraced_runs: u32,
     /// The longest one untraced run may take, in seconds; the command is refused past it.
     #[arg(long, default_value_t = 60.0)]
     timeout: f64,
@@ -183,7 +190,7 @@ pub fn run(args: Args) -> Result<()> {
         mmap_pages: 1024,
         cgroup_filter: true,
         calibrate: Some(super::trace::calibration_command()?),
-        untraced_runs: 0,
+        untraced_runs: args.recorded_untraced_runs,
         quiet: true,
         nice: NICE,
     })?;
@@ -375,8 +382,19 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
                     events,
                     recd.fault_ns / 1e9,
                     recd.user_due_ns / 1e9,
-                    match sampled {
-                        Some((u, se)) => format!(
+                    match (recd.user_total, sampled) {
+                        (UserTotal::UntracedRuns, _) => format!(
+                            "; the replay keeps the median user time of the recording's {} untraced runs, {:.3} s (their rusage, a tick-sampled share of their exact CPU time), {:+.0}% from the reference runs' user time (by their cpu-clock split){}",
+                            recd.untraced.as_ref().map_or(0, |u| u.runs.len()),
+                            recd.user_ns / 1e9,
+                            error_pct(recd.user_ns / 1e9, r.user()),
+                            sampled.map_or(String::new(), |(u, _)| format!(
+                                "; the traced run's own user work, by its samples, was {:.3} s ({:+.0}%)",
+                                u / 1e9,
+                                error_pct(u / 1e9, r.user())
+                            ))
+                        ),
+                        (_, Some((u, se))) => format!(
                             "; the traced run's cpu-clock samples put its user time at {:.3} ± {:.3} s, so those costs were taken out times {:.2}, leaving {:.3} s, {:+.0}% from the untraced user time: by the samples, the command's own user work ran that much slower under the recording, beyond the per-event cost the loop measured (the tracepoints' cache and TLB pollution, the sampling interrupts: not told apart here), and nothing takes that out",
                             u / 1e9,
                             se / 1e9,
@@ -384,7 +402,7 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
                             recd.user_ns / 1e9,
                             error_pct(recd.user_ns / 1e9, r.user())
                         ),
-                        None => " (not sampled: taken out as measured)".to_string(),
+                        (_, None) => " (not sampled: taken out as measured)".to_string(),
                     }
                 ));
             }

@@ -165,6 +165,11 @@ pub struct UntracedRun {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Untraced {
     pub runs: Vec<UntracedRun>,
+    /// One more untraced run's cpu-clock samples by the mode they interrupted: the split
+    /// between user and system that rusage only samples per process at the tick (a
+    /// short-lived child with no kernel-mode tick is all user there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<CpuSamples>,
 }
 
 impl Untraced {
@@ -173,6 +178,23 @@ impl Untraced {
         let mut runs = self.runs.clone();
         runs.sort_by_key(|r| r.elapsed_ns);
         runs.get(runs.len() / 2).copied()
+    }
+
+    /// What an untraced run spends in user mode: the runs' median CPU time (the scheduler's
+    /// exact runtime) times the sampled run's user share; without samples, the runs' median
+    /// rusage user time.
+    pub fn user_ns(&self) -> Option<f64> {
+        let median = |mut v: Vec<u64>| {
+            v.sort_unstable();
+            v.get(v.len() / 2).map(|&x| x as f64)
+        };
+        match self.sampled.filter(|s| s.user + s.kernel > 0) {
+            Some(s) => {
+                let cpu = median(self.runs.iter().map(|r| r.user_ns + r.system_ns).collect())?;
+                Some(cpu * s.user as f64 / (s.user + s.kernel) as f64)
+            }
+            None => median(self.runs.iter().map(|r| r.user_ns).collect()),
+        }
     }
 }
 
@@ -191,5 +213,36 @@ impl CpuSamples {
     pub fn user_ns(&self) -> (f64, f64) {
         let p = self.period_ns as f64;
         (self.user as f64 * p, (self.user as f64).sqrt() * p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CpuSamples, Untraced, UntracedRun};
+
+    #[test]
+    fn untraced_user_time_is_the_sampled_share_of_the_median_cpu_else_rusage() {
+        let run = |user_ns, system_ns| UntracedRun {
+            elapsed_ns: 0,
+            user_ns,
+            system_ns,
+            cpu_wait_ns: None,
+        };
+        let mut u = Untraced {
+            runs: vec![run(90, 10), run(70, 10), run(100, 20)],
+            sampled: None,
+        };
+        assert_eq!(u.user_ns(), Some(90.0), "rusage's median user time");
+        u.sampled = Some(CpuSamples {
+            period_ns: 1,
+            user: 1,
+            kernel: 3,
+        });
+        assert_eq!(
+            u.user_ns(),
+            Some(25.0),
+            "a quarter of the median 100 ns of CPU"
+        );
+        assert_eq!(Untraced::default().user_ns(), None);
     }
 }

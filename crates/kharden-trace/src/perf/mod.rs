@@ -198,7 +198,13 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary> {
         w.finish(&mut beside.descriptors);
     }
     if opts.untraced_runs > 0 {
-        beside.untraced = Some(untraced_runs(&opts.command, opts.untraced_runs)?);
+        let split_data = perf_data.with_extension("split.data");
+        beside.untraced = Some(untraced_runs(
+            &opts.command,
+            opts.untraced_runs,
+            &split_data,
+        )?);
+        std::fs::remove_file(&split_data).ok();
     }
     let convert = convert(
         &perf_data,
@@ -298,7 +304,7 @@ fn calibrate(
 
 /// `command` run `n` times without perf, one after another: each run's wall-clock time and
 /// wait4()'s rusage.
-fn untraced_runs(command: &[String], n: u32) -> Result<crate::format::Untraced> {
+fn untraced_runs(command: &[String], n: u32, split_data: &Path) -> Result<crate::format::Untraced> {
     let mut runs = Vec::new();
     for _ in 0..n {
         match run::run_bounded(command, &run::RunOptions::default())? {
@@ -306,7 +312,14 @@ fn untraced_runs(command: &[String], n: u32) -> Result<crate::format::Untraced> 
             Bounded::TimedOut => unreachable!("no bound"),
         }
     }
-    Ok(crate::format::Untraced { runs })
+    // One more, sampled, for the split between user and system.
+    let m = sampled::sample_modes(command, split_data, None)?;
+    let sampled = Some(crate::format::CpuSamples {
+        period_ns: sampled::SPLIT_PERIOD_NS,
+        user: m.user,
+        kernel: m.kernel,
+    });
+    Ok(crate::format::Untraced { runs, sampled })
 }
 
 /// What one perf session gave.

@@ -2,8 +2,10 @@
 //! a known recorder cost (so much per syscall on each side, so much per other event) must
 //! split into the untraced intervals it was made from.
 
-use super::{root_program, split, Recorded};
-use crate::format::{CpuSamples, Event, Meta, Op as T, TraceWriter, TracerCost};
+use super::{root_program, split, Recorded, UserTotal};
+use crate::format::{
+    CpuSamples, Event, Meta, Op as T, TraceWriter, TracerCost, Untraced, UntracedRun,
+};
 use kharden::sim::Pcg32;
 use kharden::workload::program::Op;
 use std::fs::File;
@@ -175,6 +177,53 @@ fn sampled_user_time_scales_the_user_side_costs() {
         (CALLS * KERNEL_NS) as f64,
         "system time untouched",
     );
+}
+
+/// With untraced runs beside the recording, the user side is what they spent, over what
+/// the samples say and beyond the loop's per-event costs: here the traced run's samples say
+/// its user work was 30% slower than the program's, and the untraced runs that the
+/// program's own work is 5% less than the per-event costs leave. Their rusage puts all of
+/// their CPU time in user mode (no kernel-mode tick), their sampled run splits it.
+#[test]
+fn untraced_runs_set_the_user_time_over_the_samples() {
+    let want = (CALLS * USER_NS) as f64 * 0.95;
+    let kernel = (CALLS * KERNEL_NS) as f64;
+    let period = 100;
+    let run = |cpu: f64| UntracedRun {
+        elapsed_ns: 1_000_000,
+        user_ns: cpu as u64,
+        system_ns: 0,
+        cpu_wait_ns: None,
+    };
+    let cpu = want + kernel;
+    let meta = Meta {
+        tracer: Some(tracer()),
+        cpu_samples: Some(CpuSamples {
+            period_ns: period,
+            user: (want * 1.3 / period as f64) as u64,
+            kernel: 0,
+        }),
+        untraced: Some(Untraced {
+            runs: vec![run(cpu * 1.1), run(cpu), run(cpu * 0.9)],
+            sampled: Some(CpuSamples {
+                period_ns: period,
+                user: (want / period as f64) as u64,
+                kernel: (kernel / period as f64) as u64,
+            }),
+        }),
+        ..Meta::default()
+    };
+    let (rec, user_cycles) = split_and_read("untraced-runs", &meta);
+    assert_eq!(rec.user_total, UserTotal::UntracedRuns);
+    close(rec.user_ns, want, "user time, the untraced runs' share");
+    close(user_cycles, want, "user cycles replayed");
+    assert!(rec.user_scale > 1.0, "more than the loop's costs came out");
+    close(
+        rec.sampled_user_ns.unwrap().0,
+        want * 1.3,
+        "the samples, kept for the report",
+    );
+    close(rec.system_ns, kernel, "system time untouched");
 }
 
 /// Without a measured recorder cost nothing is taken out.

@@ -73,9 +73,11 @@ pub struct Recorded {
     pub fault_ns: f64,
     /// The costs (the recorder's, the faults' kernel time) the user intervals hold by the
     /// recorder's measurement per event and the faults' native latencies, and the factor
-    /// that scales them to the user time the recording sampled (1 without samples).
+    /// that scales them to the user time `user_total` names (1 for the events alone).
     pub user_due_ns: f64,
     pub user_scale: f64,
+    /// What the user side was scaled to.
+    pub user_total: UserTotal,
     /// The sampled user time and its error (ns), when the recording sampled.
     pub sampled_user_ns: Option<(f64, f64)>,
     /// The recorder's kernel-side cost that found no interval long enough to come out of.
@@ -90,17 +92,43 @@ pub struct Recorded {
     pub by_label: BTreeMap<&'static str, CallTotals>,
 }
 
+/// What a replay's user time is scaled to (Recorded::scale_user_costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub enum UserTotal {
+    /// The recorder's per-event costs as its loop measured them, taken out as they are.
+    #[default]
+    Events,
+    /// The traced run's user-mode cpu-clock samples.
+    Samples,
+    /// The command's untraced runs: their median CPU time split by a sampled run's user
+    /// share (Untraced::user_ns).
+    UntracedRuns,
+}
+
 impl Recorded {
-    /// The user intervals' costs are scaled so that what stays is the user time the
-    /// recording's cpu-clock samples measured: the recorder's work is all in the kernel, so
-    /// the samples know the user side's total, which the per-event costs measured on a loop
-    /// do not to the precision a syscall-dense command needs (dd: 75 ns of user work per
-    /// call against about 900 of the recorder's).
-    fn scale_user_costs(&mut self, samples: Option<crate::format::CpuSamples>) {
+    /// The user intervals' costs are scaled so that what stays is what an untraced run
+    /// spends in user mode: the command's untraced runs' (`record --untraced-runs N`,
+    /// Untraced::user_ns) when the recording made them, else the user time the recording's
+    /// cpu-clock samples measured. The recorder's work is all in the kernel, so the samples know the
+    /// traced run's user total, which the per-event costs measured on a loop do not to the
+    /// precision a syscall-dense command needs (dd: 75 ns of user work per call against
+    /// about 900 of the recorder's); but the traced run's own user work is slower than the
+    /// untraced run's (the tracepoints' pollution after every event), which only the
+    /// untraced runs know. Either way the factor falls on the costs, the time after events.
+    fn scale_user_costs(
+        &mut self,
+        samples: Option<crate::format::CpuSamples>,
+        untraced: Option<&crate::format::Untraced>,
+    ) {
         self.user_scale = 1.0;
-        if let Some(s) = samples.filter(|s| s.user > 0) {
-            let (user, se) = s.user_ns();
-            self.sampled_user_ns = Some((user, se));
+        self.sampled_user_ns = samples.filter(|s| s.user > 0).map(|s| s.user_ns());
+        let target = match (untraced.and_then(|u| u.user_ns()), self.sampled_user_ns) {
+            (Some(user), _) => Some((user, UserTotal::UntracedRuns)),
+            (None, Some((user, _))) => Some((user, UserTotal::Samples)),
+            (None, None) => None,
+        };
+        if let Some((user, how)) = target {
+            self.user_total = how;
             if self.user_due_ns > 0.0 {
                 self.user_scale = ((self.traced_user_ns - user) / self.user_due_ns).max(0.0);
             }

@@ -466,7 +466,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
     }
     let root = root.ok_or_else(|| Error::at(trace.display(), "the trace has no root task"))?;
     rec.entry_exit_ns = costs.entry_exit;
-    rec.scale_user_costs(reader.meta().cpu_samples);
+    rec.scale_user_costs(reader.meta().cpu_samples, untraced.as_ref());
     rec.tracer = tracer;
     rec.untraced = untraced;
     Ok(Split {

@@ -96,6 +96,21 @@ pub struct Inside {
     pub pages_freed: u32,
 }
 
+/// An open that may create or truncate its file, which the footprint's open path (an
+/// existing file opened to read) does not do: a new inode and dentry, or the file's cached
+/// pages freed and a journal transaction. It costs what the recording measured.
+fn creates_or_truncates(name: &str, args: &[u64; 6]) -> bool {
+    const O_CREAT: u64 = 0o100;
+    const O_TRUNC: u64 = 0o1000;
+    let flags = match name {
+        "open" => args[1],
+        "openat" => args[2],
+        "creat" => return true,
+        _ => return false, // openat2's flags are behind a pointer
+    };
+    flags & (O_CREAT | O_TRUNC) != 0
+}
+
 fn call(name: &str) -> Variant {
     let i = CALLS
         .iter()
@@ -165,6 +180,7 @@ pub fn classify(name: &str, args: &[u64; 6], ret: i64, target: Target, inside: I
             FdKind::DevZero | FdKind::DevNull | FdKind::Device | FdKind::Pipe => {
                 Variant::OpenDevice
             }
+            _ if creates_or_truncates(name, args) => Variant::Recorded,
             _ => Variant::Open {
                 depth: target.depth,
             },
@@ -598,6 +614,17 @@ mod tests {
             classify("openat", &[at, 1, 0, 0, 0, 0], 3, t(FdKind::DevNull), none),
             Variant::OpenDevice
         );
+        // O_WRONLY|O_CREAT|O_TRUNC (a shell's `> file`) and creat(): the recorded time
+        for (name, args) in [
+            ("openat", [at, 1, 0o1101, 0o666, 0, 0]),
+            ("creat", [1, 0o644, 0, 0, 0, 0]),
+        ] {
+            assert_eq!(
+                classify(name, &args, 3, t(FdKind::File), none),
+                Variant::Recorded,
+                "{name}"
+            );
+        }
         assert_eq!(
             classify("clone3", &a0(), 1234, Target::default(), none),
             Variant::Omitted

@@ -345,7 +345,16 @@ pub fn to_op(
     band_ns: Option<f64>,
 ) -> Option<Op> {
     let excess = |work: f64| match (variant, band_ns) {
-        (Variant::Open { .. } | Variant::OpenDevice, _) | (_, None) => 0.0,
+        // /dev/zero and /dev/null do nothing the bytes do not say: time beyond their work
+        // is the recorder's, left over when its per-event cost was measured low.
+        (
+            Variant::Open { .. }
+            | Variant::OpenDevice
+            | Variant::ReadZero { .. }
+            | Variant::WriteNull,
+            _,
+        )
+        | (_, None) => 0.0,
         (_, Some(band)) => (recorded_ns * ghz - work - band * ghz).max(0.0),
     };
     let syscall = |spec: SyscallSpec, effect: Option<Effect>| Op::Syscall {
@@ -660,6 +669,19 @@ mod tests {
 
     fn a0() -> [u64; 6] {
         [0; 6]
+    }
+
+    /// A call recorded longer than its variant's work by more than the band did more
+    /// (the excess joins its work), except a device read or write, whose bytes say it all.
+    #[test]
+    fn only_calls_that_can_do_more_take_the_recorded_excess() {
+        let extra = |v: Variant| match to_op(v, 10_000.0, 1.0, None, Some(100.0)) {
+            Some(Op::Syscall { extra_cycles, .. }) => extra_cycles,
+            other => panic!("{other:?}"),
+        };
+        assert!(extra(call("close")) > 0.0);
+        assert_eq!(extra(Variant::ReadZero { bytes: 4096 }), 0.0);
+        assert_eq!(extra(Variant::WriteNull), 0.0);
     }
 
     #[test]

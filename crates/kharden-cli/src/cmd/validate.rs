@@ -384,7 +384,7 @@ fn why(r: &Reference, rec: &perf::RecordSummary, rep: &Replayed, outside: &[&str
                     recd.user_due_ns / 1e9,
                     match (recd.user_total, sampled) {
                         (UserTotal::UntracedRuns, _) => format!(
-                            "; the replay keeps the median user time of the recording's {} untraced runs, {:.3} s (their rusage, a tick-sampled share of their exact CPU time), {:+.0}% from the reference runs' user time (by their cpu-clock split){}",
+                            "; the replay keeps what the recording's {} untraced runs spent in user mode, {:.3} s (their median CPU time split as one more, sampled, run split it), {:+.0}% from the reference runs' user time{}",
                             recd.untraced.as_ref().map_or(0, |u| u.runs.len()),
                             recd.user_ns / 1e9,
                             error_pct(recd.user_ns / 1e9, r.user()),

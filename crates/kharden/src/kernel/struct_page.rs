@@ -1,6 +1,7 @@
 //! `struct page`: the 64 bytes Linux keeps per frame in the vmemmap array, on the frame's own
-//! node (more under a defense that adds fields: BootConfig::struct_page_bytes). The allocator reads and writes them (free-list links, refcount, flags); when a frame
-//! was last handled long ago, its line comes from DRAM. In the recorded compile job these
+//! node (more under a defense that adds fields: BootConfig::struct_page_bytes). The
+//! allocator reads and writes them (free-list links, refcount, flags); when a frame was last
+//! handled long ago, its line comes from DRAM. In the recorded compile job these
 //! misses are 12% of an anonymous fault's samples (docs/design/kernel-paths.md section 6).
 //!
 //! The lines go through the data caches at their place on the frame's node

@@ -108,9 +108,10 @@ impl Kernel {
         let roundtrip = self.machine.costs.syscall_roundtrip_cycles as f64;
         self.cpus[cpu].stats.count(Counter::Syscalls);
         self.in_kernel_as(cpu, roundtrip, TimeCategory::SyscallInsn, |k| {
-            let work = match spec.work_is_given {
-                true => spec.work_cycles,
-                false => k.work_on_this_kernel(cpu, spec.path, spec.work_cycles),
+            let work = if spec.work_is_given {
+                spec.work_cycles
+            } else {
+                k.work_on_this_kernel(cpu, spec.path, spec.work_cycles)
             };
             k.run_path(cpu, spec.path, Some(work))?;
             k.kernel_touches(cpu, spec.touches, spec.name)?;

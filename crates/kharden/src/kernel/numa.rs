@@ -91,8 +91,7 @@ impl Kernel {
             (m.root(), m.current_pcid(), m.pcide())
         };
         self.write_cr3(cpu, root, pcid, pcide);
-        let (core, socket, remote) = self.line_place(cpu, pa);
-        let h = self.caches.load(core, socket, pa, remote);
+        let h = self.load_line(cpu, pa);
         let stall = self.caches.stall_cycles(h);
         self.compute(cpu, stall, TimeCategory::KernelCacheMiss);
         self.write_cr3(cpu, root, pcid, pcide);

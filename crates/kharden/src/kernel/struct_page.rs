@@ -60,8 +60,7 @@ impl Kernel {
         for lines in structs {
             let mut longest: f64 = 0.0;
             for pa in lines {
-                let (core, socket, remote) = self.line_place(cpu, pa);
-                let h = self.caches.load(core, socket, pa, remote);
+                let h = self.load_line(cpu, pa);
                 from_memory += h.is_dram() as u64;
                 longest = longest.max(self.caches.stall_cycles(h));
             }

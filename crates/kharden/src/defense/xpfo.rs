@@ -17,7 +17,7 @@
 //! under v9's batched policy, where it is deferred like any other XPFO flush.
 
 use super::{CounterSlots, Defense};
-use crate::arch::x86::{PageSize, Pfn, VirtAddr};
+use crate::arch::x86::{PageSize, Pfn, PhysMem, VirtAddr};
 use crate::kernel::cpuset::CpuSet;
 use crate::kernel::page_alloc::Gfp;
 use crate::kernel::shared_line::{LineAccess, SharedLine};
@@ -83,15 +83,21 @@ pub const FAMILY: super::Family = super::Family {
     excludes: &[],
     counters: &[
         ("xpfo_page_charges", "user-page allocations charged xpfo.page_cycles"),
+        ("xpfo_locked_ops", "XPFO's locked read-modify-writes of its struct page fields (page-flag bits, map count, lock)"),
         ("xpfo_flushes", "XPFO flush requests (allocations and kunmaps), whatever the policy does with them"),
         ("xpfo_pending_posted", "deferred full flushes posted for other CPUs"),
         ("xpfo_pending_executed", "deferred full flushes executed at a context switch"),
     ],
 };
 
+/// Where XPFO's fields (xpfo_mapcount, xpfo_lock) sit in struct page: after the 64 bytes
+/// of the unhardened struct (include/linux/mm_types.h under CONFIG_XPFO, v7 to v9).
+const XPFO_FIELDS_OFFSET: u64 = 64;
+
 /// The counters XPFO owns (registry slots).
 struct Counters {
     page_charges: OwnedCounter,
+    locked_ops: OwnedCounter,
     flushes: OwnedCounter,
     pending_posted: OwnedCounter,
     pending_executed: OwnedCounter,
@@ -110,6 +116,8 @@ pub struct Xpfo {
     page_cycles: f64,
     /// xpfo.split_kernel_heap.
     split_kernel_heap: bool,
+    /// The machine's locked read-modify-write (MachineProfile::locked_rmw_cycles).
+    locked_rmw_cycles: f64,
     counters: Counters,
     pages: IntMap<Pfn, PageState>,
     /// Per task: CPUs that owe a full flush before this task runs there again.
@@ -127,8 +135,10 @@ impl Xpfo {
             policy,
             page_cycles: 0.0,
             split_kernel_heap: false,
+            locked_rmw_cycles: 0.0,
             counters: Counters {
                 page_charges: slots.get("xpfo_page_charges"),
+                locked_ops: slots.get("xpfo_locked_ops"),
                 flushes: slots.get("xpfo_flushes"),
                 pending_posted: slots.get("xpfo_pending_posted"),
                 pending_executed: slots.get("xpfo_pending_executed"),
@@ -154,11 +164,43 @@ impl Xpfo {
         )
     }
 
-    /// xpfo_flush_kernel_tlb(): flush the direct-map range of `pfn` (4 KiB, or the whole
-    /// large page that still maps it) as the policy says.
+    /// xpfo_kmap() and xpfo_kunmap() take the page's xpfo_lock and update its
+    /// xpfo_mapcount: the struct page's line that holds them, which no unhardened path
+    /// uses, comes through the caches (a page-cache page allocated long ago finds it cold).
+    fn load_lock_line(&self, k: &mut Kernel, cpu: CpuId, pfn: Pfn) {
+        let pa = PhysMem::struct_page_addr(pfn, k.config.struct_page_bytes).0;
+        let hit = k.load_line(cpu, pa + XPFO_FIELDS_OFFSET);
+        let stall = k.caches.stall_cycles(hit);
+        k.compute(cpu, stall, TimeCategory::KernelCacheMiss);
+    }
+
+    /// XPFO's own code on a page's struct page (mm/xpfo.c in v7 to v9): `ops` locked
+    /// read-modify-writes of its page-flag bits, map count and spinlock, one after the
+    /// other, each at the machine's locked RMW on a line in L1 (the flags share their line
+    /// with the _refcount and lru the caller has just used: the allocator's free lists, the
+    /// page cache's get_page before a copy).
+    fn locked_ops(&mut self, k: &mut Kernel, cpu: CpuId, ops: u32) {
+        let cycles = ops as f64 * self.locked_rmw_cycles;
+        k.compute(cpu, cycles, TimeCategory::LockedRmw);
+        k.cpus[cpu]
+            .stats
+            .add_owned(self.counters.locked_ops, ops as u64);
+    }
+
+    /// xpfo_flush_kernel_tlb(): lookup_address() finds the size of the direct-map page that
+    /// maps `pfn` (4 KiB, or a large page not split yet), whose range is flushed as the
+    /// policy says.
     fn flush_alias(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn) {
-        let size = k.direct_map_page_size(pfn).unwrap_or(PageSize::Size4K);
-        let start = k.direct_map_addr(pfn).align_down(size);
+        if self.policy == Policy::NoFlush {
+            return; // v7 without xpfotlbflush: no lookup, no flush
+        }
+        let va = k.direct_map_addr(pfn);
+        let size = match k.lookup_address(cpu, va) {
+            3 => PageSize::Size1G,
+            2 => PageSize::Size2M,
+            _ => PageSize::Size4K,
+        };
+        let start = va.align_down(size);
         let pages = size.bytes() / 4096;
         match self.policy {
             Policy::NoFlush => {}
@@ -227,6 +269,7 @@ impl Defense for Xpfo {
             policy: _,
             page_cycles: _,
             split_kernel_heap: _,
+            locked_rmw_cycles: _,
             counters: _,
             pages,
             pending,
@@ -253,13 +296,14 @@ impl Defense for Xpfo {
         .into()
     }
 
-    fn configure(&mut self, config: &mut BootConfig, _machine: &MachineProfile, params: &Params) {
+    fn configure(&mut self, config: &mut BootConfig, machine: &MachineProfile, params: &Params) {
         // Julian Stecklina's "remove dependency on CONFIG_PAGE_EXTENSION" (in v7, v8 and v9)
         // adds atomic_t xpfo_mapcount and spinlock_t xpfo_lock to struct page: 72 bytes,
         // 80 under x86-64's 16-byte _struct_page_alignment (CONFIG_HAVE_ALIGNED_STRUCT_PAGE).
         config.struct_page_bytes = 80;
         self.page_cycles = params.num("xpfo.page_cycles");
         self.split_kernel_heap = params.flag("xpfo.split_kernel_heap");
+        self.locked_rmw_cycles = machine.locked_rmw_cycles().unwrap_or(0.0);
     }
 
     fn on_page_alloc(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, gfp: Gfp) {
@@ -267,12 +311,19 @@ impl Defense for Xpfo {
         if !gfp.is_highuser() {
             let remap = st.unmapped;
             *st = PageState::default();
+            // ClearPageXpfoUser, and v9 13/13's TestClearPageXpfoUnmapped.
+            let ops = 1 + (self.policy == Policy::Batched) as u32;
+            self.locked_ops(k, cpu, ops);
             if remap {
                 // A kernel allocation of a page the batched policy left unmapped.
                 self.set_alias(k, cpu, pfn, true);
             }
             return;
         }
+        // TestSetPageXpfoUser, and SetPageXpfoUnmapped where the page becomes user.
+        let becomes_user = !st.user;
+        self.locked_ops(k, cpu, 1 + becomes_user as u32);
+        let st = self.pages.entry(pfn).or_default();
         // Whatever XPFO costs per page that the model does not derive (0 unless an experiment
         // fitted it; docs/design/xpfo-model.md section 2): accounted, not spent (Kernel::account).
         k.account(cpu, self.page_cycles, TimeCategory::Fitted);
@@ -288,9 +339,16 @@ impl Defense for Xpfo {
     }
 
     fn on_page_free(&mut self, k: &mut Kernel, cpu: CpuId, pfn: Pfn, _gfp: Gfp) {
+        let user = self.pages.get(&pfn).is_some_and(|s| s.user);
         if self.policy == Policy::Batched {
-            return; // freed user pages stay user and unmapped
+            // Freed user pages stay user and unmapped: SetPageXpfoUnmapped.
+            if user {
+                self.locked_ops(k, cpu, 1);
+            }
+            return;
         }
+        // TestClearPageXpfoUser, and ClearPageXpfoUnmapped where it was user.
+        self.locked_ops(k, cpu, 1 + user as u32);
         if let Some(st) = self.pages.remove(&pfn) {
             if st.user && st.unmapped {
                 self.set_alias(k, cpu, pfn, true);
@@ -307,6 +365,8 @@ impl Defense for Xpfo {
         // global pending flush cover the batch.
         let mut unmapped_any = false;
         for &pfn in batch {
+            // TestSetPageXpfoUnmapped and SetPageXpfoUser.
+            self.locked_ops(k, cpu, 2);
             let st = self.pages.entry(pfn).or_default();
             st.user = true;
             if !st.unmapped {
@@ -364,8 +424,15 @@ impl Defense for Xpfo {
             return;
         };
         st.mapcount += 1;
-        if st.mapcount == 1 && st.unmapped {
+        let first = st.mapcount == 1;
+        let remap = first && st.unmapped;
+        if remap {
             st.unmapped = false;
+        }
+        // spin_lock, atomic_inc_return, and TestClearPageXpfoUnmapped for the first mapping.
+        self.load_lock_line(k, cpu, pfn);
+        self.locked_ops(k, cpu, 2 + first as u32);
+        if remap {
             self.set_alias(k, cpu, pfn, true);
         }
     }
@@ -375,8 +442,14 @@ impl Defense for Xpfo {
             return;
         };
         st.mapcount = st.mapcount.saturating_sub(1);
-        if st.mapcount == 0 {
+        let last = st.mapcount == 0;
+        if last {
             st.unmapped = true;
+        }
+        // spin_lock, atomic_dec_return, and SetPageXpfoUnmapped for the last mapping.
+        self.load_lock_line(k, cpu, pfn);
+        self.locked_ops(k, cpu, 2 + last as u32);
+        if last {
             self.set_alias(k, cpu, pfn, false);
             k.cpus[cpu].stats.count_owned(self.counters.flushes);
             if self.policy == Policy::BrokenBeforeFlushKernelRange {
@@ -646,6 +719,37 @@ mod tests {
                 "{d}"
             );
             assert_eq!(k.cpus[0].now, free.cpus[0].now, "{d}: the clock moved");
+        }
+    }
+
+    /// XPFO's own locked operations follow mm/xpfo.c: a user page's life (allocation,
+    /// a kmap/kunmap pair, free) takes 2 + 3 + 3 + 2, a kernel page's 1 + 1, each at the
+    /// machine's locked_rmw_cycles; without XPFO there are none.
+    #[test]
+    fn locked_operations_follow_a_pages_life() {
+        use crate::arch::x86::Access;
+        use crate::kernel::page_alloc::Gfp;
+        use crate::sim::TimeCategory;
+        for (d, ops) in [("none", 0), ("xpfo:immediate", 12), ("xpfo:deferred", 12)] {
+            let m = machine::load("ivybridge-i5-3550").unwrap();
+            let per_op = m.locked_rmw_cycles().unwrap();
+            let mut k = Kernel::boot(m, defense::parse_list(d).unwrap());
+            let t = k.spawn("t", None);
+            k.switch_to(0, t);
+            let time0 = k.cpus[0].stats.time(TimeCategory::LockedRmw);
+            let user = k.alloc_page(0, Gfp::UserAnon, Some(t));
+            k.kmap(0, user, Access::Write);
+            k.kunmap(0, user);
+            k.free_page(0, user);
+            let kernel = k.alloc_page(0, Gfp::Kernel, None);
+            k.free_page(0, kernel);
+            let spent = k.cpus[0].stats.time(TimeCategory::LockedRmw) - time0;
+            // Each hook's time is rounded to the picosecond on its own.
+            let expected = k.clock.cycles(per_op * ops as f64).ns();
+            assert!(
+                (spent.ns() - expected).abs() < 0.01,
+                "{d}: {spent:?}, {expected} ns"
+            );
         }
     }
 

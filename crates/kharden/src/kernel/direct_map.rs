@@ -73,6 +73,27 @@ impl Kernel {
         splits
     }
 
+    /// lookup_address() of `va` in the kernel's tables on `cpu`: a software walk, each
+    /// entry's load waiting for the one above it, to the leaf or the first entry not present.
+    /// Its time is charged to direct-map. Returns the leaf's level (1 = 4 KiB).
+    pub fn lookup_address(&mut self, cpu: CpuId, va: VirtAddr) -> u8 {
+        let mut table = self.kernel_root;
+        let (mut level, mut cycles) = (4u8, 0.0);
+        loop {
+            let entry_pa = table.addr().0 + va.index(level) as u64 * 8;
+            let hit = self.load_line(cpu, entry_pa);
+            cycles += self.caches.cycles(hit);
+            let e = self.mem.read(table, va.index(level));
+            if level == 1 || !e.present() || e.leaf_size(level).is_some() {
+                break;
+            }
+            table = e.addr().pfn();
+            level -= 1;
+        }
+        self.compute(cpu, cycles, TimeCategory::DirectMap);
+        level
+    }
+
     /// set_direct_map_entry() of every frame of `pfns`, with the same effect, for boot-time
     /// runs of frames (XPFO's recycled frames): a 2 MiB region's PTE table is found once per
     /// run of its frames, since after the run's first frame the region is split and the

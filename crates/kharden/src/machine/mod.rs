@@ -83,6 +83,15 @@ impl MachineProfile {
         1000.0 / self.cpu.frequency_ghz
     }
 
+    /// A locked read-modify-write's cycles (`costs.locked_rmw_cycles`), else what
+    /// `machine detect` measured of a dependent atomic increment; None when neither is known.
+    pub fn locked_rmw_cycles(&self) -> Option<f64> {
+        self.costs.locked_rmw_cycles.or_else(|| {
+            let ns = self.measured.as_ref()?.atomic_increment_ns?;
+            Some(ns * self.cpu.frequency_ghz)
+        })
+    }
+
     /// Checks what serde cannot: ranges and consistency between features and costs.
     pub fn validate(&self) -> std::result::Result<(), String> {
         let t = &self.topology;
@@ -206,6 +215,13 @@ impl MachineProfile {
             let cpus = t.sockets * t.cores_per_socket * t.threads_per_core;
             if n == 8 && cpus > 8 {
                 return Err(format!("costs.ipi_cpus_per_write: 8 (xAPIC flat logical) addresses at most 8 CPUs, this machine has {cpus}"));
+            }
+        }
+        if let Some(v) = c.locked_rmw_cycles {
+            if !(v > 0.0 && v <= 10_000.0) {
+                return Err(format!(
+                    "costs.locked_rmw_cycles: expected 0..10000 cycles, got {v}"
+                ));
             }
         }
         let ns = [

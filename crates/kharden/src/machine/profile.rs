@@ -267,6 +267,13 @@ pub struct Costs {
     pub interrupt_entry_cycles: u32,
     /// Sending one IPI (ICR write in x2APIC mode, or GIC SGI register write).
     pub ipi_send_cycles: u32,
+    /// One locked read-modify-write on a line in L1, back to back on the same line (x86
+    /// `lock add`/`xadd`/`bts`; arm64 an LSE atomic, or an exclusive pair without LSE): what
+    /// a bit op, an atomic counter or an uncontended spin_lock costs the CPU that runs it.
+    /// Absent: the measured `atomic_increment_ns` where `machine detect` took one, else
+    /// nothing is charged for the locked operations a defense adds.
+    #[serde(default)]
+    pub locked_rmw_cycles: Option<f64>,
     /// CPUs one such write can address, from the kernel's APIC driver: 1 in physical
     /// destination mode (a write per target), 16 in x2APIC cluster mode (a write per cluster
     /// of 16 APIC IDs holding a target), 8 in xAPIC flat logical mode (one write for up to

@@ -50,8 +50,11 @@ named_enum! {
         /// request); the handler's own code, data and work are its kernel path's (kernel,
         /// kernel-cache-miss), the flush its own.
         IpiHandler = "ipi-handler",
-        /// Direct-map changes (set_kpte, splitting large pages).
+        /// Direct-map lookups and changes (lookup_address, set_kpte, splitting large pages).
         DirectMap = "direct-map",
+        /// Locked read-modify-writes a defense adds to the kernel's paths (XPFO's page-flag
+        /// bits, map count and per-page lock), at the machine's locked_rmw_cycles each.
+        LockedRmw = "locked-rmw",
         /// Refcount operations (checked or not).
         Refcount = "refcount",
         /// Waiting for a kernel cache line another CPU holds (global masks, shared counters),
@@ -229,6 +232,9 @@ impl Stats {
     }
     pub fn count_owned(&mut self, c: OwnedCounter) {
         self.owned[c.0 as usize] += 1;
+    }
+    pub fn add_owned(&mut self, c: OwnedCounter, n: u64) {
+        self.owned[c.0 as usize] += n;
     }
     pub fn owned(&self, c: OwnedCounter) -> u64 {
         self.owned[c.0 as usize]

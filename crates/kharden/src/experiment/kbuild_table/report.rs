@@ -64,6 +64,7 @@ pub fn breakdown(
         TimeCategory::KernelCacheMiss,
         TimeCategory::TlbInvalidate,
         TimeCategory::DirectMap,
+        TimeCategory::LockedRmw,
         TimeCategory::IpiSend,
         TimeCategory::IpiWait,
         TimeCategory::IpiHandler,

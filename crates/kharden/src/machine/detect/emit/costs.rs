@@ -128,6 +128,19 @@ pub(super) fn costs(w: &mut Writer, cx: &Ctx, usable: &Usable) {
         Val::Int(c.ipi_send_cycles as u64),
         "IPI send cost (APIC/GIC register write is privileged)",
     );
+    match (m.atomic_ns, c.locked_rmw_cycles) {
+        (Some(ns), _) => w.kv(
+            "locked_rmw_cycles",
+            Val::Float((ns * ghz * 10.0).round() / 10.0),
+            &format!("measured: a dependent atomic increment, {ns:.3} ns at {ghz:.2} GHz"),
+        ),
+        (None, Some(v)) => w.kv(
+            "locked_rmw_cycles",
+            Val::Float(v),
+            &from("locked read-modify-write (not measured)"),
+        ),
+        (None, None) => {}
+    }
     // Absent (a write per CPU) where the kernel log does not name the driver.
     if let Some(n) = &f.ipi_cpus_per_write {
         w.kv("ipi_cpus_per_write", Val::Int(n.value as u64), &n.how);

@@ -290,8 +290,9 @@ pub(super) fn core_named(cores: &[Core], name: &str) -> Result<Core> {
         .ok_or_else(|| Error::new(format!("no core table '{name}'")))
 }
 
-/// The core table serving a machine profile (by machine name or microarchitecture), with a
-/// host measurement of the locked increment taking precedence on x86 when the profile has one.
+/// The core table serving a machine profile (by machine name or microarchitecture), with the
+/// profile's locked read-modify-write (MachineProfile::locked_rmw_cycles) taking precedence on
+/// x86 when it has one.
 pub fn core_for(machine: &MachineProfile) -> Result<Core> {
     let cores = cores()?;
     let isa = match machine.arch {
@@ -317,14 +318,10 @@ pub fn core_for(machine: &MachineProfile) -> Result<Core> {
             ))
         })?;
     if machine.arch == Arch::X86_64 {
-        if let Some(ns) = machine
-            .measured
-            .as_ref()
-            .and_then(|m| m.atomic_increment_ns)
-        {
-            core.pipeline.latency.locked_rmw = Some(ns * machine.cpu.frequency_ghz);
+        if let Some(cycles) = machine.locked_rmw_cycles() {
+            core.pipeline.latency.locked_rmw = Some(cycles);
             core.notes.push(format!(
-                "locked_rmw from this machine's measured atomic_increment_ns ({ns} ns)"
+                "locked_rmw from the machine profile ({cycles} cycles: costs.locked_rmw_cycles, else the measured atomic_increment_ns)"
             ));
         }
     }

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 /// Cycles of one refcount operation of `imp` on `machine`: the modelled cycles of one
 /// iteration of LKDTM's loop for that operation minus those of the same loop with no
 /// operation (loop control). arm64 and x86-64 alike come from the overlap model on the
-/// traced instruction sequences (x86: the LOCK'd instruction's latency from the machine's
-/// measured atomic_increment_ns when present, else cores/x86-64-*.toml). Contention is not
+/// traced instruction sequences (x86: the LOCK'd instruction's latency from the machine
+/// profile, MachineProfile::locked_rmw_cycles, when it has one, else cores/x86-64-*.toml). Contention is not
 /// modelled: one CPU, the line in its L1.
 pub fn op_cycles(machine: &MachineProfile, imp: Impl, op: Op) -> Result<f64> {
     let core = core_for(machine)?;

@@ -131,7 +131,7 @@ pub(super) fn costs(w: &mut Writer, cx: &Ctx, usable: &Usable) {
     match (m.atomic_ns, c.locked_rmw_cycles) {
         (Some(ns), _) => w.kv(
             "locked_rmw_cycles",
-            Val::Float((ns * ghz * 10.0).round() / 10.0),
+            Val::Float((ns * ghz * 1000.0).round() / 1000.0),
             &format!("measured: a dependent atomic increment, {ns:.3} ns at {ghz:.2} GHz"),
         ),
         (None, Some(v)) => w.kv(

@@ -23,7 +23,7 @@ pub(super) fn measured(w: &mut Writer, cx: &Ctx) {
             w.kv(
                 "syscall_getppid_ns",
                 Val::Float(v),
-                "median of 9 batches of 400 syscall(SYS_getppid)",
+                "10th percentile of 41 batches of 400 syscall(SYS_getppid)",
             );
         }
         if let Some(v) = m.minor_fault_ns {

@@ -135,6 +135,17 @@ fn now_ns(t: Instant) -> f64 {
     t.elapsed().as_nanos() as f64
 }
 
+/// The nearest-rank percentile `q` (0..=1) of the finite positive values of `v`.
+#[cfg(target_os = "linux")]
+fn percentile(mut v: Vec<f64>, q: f64) -> Option<f64> {
+    v.retain(|x| x.is_finite() && *x > 0.0);
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[((v.len() - 1) as f64 * q).round() as usize])
+}
+
 #[cfg(target_os = "linux")]
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite() && *x > 0.0);

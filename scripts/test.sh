@@ -19,14 +19,46 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# The Python package (crates/kharden-py, outside the cargo workspace: maturin compiles it
+# with kharden again, as an extension module) installs in the background, niced, while
+# cargo builds and tests: it takes the core cargo leaves idle while it compiles the kharden
+# crate (one codegen unit) and runs single-threaded tests. Its tests run at the end.
+# KHARDEN_PIP_EXTRA names further packages to install after it (CI's `ray`), each timed;
+# one that fails to install leaves the tests that need it reported as skipped.
+pip_pid=
+pylog=$(mktemp)
+# Its own process group (job control on while it starts), so an early exit stops it whole.
+stop_pip() { [ -z "$pip_pid" ] || kill -- -"$pip_pid" 2>/dev/null; }
+trap 'rm -f "$pylog"; stop_pip' EXIT
+if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+  set -m
+  (
+    nice -n 10 python3 -m pip install -q ./crates/kharden-py pytest || exit 1
+    for p in ${KHARDEN_PIP_EXTRA:-}; do
+      start=$(date +%s)
+      if nice -n 10 python3 -m pip install -q "$p"; then
+        echo "pip: $p installed in $(($(date +%s) - start)) s"
+      else
+        echo "pip: $p could not be installed: the tests that need it report themselves skipped"
+      fi
+    done
+  ) </dev/null >"$pylog" 2>&1 &
+  pip_pid=$!
+  set +m
+fi
+
 cargo fetch --locked 2>/dev/null || cargo fetch
-cargo build --release --workspace --locked
+# One build of everything the tests run, the kharden binary included. Not a `cargo build`
+# first: without the dev-dependencies cargo resolves other features for serde and
+# getrandom, and the test build would compile the whole workspace again.
+cargo test --release --workspace --locked --no-run
 # From here on a failure is counted and reported, not fatal: the closing line always prints,
 # and --no-fail-fast runs every test binary past a failing one.
 set +e
 log=$(mktemp)
 extra=$(mktemp)
-trap 'rm -f "$log" "$extra"' EXIT
+pyskips=$(mktemp)
+trap 'rm -f "$log" "$extra" "$pyskips" "$pylog"; stop_pip' EXIT
 cargo test --release --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 # The passes that run ignored tests whose tools are present append to $extra.
 # Tests that need perf are #[ignore]d with their reason and named perf_*; they run here when
@@ -60,16 +92,14 @@ if command -v qemu-system-x86_64 >/dev/null && ls /boot/vmlinuz-6.1.0-*-amd64 >/
 else
   echo "qemu-system-x86_64, /boot/vmlinuz-6.1.0-*-amd64 or busybox missing: qemu_ tests stay skipped"
 fi
-# The Python package (crates/kharden-py, outside the cargo workspace) and its Ray path:
-# installed with pip and tested with pytest where python3 is here. Its counts join the
-# closing line as a cargo-style result line; its skipped tests (Ray when ray is not
+# The Python package and its Ray path, installed above, tested with pytest. Its counts join
+# the closing line as a cargo-style result line; its skipped tests (Ray when ray is not
 # installed) are listed with the others.
-pyskips=$(mktemp)
-trap 'rm -f "$log" "$extra" "$pyskips"' EXIT
-if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
-  echo "python3 is here: installing crates/kharden-py and running its pytest tests"
-  pylog=$(mktemp)
-  if python3 -m pip install -q ./crates/kharden-py pytest >"$pylog" 2>&1; then
+if [ -n "$pip_pid" ]; then
+  echo "python3 is here: waiting for crates/kharden-py's install, then running its pytest tests"
+  if wait "$pip_pid"; then
+    pip_pid=
+    grep '^pip: ' "$pylog"
     python3 -m pytest -rs -p no:cacheprovider crates/kharden-py/tests 2>&1 | tee "$pylog"
     # pytest's last line: "== 6 passed, 1 skipped in 16.7s ==" (or failed, errors).
     count() { tail -1 "$pylog" | awk -v w="$1" '{ for (i = 1; i < NF; i++) if ($(i + 1) ~ w) n += $i } END { print n + 0 }'; }
@@ -79,11 +109,11 @@ if command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; th
     echo "test result: python. $passed passed; $failed failed; (pytest crates/kharden-py/tests)" >>"$extra"
     sed -n 's/^SKIPPED \[[0-9]*\] \([^:]*\):[0-9]*: \(.*\)$/\1: \2/p' "$pylog" >"$pyskips"
   else
+    pip_pid=
     tail -20 "$pylog"
     echo "python package: pip install ./crates/kharden-py failed (above)"
     echo "test result: python. 0 passed; 1 failed; (pip install ./crates/kharden-py)" >>"$extra"
   fi
-  rm -f "$pylog"
 else
   echo "no python3 with pip: the Python package's tests stay skipped"
   echo "crates/kharden-py/tests: no python3 with pip" >"$pyskips"

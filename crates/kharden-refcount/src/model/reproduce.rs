@@ -209,17 +209,13 @@ pub fn reproduce() -> Result<Reproduction> {
             .into(),
     );
     let mut rep = Reproduction {
-        experiment: "refcount".into(),
-        source: p.source.clone(),
         rows,
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
         breakdowns: vec![breakdown, lse],
-        figures: vec![],
         notes,
-        values: Default::default(),
-        params: None,
+        ..Reproduction::new("refcount", &p.source)
     };
     rep.judge("crates/kharden-refcount/published/seed001.toml")?;
     Ok(rep)

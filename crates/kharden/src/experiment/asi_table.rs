@@ -9,12 +9,13 @@
 //! no-flush transitions of the 2022 design, and ASI against PTI against nothing on every x86
 //! profile for a syscall loop, fio and the build.
 
+use super::file::Header;
 use super::Fit;
 use crate::error::{Error, Result};
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params};
 use crate::report::table::Table;
-use crate::report::{KnownMiss, Reproduction, Row};
+use crate::report::{Judging, Reproduction, Row};
 use crate::sim::{Counter, Stats, TimeCategory};
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::kbuild_run::{self, Sampling};
@@ -28,11 +29,7 @@ const BUILD_SIZE: &str = "build_user_cycles";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "asi-table" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     /// Rows judged by their absolute figure: the largest relative error within tolerance.
     pub tolerance_pct: f64,
     pub kbuild: KbuildSampling,
@@ -90,15 +87,8 @@ pub struct RowSpec {
     pub machine: String,
     pub workload: Workload,
     pub defense: String,
-    /// How the row is judged: see report::judge (`baseline`: ASI off on the same machine
-    /// and workload, whose figure this row's added cost is over; `known_miss = { band, why
-    /// }`; `derived`: why the row follows from the fitted one).
     #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
+    pub judging: Judging,
     /// The published figure: seconds of the build, or fio's IOPS.
     #[serde(default)]
     pub published: Option<f64>,
@@ -134,8 +124,7 @@ pub struct NoFlush {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     let err = |msg: String| Err(Error::at(place, msg));
     let row_named = |label: &str| e.row.iter().find(|x| x.label == label);
     for r in &e.row {
@@ -147,7 +136,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
                 r.label
             ));
         }
-        match &r.baseline {
+        match &r.judging.baseline {
             // report::judge says what else a baseline must be (a row, not a mechanism row).
             Some(b) => {
                 if let Some(base) = row_named(b) {
@@ -175,7 +164,10 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         ([f], true) => {
             f.check(&format!("{place}: fit"), &[BUILD_SIZE], &labels)?;
             let r = row_named(&f.row).expect("checked");
-            if r.workload != Workload::Kbuild || r.baseline.is_some() || r.published.is_none() {
+            if r.workload != Workload::Kbuild
+                || r.judging.baseline.is_some()
+                || r.published.is_none()
+            {
                 return err(format!("fit.row: \"{}\" is not a build baseline row with a published figure: the build's size is fitted to one", f.row));
             }
         }
@@ -187,7 +179,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         (_, false) => return err("fit: no build row to fit the build's size to".into()),
     }
     for n in &e.predictions.no_flush {
-        if !row_named(&n.row).is_some_and(|r| r.baseline.is_some()) {
+        if !row_named(&n.row).is_some_and(|r| r.judging.baseline.is_some()) {
             return err(format!(
                 "predictions.no_flush: no mechanism row labelled \"{}\"",
                 n.row
@@ -521,7 +513,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             Workload::Kbuild => ("s", m.figure * build_user_cycles / m.cpus),
             Workload::FioRandread => ("IOPS", m.figure),
         };
-        let published = match (r.published, &r.baseline) {
+        let published = match (r.published, &r.judging.baseline) {
             (Some(p), _) => p,
             (None, Some(b)) => {
                 of(b).0.published.expect("checked by parse")
@@ -530,15 +522,10 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             (None, None) => unreachable!("checked by parse"),
         };
         let mut row = Row::compared(&r.label, unit, published, simulated, e.tolerance_pct);
-        crate::report::judge::mark(
-            &mut row,
-            r.baseline.as_ref(),
-            r.known_miss.as_ref(),
-            r.derived.as_ref(),
-        );
+        r.judging.mark(&mut row);
         row.sampling_pct = m.sampling_pct();
         row.fitted = e.fit.iter().any(|f| f.row == r.label);
-        if let Some(b) = &r.baseline {
+        if let Some(b) = &r.judging.baseline {
             let base = of(b).1;
             if let Some(se) = paired_standard_error(m, base) {
                 values.insert(format!("{}/added_paired_se_pp", r.label), se);
@@ -555,7 +542,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let mut predictions = vec![];
     for n in &e.predictions.no_flush {
         let (r, flushing) = of(&n.row);
-        let base = of(r.baseline.as_ref().expect("checked by parse")).1;
+        let base = of(r.judging.baseline.as_ref().expect("checked by parse")).1;
         let m = runs.row(r, &n.defense)?;
         let label = format!("{} with no-flush transitions ({})", r.label, n.defense);
         predictions.push(Row::predicted(&label, "% added", change(&m, base)));
@@ -607,17 +594,15 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         notes.push(format!("a mechanism row and its baseline run the same seeds: the added cost's standard error over each seed's own pair, in points, is {} (the JSON's added_sampling_pp combines the two rows' errors as if they were independent)", paired.join(", ")));
     }
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows,
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
         breakdowns: vec![breakdown_table, cross],
-        figures: vec![],
         notes,
         values,
         params: Some(params.to_json()),
+        ..e.header.reproduction()
     })
 }
 

@@ -8,6 +8,7 @@
 //! many LLC hits and DRAM accesses a kernel path overlaps
 //! (`machine.memory.llc_miss_overlap`, `machine.memory.dram_miss_overlap`).
 
+use super::file::Header;
 use super::Fit;
 use crate::defense;
 use crate::error::{Error, Result};
@@ -15,7 +16,7 @@ use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params};
 use crate::report::table::Table;
-use crate::report::{Reproduction, Row};
+use crate::report::{Judging, Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
 use crate::workload::evict_fault::{self, Op, Runs, MAX_EVICT_KIB};
 use serde::Deserialize;
@@ -26,11 +27,7 @@ const DRAM: &str = "machine.memory.dram_miss_overlap";
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "evict-fault" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     pub machine: String,
     /// Timed operations per row (the model's differ only by the page a fault gets).
     pub runs: u32,
@@ -51,15 +48,8 @@ pub struct RowSpec {
     /// The host's median operation after the eviction, ns (the runs of one operation
     /// interleaved over the sizes; an evicted row compares its difference to the hot one).
     pub published: f64,
-    /// How the row is judged: see report::judge (`baseline`: the row without the
-    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
-    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<crate::report::KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
+    pub judging: Judging,
 }
 
 fn fault() -> String {
@@ -77,8 +67,7 @@ impl Experiment {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     let bad = |msg: String| Err(Error::at(place, msg));
     let evicted: Vec<&str> = e
         .row
@@ -216,7 +205,7 @@ fn fit_overlaps(e: &Experiment, m: &mut MachineProfile, params: &Params) -> Resu
         if !(inv.is_finite() && inv > 0.0 && inv <= 1.0) {
             return Err(Error::new(format!(
                 "{}: fit of {} impossible: \"{}\" would need an overlap of {:.2} (at least 1: no overlap at all)",
-                e.name, f.parameter, f.row, 1.0 / inv
+                e.header.name, f.parameter, f.row, 1.0 / inv
             )));
         }
         let x = (100.0 / inv).round() / 100.0;
@@ -247,9 +236,7 @@ pub fn fit_machine(
         op: op.name().into(),
         evict_kib,
         published,
-        baseline: None,
-        known_miss: None,
-        derived: None,
+        judging: Judging::default(),
     };
     let fit = |parameter: &str, row: &str| Fit {
         parameter: parameter.into(),
@@ -257,10 +244,12 @@ pub fn fit_machine(
         start: None,
     };
     let e = Experiment {
-        name: "evict-fault --fit".into(),
-        kind: "evict-fault".into(),
-        title: String::new(),
-        source: String::new(),
+        header: Header {
+            name: "evict-fault --fit".into(),
+            kind: "evict-fault".into(),
+            title: String::new(),
+            source: String::new(),
+        },
         machine: m.name.clone(),
         runs: 5,
         tolerance_pct: 15.0,
@@ -321,12 +310,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 e.tolerance_pct,
             )
         };
-        crate::report::judge::mark(
-            &mut row,
-            r.baseline.as_ref(),
-            r.known_miss.as_ref(),
-            r.derived.as_ref(),
-        );
+        r.judging.mark(&mut row);
         row.fitted = e.fit.iter().any(|f| f.row == r.label);
         rows.push(row);
     }
@@ -335,17 +319,13 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         e.runs
     ));
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows,
         fitted_parameters: fitted.len() as u32,
         fitted,
-        predictions: vec![],
-        breakdowns: vec![breakdown(&e.title, &measured)],
-        figures: vec![],
+        breakdowns: vec![breakdown(&e.header.title, &measured)],
         notes,
-        values: Default::default(),
         params: Some(params.to_json()),
+        ..e.header.reproduction()
     })
 }
 

@@ -9,6 +9,7 @@
 //! A `[[row]]` compares what remote targets add to the initiator's flush with a published
 //! shootdown measurement.
 
+use super::file::Header;
 use crate::arch::x86::{Access, VirtAddr};
 use crate::defense;
 use crate::error::{Error, Result};
@@ -16,18 +17,14 @@ use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params};
 use crate::report::table::Table;
-use crate::report::{Reproduction, Row};
+use crate::report::{Judging, Reproduction, Row};
 use crate::sim::{Counter, Time};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "flush-range" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     pub machines: Vec<String>,
     pub defenses: String,
     /// Pages of the process's warm working set.
@@ -56,11 +53,12 @@ pub struct PublishedShootdown {
     /// The clock those cycles count (a TSC's nominal rate, or the core's).
     pub clock_ghz: f64,
     pub source: String,
+    #[serde(default)]
+    pub judging: Judging,
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     if e.pages.iter().any(|&p| p == 0 || p > e.working_set_pages) {
         return Err(Error::at(
             place,
@@ -226,30 +224,27 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         let with = one(&m, &params, &e.defenses, e, r.threads, r.pages)?;
         let alone = one(&m, &params, &e.defenses, e, 1, r.pages)?;
         let added_ns = with.flush.ns() - alone.flush.ns();
-        rows.push(Row::compared(
+        let mut row = Row::compared(
             &r.label,
             "cycles",
             r.published,
             added_ns * r.clock_ghz,
             e.tolerance_pct.unwrap_or(f64::NAN),
-        ));
+        );
+        r.judging.mark(&mut row);
+        rows.push(row);
         notes.push(format!(
             "{}: {} on {} ({} threads, {} page(s)): {:.0} ns added, counted in cycles of {} GHz",
             r.label, r.source, m.name, r.threads, r.pages, added_ns, r.clock_ghz
         ));
     }
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows,
-        fitted_parameters: 0,
-        fitted: vec![],
         predictions,
         breakdowns: vec![table],
-        figures: vec![],
         notes,
-        values: Default::default(),
         params: Some(params.to_json()),
+        ..e.header.reproduction()
     })
 }
 

@@ -2,21 +2,18 @@
 //! parsed and checked. The runner (kvm_table.rs) and the kernel-model second opinion
 //! (kvm_kernel_guest.rs) both read it.
 
+use super::file::Header;
 use super::Fit;
 use crate::error::{Error, Result};
-use crate::machine;
 use crate::params::{Params, Provenance};
+use crate::report::Judging;
 use crate::virt::{MmuFlavour, Variant};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "kvm-table" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     pub machine: String,
     pub vcpus: u64,
     /// The row the vCPU count was chosen to match, where no source gives it: the choice is
@@ -41,15 +38,8 @@ pub struct RowSpec {
     pub mmu: String,
     pub variant: String,
     pub published: f64,
-    /// How the row is judged: see report::judge (`baseline`: the row without the
-    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
-    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<crate::report::KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
+    pub judging: Judging,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -75,8 +65,7 @@ pub(super) const UNLOAD: &str = "kvm.unload_cycles";
 pub(super) const GAP: [&str; 2] = [TOGGLES, UNLOAD];
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
     for f in &e.fit {
         f.check(place, &[WORK, TOGGLES, UNLOAD], &labels)?;

@@ -162,7 +162,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     let prediction_params: Vec<Params> = e
         .prediction
         .iter()
-        .map(|p| prediction_params(&e.name, p, r.params))
+        .map(|p| prediction_params(&e.header.name, p, r.params))
         .collect::<Result<_>>()?;
     let runs = crate::sim::parallel::map_indices(e.row.len() + e.prediction.len(), |i| {
         match i.checked_sub(e.row.len()) {
@@ -190,12 +190,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             res.seconds,
             e.tolerance_pct,
         );
-        crate::report::judge::mark(
-            &mut row,
-            spec.baseline.as_ref(),
-            spec.known_miss.as_ref(),
-            spec.derived.as_ref(),
-        );
+        spec.judging.mark(&mut row);
         row.fitted = fitted_rows.contains(&spec.label.as_str());
         rows.push(row);
         push_breakdown(&mut breakdown, &mut time, &spec.label, &res, &m);
@@ -213,17 +208,14 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         push_breakdown(&mut breakdown, &mut time, &p.label, &res, pm);
     }
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows,
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
         breakdowns: vec![breakdown, time, kernel_guest],
-        figures: vec![],
         notes,
-        values: Default::default(),
         params: Some(params.to_json()),
+        ..e.header.reproduction()
     })
 }
 

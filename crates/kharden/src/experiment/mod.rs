@@ -4,6 +4,7 @@
 
 pub mod asi_table;
 pub mod evict_fault;
+pub mod file;
 pub mod flush_range;
 pub mod kbuild_table;
 pub mod kvm_kernel_guest;
@@ -102,28 +103,10 @@ pub fn names() -> Vec<&'static str> {
     embedded::EXPERIMENT_FILES.iter().map(|(n, _)| *n).collect()
 }
 
-/// The `kind = "..."` line of an experiment file, which says which runner reads it.
-fn kind_of(place: &str, text: &str) -> Result<String> {
-    #[derive(serde::Deserialize)]
-    struct Kind {
-        kind: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        #[serde(flatten)]
-        kind: Kind,
-        #[serde(flatten)]
-        _rest: toml::Table,
-    }
-    let probe: Probe = toml::from_str(text)
-        .map_err(|e| Error::at(place, crate::machine::toml_message(&e, text)))?;
-    Ok(probe.kind.kind)
-}
-
 /// Parses and runs an experiment file's text with the command line's `--set` overrides.
 pub fn run_text(place: &str, text: &str, overrides: &Overrides) -> Result<Reproduction> {
     validate::check(place, text)?;
-    let mut rep = match kind_of(place, text)?.as_str() {
+    let mut rep = match file::header(place, text)?.kind.as_str() {
         "syscall-table" => syscall_table::run(&syscall_table::parse(place, text)?, overrides),
         "kbuild-table" => kbuild_table::run(&kbuild_table::parse(place, text)?, overrides),
         "kvm-table" => kvm_table::run(&kvm_spec::parse(place, text)?, overrides),

@@ -1,6 +1,7 @@
 //! Syscall-latency tables (seed 003): rows of (machine, defenses) running a syscall loop,
 //! compared with published ns per call.
 
+use super::file::Header;
 use super::Fit;
 use crate::defense;
 use crate::error::{Error, Result};
@@ -8,7 +9,7 @@ use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params};
 use crate::report::table::Table;
-use crate::report::{Reproduction, Row};
+use crate::report::{Judging, Reproduction, Row};
 use crate::sim::{Counter, TimeCategory};
 use crate::virt::kernel_guest::GuestVmOptions;
 use crate::workload::syscall_loop::{LoopResult, SyscallLoop};
@@ -17,11 +18,7 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "syscall-table" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     pub machine: String,
     pub syscall: String,
     pub iterations: u64,
@@ -41,15 +38,8 @@ pub struct Experiment {
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
-    /// How the row is judged: see report::judge (`baseline`: the row without the
-    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
-    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<crate::report::KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
+    pub judging: Judging,
     pub defense: String,
     pub published: f64,
     #[serde(default)]
@@ -76,8 +66,7 @@ pub struct PredictionSpec {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     if let Some(fit) = &e.fit {
         let labels: Vec<&str> = e.row.iter().map(|r| r.label.as_str()).collect();
         fit.check(place, &["syscall_work_cycles"], &labels)?;
@@ -182,7 +171,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             if w < 0.0 {
                 return Err(Error::new(format!(
                     "{}: fit impossible: the model alone already takes {zero:.1} ns > published {}",
-                    e.name, row.published
+                    e.header.name, row.published
                 )));
             }
             fitted.push(format!(
@@ -204,12 +193,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             res.ns_per_iteration(),
             e.tolerance_pct,
         );
-        crate::report::judge::mark(
-            &mut row,
-            r.baseline.as_ref(),
-            r.known_miss.as_ref(),
-            r.derived.as_ref(),
-        );
+        r.judging.mark(&mut row);
         row.fitted = e.fit.as_ref().is_some_and(|f| f.row == r.label);
         rows.push(row);
         measured.push(Measured {
@@ -247,7 +231,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             result: res,
         });
     }
-    let mut breakdowns = vec![breakdown(&e.title, &measured)];
+    let mut breakdowns = vec![breakdown(&e.header.title, &measured)];
     if let Some(syscall) = &e.pti_on_every_profile {
         breakdowns.push(pti_on_every_profile(
             syscall,
@@ -259,17 +243,14 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     notes.extend(rows.iter().zip(&measured).filter_map(implied_cr3_write));
     notes.push("work cycles of syscalls other than the fitted one are estimates (kernel/syscall.rs), not reproduction targets".into());
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows,
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
         breakdowns,
-        figures: vec![],
         notes,
-        values: Default::default(),
         params: Some(params.to_json()),
+        ..e.header.reproduction()
     })
 }
 

@@ -4,13 +4,14 @@
 //! the same rows on other two-node machines and the gain against the remote/local DRAM
 //! latency ratio (predictions: nobody published them).
 
+use super::file::Header;
 use crate::defense;
 use crate::error::{Error, Result};
 use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params};
 use crate::report::table::Table;
-use crate::report::{Figure, Reproduction, Row};
+use crate::report::{Figure, Judging, Reproduction, Row};
 use crate::sim::{Counter, Stats};
 use crate::workload::kernel_ops::{self, Caches, Op, OpResult};
 use serde::Deserialize;
@@ -18,11 +19,7 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "text-replication" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     pub machine: String,
     /// The base kernel's own defenses (both sides of every comparison run them).
     pub defenses: String,
@@ -46,15 +43,8 @@ pub struct RowSpec {
     pub caches: String,
     /// Published gain, percent.
     pub published: f64,
-    /// How the row is judged: see report::judge (`baseline`: the row without the
-    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
-    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<crate::report::KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
+    pub judging: Judging,
 }
 
 /// Every row again on another machine, with its own base defenses.
@@ -75,8 +65,7 @@ pub struct RatioSweep {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     for r in &e.row {
         Op::parse(&r.op).map_err(|err| Error::at(place, format!("row op: {err}")))?;
         Caches::parse(&r.caches).map_err(|err| Error::at(place, format!("row caches: {err}")))?;
@@ -286,12 +275,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             tolerance,
             spec.published >= e.sign_from_pct,
         );
-        crate::report::judge::mark(
-            &mut row,
-            spec.baseline.as_ref(),
-            spec.known_miss.as_ref(),
-            spec.derived.as_ref(),
-        );
+        spec.judging.mark(&mut row);
         rows.push(row);
         for (node, pair) in &res.pairs {
             let (b, r) = (pair.base.elapsed.ns(), pair.repl.elapsed.ns());
@@ -325,11 +309,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         figures.push(figure);
     }
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows,
-        fitted_parameters: 0,
-        fitted: vec![],
         predictions,
         breakdowns,
         figures,
@@ -346,6 +326,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         ],
         values,
         params: Some(params.to_json()),
+        ..e.header.reproduction()
     })
 }
 
@@ -494,7 +475,7 @@ fn ratio_sweep(
     let svg = crate::report::svg::linear_chart(
         &format!(
             "{}: replication gain vs remote/local DRAM latency ({})",
-            e.name, m.name
+            e.header.name, m.name
         ),
         "remote / local DRAM latency",
         "gain, % of the base time",
@@ -503,7 +484,7 @@ fn ratio_sweep(
     (
         table,
         Figure {
-            name: format!("{}-ratio", e.name),
+            name: format!("{}-ratio", e.header.name),
             svg,
         },
     )

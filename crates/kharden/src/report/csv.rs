@@ -90,17 +90,9 @@ mod tests {
     #[test]
     fn labels_with_commas_and_quotes_are_escaped() {
         let rep = Reproduction {
-            experiment: "x".into(),
-            source: String::new(),
             rows: vec![Row::compared("a, \"b\"", "%", 2.0, 2.5, 10.0)],
-            fitted_parameters: 0,
-            fitted: vec![],
             predictions: vec![Row::predicted("plain", "s", 1.5)],
-            breakdowns: vec![],
-            figures: vec![],
-            notes: vec![],
-            values: Default::default(),
-            params: None,
+            ..Reproduction::new("x", "")
         };
         assert_eq!(
             reproductions(&[rep]),

@@ -101,18 +101,25 @@ pub struct KnownMiss {
     pub band: [f64; 2],
 }
 
-/// What an experiment file's [[row]] says about how the row is judged, set on the row its
-/// runner built.
-pub fn mark(
-    row: &mut Row,
-    baseline: Option<&String>,
-    known_miss: Option<&KnownMiss>,
-    derived: Option<&String>,
-) {
-    row.baseline = baseline.cloned();
-    row.known_miss = known_miss.map(|k| k.why.clone());
-    row.known_miss_band = known_miss.map(|k| k.band);
-    row.derived = derived.cloned();
+/// How an experiment file's [[row]] is judged, whatever the experiment's kind: `baseline`,
+/// the row without the mechanism, whose added cost this row is judged by; `known_miss =
+/// { band, why }`; `derived`, why the row follows from a fitted one.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Judging {
+    pub baseline: Option<String>,
+    pub known_miss: Option<KnownMiss>,
+    pub derived: Option<String>,
+}
+
+impl Judging {
+    /// Sets what the file says on the row its runner built.
+    pub fn mark(&self, row: &mut Row) {
+        row.baseline = self.baseline.clone();
+        row.known_miss = self.known_miss.as_ref().map(|k| k.why.clone());
+        row.known_miss_band = self.known_miss.as_ref().map(|k| k.band);
+        row.derived = self.derived.clone();
+    }
 }
 
 impl Reproduction {
@@ -331,17 +338,9 @@ mod tests {
 
     fn rep(rows: Vec<Row>) -> Reproduction {
         Reproduction {
-            experiment: "x".into(),
-            source: String::new(),
             rows,
-            fitted_parameters: 0,
-            fitted: vec![],
-            predictions: vec![],
-            breakdowns: vec![],
-            figures: vec![],
-            notes: vec![],
             values: [("jobs".to_string(), 14249.4)].into(),
-            params: None,
+            ..Reproduction::new("x", "")
         }
     }
 

@@ -8,7 +8,7 @@ pub mod summary;
 pub mod svg;
 pub mod table;
 
-pub use judge::{Added, KnownMiss};
+pub use judge::{Added, Judging, KnownMiss};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -214,6 +214,23 @@ pub struct Figure {
 }
 
 impl Reproduction {
+    /// An empty reproduction of `experiment`, for its runner to fill.
+    pub fn new(experiment: &str, source: &str) -> Self {
+        Reproduction {
+            experiment: experiment.into(),
+            source: source.into(),
+            rows: vec![],
+            fitted_parameters: 0,
+            fitted: vec![],
+            predictions: vec![],
+            breakdowns: vec![],
+            figures: vec![],
+            notes: vec![],
+            values: BTreeMap::new(),
+            params: None,
+        }
+    }
+
     /// Rows that have a target and miss it.
     pub fn misses(&self) -> usize {
         self.rows.iter().filter(|r| r.misses()).count()

@@ -221,17 +221,8 @@ mod tests {
         ];
         rows[1].baseline = Some("base".into());
         let mut rep = Reproduction {
-            experiment: "x & y".into(),
-            source: String::new(),
             rows,
-            fitted_parameters: 0,
-            fitted: vec![],
-            predictions: vec![],
-            breakdowns: vec![],
-            figures: vec![],
-            notes: vec![],
-            values: Default::default(),
-            params: None,
+            ..Reproduction::new("x & y", "")
         };
         rep.judge("t").unwrap();
         let f = figures(&[rep]);

@@ -215,17 +215,10 @@ mod tests {
         rows[1].baseline = Some("base".into());
         rows[2].baseline = Some("base".into());
         let mut rep = Reproduction {
-            experiment: "x".into(),
-            source: String::new(),
             rows,
             fitted_parameters: 1,
             fitted: vec!["p".into()],
-            predictions: vec![],
-            breakdowns: vec![],
-            figures: vec![],
-            notes: vec![],
-            values: Default::default(),
-            params: None,
+            ..Reproduction::new("x", "")
         };
         rep.judge("t").unwrap();
         let c = Counts::of(std::slice::from_ref(&rep));

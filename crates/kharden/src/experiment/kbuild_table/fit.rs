@@ -127,13 +127,13 @@ impl<'a> Rows<'a> {
         let decl = self.params.get(path).map(|p| p.decl);
         let max = decl.map_or(f64::MAX, |d| d.range.1);
         let fitted = || Provenance::Fitted {
-            experiment: self.e.name.clone(),
+            experiment: self.e.header.name.clone(),
             row: f.row.clone(),
         };
         // A mechanism row is fitted to its added cost: its published ratio to its own
         // baseline, applied to that baseline as simulated, so the baseline's own error is
         // not absorbed into the mechanism's parameter.
-        let baseline = self.e.row_named(&f.row).baseline.clone();
+        let baseline = self.e.row_named(&f.row).judging.baseline.clone();
         let target = |rows: &mut Self| -> Result<f64> {
             Ok(match &baseline {
                 Some(b) => {
@@ -207,7 +207,7 @@ impl<'a> Rows<'a> {
     ) -> Result<Option<f64>> {
         // Against the row's own baseline where it has one (the fit's target), else the
         // build-size row.
-        let against = self.e.row_named(&f.row).baseline.clone();
+        let against = self.e.row_named(&f.row).judging.baseline.clone();
         let against = against.as_deref().unwrap_or(base);
         let (row, base_row) = (self.row(&f.row)?, self.row(against)?);
         let scale = self.e.row_named(against).published / self.e.row_named(&f.row).published;

@@ -12,12 +12,13 @@
 mod fit;
 mod report;
 
+use super::file::Header;
 use super::Fit;
 use crate::defense;
 use crate::error::{Error, Result};
 use crate::machine::{self, MachineProfile};
 use crate::params::{Overrides, Params, Provenance};
-use crate::report::{Reproduction, Row};
+use crate::report::{Judging, Reproduction, Row};
 use crate::workload::kbuild_profile::JobProfile;
 use crate::workload::kbuild_run::simulate;
 use fit::Rows;
@@ -27,11 +28,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Experiment {
-    pub name: String,
-    /// Always "kbuild-table" here.
-    pub kind: String,
-    pub title: String,
-    pub source: String,
+    pub header: Header,
     pub tolerance_pct: f64,
     pub warmup_ms: f64,
     /// CPU time of the build to measure per row; the window is this divided by the jobs, so
@@ -72,15 +69,8 @@ fn single() -> u32 {
 #[serde(deny_unknown_fields)]
 pub struct RowSpec {
     pub label: String,
-    /// How the row is judged: see report::judge (`baseline`: the row without the
-    /// mechanism, whose added cost this row is judged by; `known_miss = { band, why }`;
-    /// `derived`: why the row follows from a fitted one).
     #[serde(default)]
-    pub baseline: Option<String>,
-    #[serde(default)]
-    pub known_miss: Option<crate::report::KnownMiss>,
-    #[serde(default)]
-    pub derived: Option<String>,
+    pub judging: Judging,
     pub machine: String,
     pub jobs: u32,
     pub defense: String,
@@ -102,7 +92,7 @@ impl Experiment {
         let mut p = Params::linux();
         for (path, value) in flatten(&self.set) {
             let by = Provenance::Set {
-                by: format!("experiment {}", self.name),
+                by: format!("experiment {}", self.header.name),
             };
             p.set_text(&format!("{place}: set"), &path, &value_text(&value), by)?;
         }
@@ -144,8 +134,7 @@ fn value_text(v: &toml::Value) -> String {
 }
 
 pub fn parse(place: &str, text: &str) -> Result<Experiment> {
-    let e: Experiment =
-        toml::from_str(text).map_err(|e| Error::at(place, machine::toml_message(&e, text)))?;
+    let e: Experiment = super::file::read(place, text)?;
     e.params(place, &Overrides::default())?;
     let parameters: Vec<&str> = e.fit.iter().map(|f| f.parameter.as_str()).collect();
     let fitted = parameters.get(1..).unwrap_or_default();
@@ -169,7 +158,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
         // absolute row whose baseline error it would absorb (report::judge).
         let mechanism = f.parameter != "build_user_cycles"
             && !crate::defense::registry::param_applies(&f.parameter, &[]);
-        if mechanism && e.row_named(&f.row).baseline.is_none() {
+        if mechanism && e.row_named(&f.row).judging.baseline.is_none() {
             return Err(Error::at(
                 place,
                 format!(
@@ -244,7 +233,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
             machines.insert(r.machine.clone(), overrides.apply_machine(&m)?);
         }
     }
-    let params = e.params(&format!("experiments/{}.toml", e.name), overrides)?;
+    let params = e.params(&format!("experiments/{}.toml", e.header.name), overrides)?;
     let mut rows = Rows::new(e, JobProfile::builtin(), machines, params);
     let base_label = e.fit[0].row.clone();
     let base_published = e.row_named(&base_label).published;
@@ -294,20 +283,15 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
                 m.system_per_user_cycle() * build_user_cycles,
                 e.tolerance_pct,
             );
-            crate::report::judge::mark(
-                &mut row,
-                r.baseline.as_ref(),
-                r.known_miss.as_ref(),
-                r.derived.as_ref(),
-            );
+            r.judging.mark(&mut row);
             row.sampling_pct = m.sampling_error().map(|e| 100.0 * e);
             row.fitted = fitted_rows.contains(&r.label);
             row
         })
         .collect();
-    let mut breakdowns = vec![report::ratios(&e.title, &e.row, &compared)];
+    let mut breakdowns = vec![report::ratios(&e.header.title, &e.row, &compared)];
     breakdowns.extend(report::breakdown(
-        &e.title,
+        &e.header.title,
         &measured,
         build_user_cycles,
         rows.profile.user_cycles(),
@@ -336,17 +320,15 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
     notes.push(format!("each row simulates {} ms of warm-up, then {} CPU-ms of the build's steady state (window = that / jobs), and scales by the build's user work; {} independent windows (seeds) are pooled per row, and sampling ± is the standard error of their mean; a fitted parameter's ± is the standard error of the values each seed's windows give it on their own (that seed's fitted row against its baseline)", e.warmup_ms, e.window_cpu_ms, e.samples));
     notes.push("IPI delivery latency comes from one published measurement, a Skylake-SP server's (the Xeon 8160's own microarchitecture, the nearest measured part for the other Intel profiles); the ICR write and interrupt-entry costs are unsourced estimates; see the profiles' comments".into());
     Ok(Reproduction {
-        experiment: e.name.clone(),
-        source: e.source.clone(),
         rows: compared,
         fitted_parameters: fitted.len() as u32,
         fitted,
         predictions,
         breakdowns,
-        figures: vec![],
         notes,
         values,
         params: Some(rows.params.to_json()),
+        ..e.header.reproduction()
     })
 }
 
@@ -368,7 +350,9 @@ fn figures(
         v.insert(format!("coverage_pct/{machine}"), 100.0 * share);
     }
     for (spec, row) in e.row.iter().zip(rows) {
-        let Some(base) = &spec.baseline else { continue };
+        let Some(base) = &spec.judging.baseline else {
+            continue;
+        };
         let Some(base_row) = rows.iter().find(|r| &r.label == base) else {
             continue;
         };

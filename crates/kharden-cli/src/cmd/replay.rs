@@ -216,6 +216,9 @@ pub fn run(args: Args) -> Result<()> {
                 UserTotal::Events => "the intervals less the recorder's per-event costs (neither samples nor untraced runs)",
             }
         );
+        for (what, ns, se) in rec.tracer.iter().flat_map(|t| t.negative()) {
+            println!("(the recorder's cost, {what}: measured {ns:.1} ± {se:.1} ns, below zero, taken as none)");
+        }
     } else {
         println!("(the trace has no measurement of the recorder's cost: a trace recorded with --no-calibrate or by an older kharden; its intervals are taken as recorded)");
     }

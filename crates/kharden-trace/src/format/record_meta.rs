@@ -146,6 +146,31 @@ pub struct TracerCost {
     pub method: String,
 }
 
+impl TracerCost {
+    /// The per-call and per-event figures the calibration measured below zero (name,
+    /// figure, its standard error): noise around a cost too small to see, which a replay
+    /// takes as no cost and says so.
+    pub fn negative(&self) -> Vec<(&'static str, f64, f64)> {
+        [
+            (
+                "syscall kernel side",
+                self.syscall_kernel_ns,
+                self.syscall_kernel_se_ns,
+            ),
+            (
+                "syscall user side",
+                self.syscall_user_ns,
+                self.syscall_user_se_ns,
+            ),
+            ("other events", self.event_ns, self.event_se_ns),
+            ("entry and exit", self.entry_exit_ns, 0.0),
+        ]
+        .into_iter()
+        .filter(|&(_, ns, _)| ns < 0.0)
+        .collect()
+    }
+}
+
 /// One run of the command without tracepoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct UntracedRun {
@@ -218,7 +243,7 @@ impl CpuSamples {
 
 #[cfg(test)]
 mod tests {
-    use super::{CpuSamples, Untraced, UntracedRun};
+    use super::{CpuSamples, TracerCost, Untraced, UntracedRun};
 
     #[test]
     fn untraced_user_time_is_the_sampled_share_of_the_median_cpu_else_rusage() {
@@ -244,5 +269,21 @@ mod tests {
             "a quarter of the median 100 ns of CPU"
         );
         assert_eq!(Untraced::default().user_ns(), None);
+    }
+
+    #[test]
+    fn a_cost_measured_below_zero_is_named() {
+        let t = TracerCost {
+            syscall_kernel_ns: 120.0,
+            syscall_kernel_se_ns: 3.0,
+            syscall_user_ns: -4.0,
+            syscall_user_se_ns: 5.0,
+            event_ns: 0.0,
+            event_se_ns: 1.0,
+            entry_exit_ns: 90.0,
+            user_loop_ns: 2.0,
+            method: String::new(),
+        };
+        assert_eq!(t.negative(), vec![("syscall user side", -4.0, 5.0)]);
     }
 }

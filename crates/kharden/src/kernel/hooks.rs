@@ -39,7 +39,7 @@ pub trait Defense {
     fn on_switch_mm(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _need_flush: bool) {}
 
     /// The kernel flushed user addresses [start, start + pages) of `mm` from this CPU's TLB
-    /// in the kernel's context (`pages` = kernel::tlbflush::FLUSH_ALL for a full flush).
+    /// in the kernel's context (`pages` = kernel::tlb::tlbflush::FLUSH_ALL for a full flush).
     fn on_user_tlb_flush(
         &mut self,
         _k: &mut Kernel,

@@ -170,7 +170,7 @@ impl CacheHierarchy {
     }
 
     /// Empties every level of every core and socket. Counted as a fill of each cache, so
-    /// nothing that watches the fill counts (kernel/path.rs) takes the lines for present.
+    /// nothing that watches the fill counts (kernel/paths/path.rs) takes the lines for present.
     pub fn clear(&mut self) {
         for c in self.l1.iter_mut().chain(self.l1i.iter_mut()) {
             c.clear();

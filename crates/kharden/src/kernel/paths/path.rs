@@ -1,10 +1,10 @@
-//! Kernel paths that run their measured footprint (kernels/linux-*.toml, kernel/footprint.rs).
+//! Kernel paths that run their measured footprint (kernels/linux-*.toml, kernel/footprints/footprint.rs).
 //!
 //! A path fetches its text through the ITLB (one translation per 4 KiB text page) and the
 //! instruction cache (one fetch per 64-byte line), and touches its data through the DTLB and
 //! the data caches: the image's rodata, data and bss lines, the direct-map lines (slab
 //! objects, per-CPU data, the task) and the stack lines measured for it under qemu
-//! (kernel/image_data.rs), or, for a path the trace did not see, the kernel objects chosen
+//! (kernel/footprints/image_data.rs), or, for a path the trace did not see, the kernel objects chosen
 //! for it from the source (ESTIMATE). What the TLBs and caches
 //! hold then decides what a path costs on a machine: PTI's CR3 writes, global kernel pages, PCIDs, the direct map's
 //! page size and the node a line lives on all act on these touches. The rest of the path's
@@ -15,18 +15,18 @@
 //! machine: the instructions are the same, and the recording host's IPC stands for the
 //! target's (an ESTIMATE the design note discusses).
 
-use super::footprint::Footprints;
-use super::image_data::{ImageData, PathData};
-use super::layout::{
-    direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
-    KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
-};
-use super::mitigations::{Mitigation, MitigationCycles};
-use super::path_footprint::{PathFootprint, LINE_BYTES, PAGE_BYTES};
-use super::{CpuId, Kernel};
 use crate::arch::caches::{CacheHierarchy, HitLevel, L1Side};
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
+use crate::kernel::footprints::footprint::Footprints;
+use crate::kernel::footprints::image_data::{ImageData, PathData};
+use crate::kernel::footprints::path_footprint::{PathFootprint, LINE_BYTES, PAGE_BYTES};
+use crate::kernel::memory::layout::{
+    direct_map, KERNEL_BSS, KERNEL_DATA, KERNEL_DATA_BYTES, KERNEL_RODATA, KERNEL_RODATA_BYTES,
+    KERNEL_STACK_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES,
+};
+use crate::kernel::mitigations::{Mitigation, MitigationCycles};
+use crate::kernel::{CpuId, Kernel};
 use crate::machine::MachineProfile;
 use crate::sim::{Counter, TimeCategory};
 
@@ -91,7 +91,7 @@ pub struct KernelPath {
     /// Direct-map lines measured for the path, in the kernel heap (`KernelHeap`).
     pub heap: HeapLines,
     /// Lines of the image's rodata, data and bss every run reads or writes (measured on
-    /// another kernel, kernel/image_data.rs), grouped by 4 KiB page: (page address, line
+    /// another kernel, kernel/footprints/image_data.rs), grouped by 4 KiB page: (page address, line
     /// addresses / 64), ascending.
     pub image: Vec<(u64, Vec<u64>)>,
     /// Native cycles on the recording host (low percentile), when it was measured.
@@ -413,7 +413,7 @@ fn section_bases(image: &ImageData) -> Result<SectionBases> {
 /// What the trace measured for `name`: for a recorded path of the same name, or for the path
 /// a derived one comes from.
 fn measured<'a>(name: &str, image: &'a ImageData) -> Option<&'a PathData> {
-    let from = super::derived::DERIVED
+    let from = crate::kernel::footprints::derived::DERIVED
         .iter()
         .find(|d| d.name == name)
         .map_or(name, |d| d.from);
@@ -605,7 +605,7 @@ impl Kernel {
     /// through the DTLB and data caches (both charged to kernel-cache-miss beyond L1 hits,
     /// translations to kernel-tlb-refill), then `work` cycles of its own work (the measured
     /// work when `None`). Lines still in L1 from the path's last run here are replayed as
-    /// hits (kernel/l1_replay.rs).
+    /// hits (kernel/paths/l1_replay.rs).
     pub fn run_path(&mut self, cpu: CpuId, id: PathId, work: Option<f64>) -> Result<()> {
         if self.fast_forward {
             return Ok(());
@@ -795,7 +795,7 @@ impl Kernel {
     /// stream of them outruns the store buffer, so by Little's law the stream waits their
     /// summed latency over lines_in_flight (kernel-cache-miss); they are counted in
     /// `from_memory`.
-    pub(super) fn stream_lines(
+    pub(in crate::kernel) fn stream_lines(
         &mut self,
         cpu: CpuId,
         pas: impl Iterator<Item = u64>,
@@ -824,14 +824,14 @@ impl Kernel {
     fn object_va(&self, cpu: CpuId, object: Object, lines: u64) -> VirtAddr {
         let task = self.cpus[cpu].current.map(|t| &self.tasks[t]);
         match (object, task) {
-            (Object::PerCpu, _) => super::layout::per_cpu_page(cpu),
+            (Object::PerCpu, _) => crate::kernel::memory::layout::per_cpu_page(cpu),
             (Object::KernelStack, Some(task)) => {
                 task.stack.offset(KERNEL_STACK_BYTES - lines * LINE_BYTES)
             }
             // An interrupt on an idle CPU: its handler's stack is the CPU's hardirq stack,
             // which the model keeps at the end of the CPU's per-CPU page (Linux gives it 16
             // KiB of its own).
-            (Object::KernelStack, None) => super::layout::per_cpu_page(cpu)
+            (Object::KernelStack, None) => crate::kernel::memory::layout::per_cpu_page(cpu)
                 .offset(PAGE_BYTES - lines.min(PAGE_BYTES / LINE_BYTES) * LINE_BYTES),
             (Object::TaskStruct, Some(task)) => task.task_struct,
             (Object::Process(slot), Some(task)) => {
@@ -849,7 +849,7 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernel::page_alloc::Gfp;
+    use crate::kernel::memory::page_alloc::Gfp;
     use crate::kernel::Kernel;
     use crate::sim::{Counter, TimeCategory};
     use crate::{defense, machine};
@@ -859,7 +859,7 @@ mod tests {
     /// recording ran, the whole of it.
     #[test]
     fn a_syscall_runs_without_the_safe_ret_its_kernel_does_not_run() {
-        use crate::kernel::footprint::Footprints;
+        use crate::kernel::footprints::footprint::Footprints;
         use crate::kernel::OracleMode;
         let f = Footprints::builtin();
         let returns = |p: &str| f.path(p).and_then(|p| p.returns).unwrap();
@@ -880,7 +880,7 @@ mod tests {
             let t = k.spawn("caller", None);
             k.switch_to(0, t);
             k.enter_user(0);
-            let spec = crate::kernel::syscall::lookup("getppid").unwrap();
+            let spec = crate::kernel::paths::syscall::lookup("getppid").unwrap();
             k.syscall(0, &spec).unwrap();
             let before = k.cpus[0].stats.time(TimeCategory::Kernel);
             k.syscall(0, &spec).unwrap();
@@ -904,8 +904,8 @@ mod tests {
     /// recording-host cycle's worth more work.
     #[test]
     fn a_latency_timed_apart_derives_work_by_the_recordings_rule() {
-        let paths = crate::kernel::recording::paths();
-        let ghz = crate::kernel::recording::current()
+        let paths = crate::kernel::paths::recording::paths();
+        let ghz = crate::kernel::paths::recording::current()
             .footprints
             .kernel
             .host_ghz;
@@ -962,9 +962,9 @@ mod tests {
     #[test]
     fn paths_carry_their_measured_image_lines_and_derived_ones_their_sources() {
         use super::{KERNEL_RODATA, LINE_BYTES};
-        use crate::kernel::image_data::ImageData;
-        use crate::kernel::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
-        let paths = crate::kernel::recording::paths();
+        use crate::kernel::footprints::image_data::ImageData;
+        use crate::kernel::memory::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
+        let paths = crate::kernel::paths::recording::paths();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         for name in ["getppid", "fork", "mount-proc", "fault-anon"] {
             let m = ImageData::builtin().path(name).unwrap();
@@ -990,9 +990,9 @@ mod tests {
     #[test]
     fn measured_paths_run_their_direct_map_lines_in_the_shared_heap() {
         use super::{Object, LINE_BYTES};
-        use crate::kernel::image_data::ImageData;
+        use crate::kernel::footprints::image_data::ImageData;
         use std::collections::BTreeSet;
-        let paths = crate::kernel::recording::paths();
+        let paths = crate::kernel::paths::recording::paths();
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         let heap_lines =
             |n: &str| -> BTreeSet<u64> { path(n).heap.lines.iter().copied().collect() };

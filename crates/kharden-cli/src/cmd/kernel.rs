@@ -4,7 +4,7 @@ use clap::{Args as ClapArgs, Subcommand};
 use kharden::kernel::footprints::footprint::Footprints;
 use kharden::kernel::footprints::path_footprint::pages_of;
 use kharden::kernel::footprints::traced::{base_name, completeness, TracedFootprints};
-use kharden::kernel::paths::path::{KernelPaths, EMPTY_SYSCALL};
+use kharden::kernel::paths::table::{KernelPaths, EMPTY_SYSCALL};
 use kharden::report::table::Table;
 
 #[derive(ClapArgs)]
@@ -263,7 +263,7 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             }
             print!("{t}");
             println!(
-                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {} (kernel/paths/path.rs)",
+                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {} (kernel/paths/table.rs)",
                 f.kernel.host_machine
             );
             for &(name, _) in kharden::kernel::params::LATENCIES_TIMED_APART {

@@ -65,7 +65,7 @@ pub struct PredictionSpec {
     pub machine: Option<String>,
     #[serde(default)]
     pub syscall: Option<String>,
-    /// Run the syscall with its measured Linux work (kernel/paths/path.rs) even where the
+    /// Run the syscall with its measured Linux work (kernel/paths/table.rs) even where the
     /// experiment fits the work of the same syscall for another kernel.
     #[serde(default)]
     pub measured_work: bool,

@@ -24,7 +24,7 @@ use crate::sim::{Clock, Counter, Stats, Time, TimeCategory};
 pub use hooks::{Defense, OracleMode, Violation};
 use memory::layout::*;
 use memory::{page_alloc, reap};
-use paths::{l1_replay, path, recording};
+use paths::{l1_replay, recording, table};
 use sched::{balance, scheduler};
 use tlb::{asid, coherence, irq_calendar, mode_log};
 
@@ -196,9 +196,9 @@ pub struct Mm {
     pub anon: Vec<Pfn>,
     /// Live tasks using this address space (Linux mm_users): its threads.
     pub users: u32,
-    /// The process's slab objects (mm_struct, files_struct, ...: kernel/paths/path.rs), in the
+    /// The process's slab objects (mm_struct, files_struct, ...: kernel/paths/table.rs), in the
     /// direct map.
-    pub objects: [VirtAddr; path::PROCESS_OBJECT_PAGES],
+    pub objects: [VirtAddr; table::PROCESS_OBJECT_PAGES],
 }
 
 #[derive(Debug)]
@@ -223,8 +223,8 @@ pub struct Kernel {
     pub params: params::KernelParams,
     /// Every parameter the run booted with (workloads read theirs; JSON output records it).
     pub run_params: crate::params::Params,
-    /// The kernel paths' measured footprints and work (kernel/paths/path.rs).
-    pub paths: std::sync::Arc<path::KernelPaths>,
+    /// The kernel paths' measured footprints and work (kernel/paths/table.rs).
+    pub paths: std::sync::Arc<table::KernelPaths>,
     pub mem: PhysMem,
     pub caches: CacheHierarchy,
     pub cpus: Vec<Cpu>,
@@ -254,7 +254,7 @@ pub struct Kernel {
     pub rng: crate::sim::Pcg32,
     /// Per node: bytes of its memory the direct map covers so far (memory/direct_map.rs).
     pub(crate) direct_map_covered: Vec<u64>,
-    /// Per node: the physical base of its copy of the kernel heap (path::KernelHeap).
+    /// Per node: the physical base of its copy of the kernel heap (paths/table.rs, KernelHeap).
     pub(crate) kernel_heap: Vec<u64>,
     /// Contents of patched kernel text, by physical line: the version last written there
     /// (kernel/memory/numa.rs; unpatched lines are version 0).
@@ -486,7 +486,7 @@ impl Kernel {
             paging::share_pml4_entry(&mut self.mem, root, kernel_half, i);
         }
         let cpumask = cpuset::CpuSet::new(self.cpus.len());
-        let objects = [(); path::PROCESS_OBJECT_PAGES]
+        let objects = [(); table::PROCESS_OBJECT_PAGES]
             .map(|_| direct_map(self.alloc_page(cpu, page_alloc::Gfp::Kernel, None).addr().0));
         let heap = VirtAddr(USER_HEAP);
         let mm = Mm {

@@ -30,7 +30,7 @@ named_enum! {
         Kernel = "kernel",
         /// TLB refills of kernel-mode accesses.
         KernelTlbRefill = "kernel-tlb-refill",
-        /// Waits for kernel text and data lines that missed L1 (kernel/paths/path.rs).
+        /// Waits for kernel text and data lines that missed L1 (kernel/paths/run.rs).
         KernelCacheMiss = "kernel-cache-miss",
         /// SYSCALL/SYSRET (or SVC/ERET) instructions.
         SyscallInsn = "syscall-insn",
@@ -115,7 +115,7 @@ named_enum! {
         KernelTextFromMemory = "kernel_text.memory",
         KernelTextFromRemoteMemory = "kernel_text.remote_memory",
         /// Lines a page clear, page copy or object initialisation stored that came from
-        /// DRAM (kernel/paths/path.rs store_lines).
+        /// DRAM (kernel/paths/run.rs store_lines).
         KernelStoreLinesFromMemory = "kernel_store_lines.memory",
         /// struct page lines the page allocator touched that came from DRAM
         /// (kernel/memory/struct_page.rs).

@@ -37,7 +37,7 @@ pub struct KernelInfo {
     /// Core clock of the recording host (cycles = ns times this).
     pub host_ghz: f64,
     /// The recording host's machine profile, a library name or a TOML file (relative to the
-    /// footprint file): what each path's work is derived against (kernel/paths/path.rs).
+    /// footprint file): what each path's work is derived against (kernel/paths/table.rs).
     pub host_machine: String,
     pub sample_period_ns: u64,
     /// Loop counts of the recording and of the latency runs (1.0: about a second per path).
@@ -366,11 +366,11 @@ mod tests {
         let committed = Footprints::builtin();
         assert_eq!(
             committed.kernel.host_machine,
-            crate::kernel::paths::path::RECORDING_HOST
+            crate::kernel::paths::table::RECORDING_HOST
         );
         assert_eq!(
             committed.host_profile().unwrap().name,
-            crate::kernel::paths::path::RECORDING_HOST
+            crate::kernel::paths::table::RECORDING_HOST
         );
         let dir = std::env::temp_dir().join(format!("kharden-fp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -4,7 +4,7 @@
 //! profile of the host it was recorded on. A chosen recording travels as its texts
 //! (`Portable`) to processes that cannot see its files, Ray workers on other machines.
 
-use super::path::KernelPaths;
+use super::table::KernelPaths;
 use crate::kernel::footprints::footprint::{read_file, Footprints};
 use crate::machine::MachineProfile;
 use crate::{Error, Result};
@@ -75,7 +75,7 @@ pub fn current() -> &'static Recording {
             crate::kernel::footprints::footprint::BUILTIN_PLACE,
             None,
         )
-        .expect("the committed footprints compile (kernel/paths/path.rs tests)")
+        .expect("the committed footprints compile (kernel/paths/table.rs tests)")
     })
 }
 

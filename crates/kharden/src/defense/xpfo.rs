@@ -18,7 +18,6 @@
 
 use super::{CounterSlots, Defense};
 use crate::arch::x86::{PageSize, Pfn, VirtAddr};
-use crate::kernel::cpuset::CpuSet;
 use crate::kernel::memory::layout;
 use crate::kernel::memory::page_alloc::Gfp;
 use crate::kernel::tlb::shared_line::{LineAccess, SharedLine};
@@ -27,6 +26,7 @@ use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
 use crate::oracle::Violation;
 use crate::params::{Decl, Params, Unit};
+use crate::sim::CpuSet;
 use crate::sim::OwnedCounter;
 use crate::sim::{Counter, FlushReason, IntMap, TimeCategory};
 

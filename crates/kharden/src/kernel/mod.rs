@@ -2,7 +2,6 @@
 //! API that kernel paths and defenses share (touch memory, write CR3, invalidate, flush).
 //! Policy lives in `defense/`: the kernel only calls hooks at named events.
 
-pub mod cpuset;
 pub mod footprints;
 pub mod hooks;
 pub mod memory;
@@ -20,7 +19,7 @@ use crate::arch::x86::{
     TlbHolders, VirtAddr, WalkEnv,
 };
 use crate::machine::MachineProfile;
-use crate::sim::{Clock, Counter, Stats, Time, TimeCategory};
+use crate::sim::{Clock, Counter, CpuSet, Stats, Time, TimeCategory};
 pub use hooks::{Defense, OracleMode, Violation};
 use memory::layout::*;
 use memory::{page_alloc, reap};
@@ -186,7 +185,7 @@ pub struct Mm {
     /// Flush generation (Linux mm->context.tlb_gen), bumped by every flush_tlb_mm_range().
     pub tlb_gen: u64,
     /// CPUs that may hold TLB entries of this mm (Linux mm_cpumask).
-    pub cpumask: cpuset::CpuSet,
+    pub cpumask: CpuSet,
     /// Anonymous regions mapped by mmap(): (start, pages).
     pub vmas: Vec<(VirtAddr, u64)>,
     next_mmap: u64,
@@ -485,7 +484,7 @@ impl Kernel {
         for i in 256..512 {
             paging::share_pml4_entry(&mut self.mem, root, kernel_half, i);
         }
-        let cpumask = cpuset::CpuSet::new(self.cpus.len());
+        let cpumask = CpuSet::new(self.cpus.len());
         let objects = [(); table::PROCESS_OBJECT_PAGES]
             .map(|_| direct_map(self.alloc_page(cpu, page_alloc::Gfp::Kernel, None).addr().0));
         let heap = VirtAddr(USER_HEAP);

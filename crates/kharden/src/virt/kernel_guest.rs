@@ -11,12 +11,13 @@
 
 use super::kvm_mmu::{KvmMmu, Variant};
 use super::params::KvmCosts;
-use super::vmx::{Cr0Controls, ExitReason, VirtHardware, CR0_PG, CR0_WP};
+use super::vmx::{Cr0Controls, ExitReason, CR0_PG, CR0_WP};
 use super::MmuFlavour;
 use crate::arch::x86::ept::{HostTables, SecondStage, EPT_TABLES_HOST_BASE};
 use crate::arch::x86::{PageSize, Pcid, Pfn, PhysAddr, PteFlags};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
+use crate::machine::VirtHardware;
 use crate::params::Params;
 
 /// One vCPU's VM: KVM's MMU for it (roots, roles, the CR0 variants of virt/kvm_mmu) with

@@ -4,10 +4,10 @@
 
 use crate::arch::x86::{paging, Pfn, VirtAddr};
 use crate::error::{Error, Result};
-use crate::kernel::cpuset::CpuSet;
 use crate::kernel::hooks::Violation;
 use crate::kernel::tlb::ipi::IpiWork;
 use crate::kernel::{CpuId, Kernel, MmId};
+use crate::sim::CpuSet;
 use crate::sim::{Counter, TimeCategory};
 
 /// Bytes of a text line (what one patch rewrites: an alternative, a static key's jump).

@@ -10,8 +10,8 @@
 //! function, write the slot's flag to release it. An idle target first leaves its C-state.
 
 use crate::arch::x86::VirtAddr;
-use crate::kernel::cpuset::CpuSet;
 use crate::kernel::{CpuId, Kernel, MmId};
+use crate::sim::CpuSet;
 use crate::sim::{Counter, FlushReason, Time, TimeCategory};
 
 /// The function a target CPU runs.

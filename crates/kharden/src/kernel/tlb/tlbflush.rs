@@ -134,7 +134,7 @@ impl Kernel {
             return self.broadcast_flush(cpu, start, pages, ns);
         }
         self.flush_kernel_range_local(cpu, start, pages, FlushReason::LocalShootdown);
-        let mut others = crate::kernel::cpuset::CpuSet::all(self.cpus.len());
+        let mut others = crate::sim::CpuSet::all(self.cpus.len());
         others.remove(cpu);
         if !others.is_empty() {
             self.cpus[cpu].stats.flush(FlushReason::RemoteSendIpi);

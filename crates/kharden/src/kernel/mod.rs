@@ -20,7 +20,7 @@ use crate::arch::x86::{
 };
 use crate::machine::MachineProfile;
 use crate::sim::{Clock, Counter, CpuSet, Stats, Time, TimeCategory};
-pub use hooks::{Defense, OracleMode, Violation};
+pub use hooks::{Defense, Hypervisor, OracleMode, Violation};
 use memory::layout::*;
 use memory::{page_alloc, reap};
 use paths::{l1_replay, recording, table};
@@ -277,8 +277,8 @@ pub struct Kernel {
     /// While a steady-state probe runs: whether the oracle, asked at every return to user
     /// mode, found anything (kernel/steady.rs).
     oracle_probe: Option<bool>,
-    /// The VM the kernel runs in, if it is a guest (`run_in_vm`).
-    pub vm: Option<crate::virt::KernelVm>,
+    /// The hypervisor the kernel runs under, if it is a guest (`run_in_vm`).
+    pub vm: Option<Box<dyn Hypervisor>>,
 }
 
 impl Kernel {
@@ -626,10 +626,7 @@ impl Kernel {
             caches: &mut self.caches,
             stats: &mut c.stats,
             holders: Some((&mut self.holders, cpu)),
-            ept: self
-                .vm
-                .as_mut()
-                .map(|vm| vm as &mut dyn crate::arch::x86::ept::SecondStage),
+            ept: self.vm.as_mut().map(|vm| vm.second_stage()),
         };
         let translated = c.mmu.translate(&mut env, va, access, c.user_mode);
         if self.vm.is_some() {
@@ -701,13 +698,18 @@ impl Kernel {
         }
     }
 
-    /// From now on the kernel runs as a guest in `vm`: every CPU enters VMX non-root mode
+    /// From now on the kernel runs as a guest under `vm`: every CPU enters VMX non-root mode
     /// (its TLBs start empty) and walks in two dimensions. Call before the workload starts.
-    pub fn run_in_vm(&mut self, vm: crate::virt::KernelVm) {
+    pub fn run_in_vm(&mut self, vm: impl Hypervisor + 'static) {
         for c in &mut self.cpus {
             c.mmu.enter_guest();
         }
-        self.vm = Some(vm);
+        self.vm = Some(Box::new(vm));
+    }
+
+    /// The hypervisor the kernel runs under, as the type its owner gave `run_in_vm`.
+    pub fn vm_as<T: Hypervisor + 'static>(&self) -> Option<&T> {
+        self.vm.as_ref()?.as_any().downcast_ref()
     }
 
     /// MOV to CR0 on `cpu` setting WP to `wp` (KERNEXEC's pax_open_kernel and

@@ -1,5 +1,5 @@
 // Times, natively, the three kernel operations kharden derives from recorded paths
-// (crates/kharden/src/kernel/derived.rs) beside the paths they are derived from, so that the
+// (crates/kharden/src/kernel/footprints/derived.rs) beside the paths they are derived from, so that the
 // derived latency ratios can be checked against real ones:
 //   fault-zero / fault-anon: a read of a fresh anonymous page / a write of one
 //   fstat / newfstatat:      newfstatat(fd, "", AT_EMPTY_PATH) / stat of a path

@@ -646,7 +646,7 @@ fn run_takes_its_kernel_paths_from_the_footprints_given() {
         v["ns_per_iteration"].as_f64().unwrap()
     };
     let committed = ns(&[]);
-    let builtin = kharden::kernel::footprint::BUILTIN;
+    let builtin = kharden::kernel::footprints::footprint::BUILTIN;
     let same = d.join("same.toml");
     std::fs::write(&same, builtin).unwrap();
     assert_eq!(ns(&["--footprints", same.to_str().unwrap()]), committed);
@@ -671,7 +671,7 @@ fn run_takes_its_kernel_paths_from_the_footprints_given() {
     )
     .unwrap();
     let longer = ns(&["--footprints", slower.to_str().unwrap()]);
-    let host_ghz = kharden::kernel::footprint::Footprints::builtin()
+    let host_ghz = kharden::kernel::footprints::footprint::Footprints::builtin()
         .kernel
         .host_ghz;
     let haswell = kharden::machine::load("haswell-i7-4770").unwrap();

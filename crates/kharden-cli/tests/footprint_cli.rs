@@ -1,7 +1,7 @@
 //! `kharden kernel`: the footprint recorder on this host (where perf can sample the kernel;
 //! ignored with the reason elsewhere), and `kernel footprint` on the committed file.
 
-use kharden::kernel::footprint::Footprints;
+use kharden::kernel::footprints::footprint::Footprints;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -114,7 +114,7 @@ fn footprint_views_name_the_latencies_timed_apart() {
 
 #[test]
 fn show_gives_the_recording_hosts_instrumentation_share() {
-    let committed = kharden::kernel::footprint::BUILTIN;
+    let committed = kharden::kernel::footprints::footprint::BUILTIN;
     let f = Footprints::builtin();
     let path = f.path("open-close").unwrap();
     let o = kharden(&["kernel", "footprint", "show", "open-close"]);
@@ -163,8 +163,11 @@ fn bad_paths_and_files_are_one_line_errors() {
 
     let d = scratch("bad");
     let bad = d.join("bad.toml");
-    let text =
-        kharden::kernel::footprint::BUILTIN.replacen("text_bytes = ", "text_bytes = \"x\" # ", 1);
+    let text = kharden::kernel::footprints::footprint::BUILTIN.replacen(
+        "text_bytes = ",
+        "text_bytes = \"x\" # ",
+        1,
+    );
     std::fs::write(&bad, text).unwrap();
     let o = kharden(&["kernel", "footprint", "--file", bad.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&o.stderr);

@@ -410,7 +410,7 @@ fn toggle_protection(page: *mut u8, ro: &mut bool) -> io::Result<()> {
     mprotect(page, prot)
 }
 
-/// The syscall table of crates/kharden/src/kernel/syscall.rs, plus the bare entry and exit
+/// The syscall table of crates/kharden/src/kernel/paths/syscall.rs, plus the bare entry and exit
 /// (a syscall number beyond the table: do_syscall_64 returns -ENOSYS).
 fn model_syscalls(d: &mut Driver) -> io::Result<()> {
     // SAFETY (whole function): plain syscalls on descriptors and buffers owned here.

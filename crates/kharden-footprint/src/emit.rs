@@ -1,5 +1,5 @@
 //! Writes the footprint data file (kernels/linux-RELEASE.toml) that
-//! crates/kharden/src/kernel/footprint.rs loads.
+//! crates/kharden/src/kernel/footprints/footprint.rs loads.
 
 use crate::kallsyms::Kallsyms;
 use crate::latency::Latency;
@@ -117,7 +117,7 @@ pub fn write(
     let _ = writeln!(w, "# Text offsets are bytes from _text (the image start), so KASLR does not matter; a line is");
     let _ = writeln!(
         w,
-        "# offset / 64 and a page offset / 4096. Loaded by crates/kharden/src/kernel/footprint.rs;"
+        "# offset / 64 and a page offset / 4096. Loaded by crates/kharden/src/kernel/footprints/footprint.rs;"
     );
     let _ = writeln!(
         w,

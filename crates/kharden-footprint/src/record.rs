@@ -108,7 +108,7 @@ pub fn excluded(path: &str, ctx: u8) -> Option<&'static str> {
         return Some("interrupt");
     }
     if ctx & INSTRUMENTATION != 0 {
-        return Some(kharden::kernel::path_footprint::INSTRUMENTATION);
+        return Some(kharden::kernel::footprints::path_footprint::INSTRUMENTATION);
     }
     // Delivery rides on the return of the syscall that unblocked the signal: only the
     // samples under arch_do_signal_or_restart are its own.

@@ -1,8 +1,8 @@
 //! The committed recording (kernels/linux-6.18.44-fc-v669.toml) against the driver: every
 //! path a scenario names was recorded, and compiles into a path the kernel model can run.
 
-use kharden::kernel::footprint::Footprints;
-use kharden::kernel::recording;
+use kharden::kernel::footprints::footprint::Footprints;
+use kharden::kernel::paths::recording;
 use kharden_footprint::driver::SCENARIOS;
 
 #[test]
@@ -54,7 +54,7 @@ const NOT_TRACED: &[&str] = &["variants"];
 
 #[test]
 fn the_trace_covers_every_driver_path_and_finds_the_interrupts_off_scheduler() {
-    use kharden::kernel::traced::{completeness, TracedFootprints};
+    use kharden::kernel::footprints::traced::{completeness, TracedFootprints};
     let t = TracedFootprints::builtin();
     for s in SCENARIOS.iter().filter(|s| !NOT_TRACED.contains(&s.name)) {
         for &name in s.paths {

@@ -99,17 +99,17 @@ fn reproduce(py: Python<'_>, name: String, set: Vec<String>) -> PyResult<String>
 }
 
 /// Makes the footprint file at `path` the kernel recording of every later simulation in
-/// this process (kernel/recording.rs; the CLI's `--footprints`).
+/// this process (kernel/paths/recording.rs; the CLI's `--footprints`).
 #[pyfunction]
 fn use_footprints(path: &str) -> PyResult<()> {
-    kharden::kernel::recording::select(path).map_err(err)
+    kharden::kernel::paths::recording::select(path).map_err(err)
 }
 
 /// The footprints chosen for this process (use_footprints), as the JSON of their texts
 /// that use_footprints_portable takes in another process; None for the committed ones.
 #[pyfunction]
 fn chosen_footprints() -> PyResult<Option<String>> {
-    kharden::kernel::recording::chosen()
+    kharden::kernel::paths::recording::chosen()
         .map(|p| serde_json::to_string(&p).map_err(|e| err(e.to_string())))
         .transpose()
 }
@@ -118,9 +118,9 @@ fn chosen_footprints() -> PyResult<Option<String>> {
 /// Ray worker gets the texts, not the files.
 #[pyfunction]
 fn use_footprints_portable(json: &str) -> PyResult<()> {
-    let p: kharden::kernel::recording::Portable = serde_json::from_str(json)
+    let p: kharden::kernel::paths::recording::Portable = serde_json::from_str(json)
         .map_err(|e| err(format!("footprints sent to this worker: {e}")))?;
-    kharden::kernel::recording::select_portable(p).map_err(err)
+    kharden::kernel::paths::recording::select_portable(p).map_err(err)
 }
 
 /// Names the reproductions `reproduce` takes.

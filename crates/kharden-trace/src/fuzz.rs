@@ -63,7 +63,9 @@ pub fn cpuid_dump(data: &[u8]) -> Result<(), String> {
 /// Bytes as a kernel footprint file: the sampled recording's format, the memtrace one, else
 /// the traced one (whichever their keys name).
 pub fn kernel_footprint(data: &[u8]) -> Result<(), String> {
-    use kharden::kernel::{footprint::Footprints, image_data::ImageData, traced::TracedFootprints};
+    use kharden::kernel::footprints::{
+        footprint::Footprints, image_data::ImageData, traced::TracedFootprints,
+    };
     let text = std::str::from_utf8(data).map_err(|_| "not UTF-8".to_string())?;
     let r = if text.contains("host_ghz") {
         Footprints::parse("fuzz.toml", text).map(|_| ())

@@ -4,7 +4,7 @@
 //! qemu-system-x86_64, Debian's linux-image-6.1.0-*-amd64 in /boot, busybox-static and a
 //! release build of kharden (the guest runs it); scripts/test.sh runs it where they are.
 
-use kharden::kernel::traced::TracedFootprints;
+use kharden::kernel::footprints::traced::TracedFootprints;
 use std::path::Path;
 use std::process::Command;
 

@@ -5,7 +5,8 @@
 //! reviews and fixes found (oracle/historical.rs), each before and after its fix.
 
 use clap::Args as ClapArgs;
-use kharden::kernel::{syscall, Kernel};
+use kharden::kernel::paths::syscall;
+use kharden::kernel::Kernel;
 use kharden::oracle::{historical, scenario, OracleMode, Violation};
 use kharden::workload::SyscallLoop;
 use kharden::{machine, Error, Result};

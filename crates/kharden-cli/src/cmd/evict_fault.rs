@@ -32,7 +32,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeats: u32,
     /// The machine profile of the model's column (a profile of this host).
-    #[arg(long, default_value = kharden::kernel::path::RECORDING_HOST)]
+    #[arg(long, default_value = kharden::kernel::paths::table::RECORDING_HOST)]
     machine: String,
     /// Only the model's column (no native runs).
     #[arg(long, conflicts_with = "fit")]

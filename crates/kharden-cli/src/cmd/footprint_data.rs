@@ -2,8 +2,8 @@
 //! (kernels/*-memtrace.toml, scripts/kernel_memtrace/) beside what the model touches: the
 //! image, direct-map (heap) and stack lines it takes from the measurement, and the objects the
 //! recording estimates from the source where the trace saw no direct-map line.
-use kharden::kernel::image_data::{ImageData, LISTED_ELSEWHERE, REGIONS};
-use kharden::kernel::path::KernelPaths;
+use kharden::kernel::footprints::image_data::{ImageData, LISTED_ELSEWHERE, REGIONS};
+use kharden::kernel::paths::table::KernelPaths;
 use kharden::report::table::Table;
 
 /// Regions shown as columns (the rest are summed under "other regions").
@@ -66,7 +66,7 @@ pub fn show(paths: &KernelPaths, file: Option<&str>, path: Option<&str>) -> khar
         100.0 * d.recurring_share
     );
     println!(
-        "model objects: the stack's measured lines, or the lines of the objects estimated from the source where the trace saw no direct-map line (kernel/path.rs); image: the measured rodata, data and bss lines it runs; heap: the measured direct-map lines it runs, and their 4 KiB pages"
+        "model objects: the stack's measured lines, or the lines of the objects estimated from the source where the trace saw no direct-map line (kernel/paths/table.rs); image: the measured rodata, data and bss lines it runs; heap: the measured direct-map lines it runs, and their 4 KiB pages"
     );
     Ok(())
 }
@@ -100,7 +100,7 @@ fn show_one(d: &ImageData, paths: &KernelPaths, name: &str) -> kharden::Result<(
         ]);
     }
     print!("{t}");
-    let listed = kharden::kernel::image_data::LISTED;
+    let listed = kharden::kernel::footprints::image_data::LISTED;
     for section in listed.into_iter().chain(LISTED_ELSEWHERE) {
         let lines: Vec<String> = p.lines(section).iter().map(|l| l.to_string()).collect();
         let unit = match section {

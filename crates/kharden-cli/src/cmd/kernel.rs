@@ -1,10 +1,10 @@
 //! `kharden kernel record-footprint | footprint [show PATH | compare [PATH] | data [PATH]] |
 //! evict-fault | drive SCENARIO`.
 use clap::{Args as ClapArgs, Subcommand};
-use kharden::kernel::footprint::Footprints;
-use kharden::kernel::path::{KernelPaths, EMPTY_SYSCALL};
-use kharden::kernel::path_footprint::pages_of;
-use kharden::kernel::traced::{base_name, completeness, TracedFootprints};
+use kharden::kernel::footprints::footprint::Footprints;
+use kharden::kernel::footprints::path_footprint::pages_of;
+use kharden::kernel::footprints::traced::{base_name, completeness, TracedFootprints};
+use kharden::kernel::paths::table::{KernelPaths, EMPTY_SYSCALL};
 use kharden::report::table::Table;
 
 #[derive(ClapArgs)]
@@ -263,16 +263,16 @@ fn footprint(a: FootprintArgs) -> kharden::Result<()> {
             }
             print!("{t}");
             println!(
-                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {} (kernel/path.rs)",
+                "work cycles: a path's p10 latency minus the empty syscall's ({EMPTY_SYSCALL}), minus the difference of their modelled warm-loop cache stalls on {} (kernel/paths/table.rs)",
                 f.kernel.host_machine
             );
             for &(name, _) in kharden::kernel::params::LATENCIES_TIMED_APART {
                 print_timed_apart(&paths, name);
             }
-            for d in kharden::kernel::derived::DERIVED {
+            for d in kharden::kernel::footprints::derived::DERIVED {
                 if f.path(d.name).is_some() {
                     println!(
-                        "{}: derived from {}, less the functions its code skips, its latency the share of the samples left, ESTIMATE (kernel/derived.rs): {}",
+                        "{}: derived from {}, less the functions its code skips, its latency the share of the samples left, ESTIMATE (kernel/footprints/derived.rs): {}",
                         d.name, d.from, d.why
                     );
                 }

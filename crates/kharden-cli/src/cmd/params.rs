@@ -28,7 +28,7 @@ impl SetArgs {
     /// simulates.
     pub fn resolve(&self) -> Result<Overrides> {
         if let Some(file) = &self.footprints {
-            kharden::kernel::recording::select(file)?;
+            kharden::kernel::paths::recording::select(file)?;
         }
         Overrides::parse(&self.set)
     }

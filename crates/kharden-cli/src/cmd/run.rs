@@ -5,7 +5,7 @@ use kharden::kernel::Kernel;
 use kharden::oracle::OracleMode;
 use kharden::params::{Overrides, Params};
 use kharden::sim::{Counter, FlushReason, Stats, TimeCategory};
-use kharden::virt::kernel_guest::backing_name;
+use kharden::virt::kernel_guest::{backing_name, KernelVm};
 use kharden::workload::{self, SyscallLoop};
 use kharden::{machine, Error, Result};
 
@@ -218,7 +218,7 @@ pub fn run(args: Args) -> Result<()> {
         let v = serde_json::json!({
             "machine": k.machine.name, "workload": args.workload, "syscall": args.syscall(),
             "defense": k.defense_names(), "iterations": iters, "seconds": elapsed,
-            "guest": k.vm.as_ref().map(|vm| serde_json::json!({
+            "guest": k.vm_as::<KernelVm>().map(|vm| serde_json::json!({
                 "virt": "kvm", "mmu": vm.mmu.flavour.name(), "ept_page": backing_name(vm.backing),
             })),
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
@@ -244,7 +244,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         k.defense_names().join(",")
     };
-    let guest = match &k.vm {
+    let guest = match k.vm_as::<KernelVm>() {
         Some(vm) => format!(
             " in a KVM guest ({} MMU, {} EPT pages)",
             vm.mmu.flavour.name(),

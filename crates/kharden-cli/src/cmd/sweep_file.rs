@@ -61,7 +61,7 @@ fn on_ray(file: &str, output: &Path, address: &str, overrides: &Overrides) -> Re
         .arg("--output")
         .arg(output);
     // The footprints chosen for this process (--footprints) go to the workers as texts.
-    if let Some(recording) = kharden::kernel::recording::chosen() {
+    if let Some(recording) = kharden::kernel::paths::recording::chosen() {
         cmd.arg("--footprints").arg(recording.place);
     }
     for (p, v) in &overrides.software {

@@ -5,7 +5,7 @@
 //! directory (the model interpolates by the bytes a call returns).
 
 use super::{close, ok, open, Driver};
-use kharden::kernel::syscall::{GETDENTS_LARGE, GETDENTS_SMALL};
+use kharden::kernel::paths::syscall::{GETDENTS_LARGE, GETDENTS_SMALL};
 use std::ffi::CString;
 use std::io;
 
@@ -176,7 +176,7 @@ fn walks(d: &mut Driver) -> io::Result<()> {
 
 /// getdents64 of a fresh descriptor of a directory of 8 entries and of one of 256 (names
 /// f000..: every record 24 bytes, "." and ".." included), once each: the bytes returned
-/// are kernel/syscall.rs's GETDENTS_SMALL and GETDENTS_LARGE, which the model interpolates
+/// are kernel/paths/syscall.rs's GETDENTS_SMALL and GETDENTS_LARGE, which the model interpolates
 /// between; the driver checks them.
 fn dirents(d: &mut Driver) -> io::Result<()> {
     const BATCH: usize = 200;

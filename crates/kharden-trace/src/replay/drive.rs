@@ -1,5 +1,5 @@
 //! Pass 2's engine loop: the run advances in slices of simulated time; between slices the
-//! kernel frees exited tasks and the address spaces nobody uses any more (kernel/reap.rs),
+//! kernel frees exited tasks and the address spaces nobody uses any more (kernel/memory/reap.rs),
 //! and the caller hears of the progress (and may stop the run by returning an error).
 //! Slicing changes nothing in the simulation: the engine processes the same events in the
 //! same order whatever the slice boundaries.

@@ -3,7 +3,7 @@
 //! Pass 1 (split.rs) streams the trace once and splits it into one operation file per task.
 //! Pass 2 (source.rs, drive.rs) runs those files through the simulator's engine loop: every
 //! task becomes a program that reads its own file as the scheduler runs it, and the kernel
-//! frees what exited tasks leave behind as the run goes (kernel/reap.rs). Memory and file
+//! frees what exited tasks leave behind as the run goes (kernel/memory/reap.rs). Memory and file
 //! descriptors stay bounded by the live tasks, never by the trace's length.
 //!
 //! What a task did becomes: user computation (its on-CPU time outside syscalls and faults,
@@ -259,7 +259,7 @@ mod tests {
         assert!(
             r.k.tasks
                 .iter()
-                .all(|t| t.state == kharden::kernel::sched::TaskState::Dead),
+                .all(|t| t.state == kharden::kernel::sched::scheduler::TaskState::Dead),
             "every task ran to its end"
         );
         let mms: std::collections::HashSet<_> = r.k.tasks.iter().map(|t| t.mm).collect();

@@ -4,7 +4,7 @@
 use super::ops::{self, file_of, io, Visits};
 use super::variant::{self, Variant};
 use super::Split;
-use kharden::kernel::syscall::Effect;
+use kharden::kernel::paths::syscall::Effect;
 use kharden::sim::Pcg32;
 use kharden::workload::program::{Op, Program};
 use kharden::{Error, Result};

@@ -18,7 +18,7 @@ use super::ops::{self, file_of, io};
 use super::variant::{self, Inside, Variant};
 use super::{Recorded, Split};
 use crate::format::{self, GfpClass, Op as TraceOp};
-use kharden::kernel::recording;
+use kharden::kernel::paths::recording;
 use kharden::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -334,7 +334,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                 let v = variant::classify(name, &call.args, *ret, *target, call.inside);
                 rec.syscalls += 1;
                 let effect = (call.flushed > 0).then_some(
-                    kharden::kernel::syscall::Effect::FlushUserRange {
+                    kharden::kernel::paths::syscall::Effect::FlushUserRange {
                         pages: call.flushed,
                     },
                 );

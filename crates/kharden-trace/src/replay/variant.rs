@@ -5,11 +5,11 @@
 //! kernel time the recording measured, less the recorder's own cost.
 
 use crate::format::{FdKind, Target};
-use kharden::kernel::process::PageCacheFs;
-use kharden::kernel::syscall::{self, Effect, SyscallSpec, GETDENTS_LARGE, GETDENTS_SMALL};
+use kharden::kernel::paths::process::PageCacheFs;
+use kharden::kernel::paths::syscall::{self, Effect, SyscallSpec, GETDENTS_LARGE, GETDENTS_SMALL};
 use kharden::workload::program::Op;
 
-/// Calls that run a path of the syscall table as they are (kernel/syscall.rs's names).
+/// Calls that run a path of the syscall table as they are (kernel/paths/syscall.rs's names).
 pub const CALLS: &[&str] = &[
     "getpid",
     "getppid",

@@ -17,8 +17,8 @@
 use super::{CounterSlots, Defense};
 use crate::arch::caches::L1Side;
 use crate::arch::x86::{paging, Access, PageSize, Pcid, Pfn, PhysAddr, PteFlags, VirtAddr};
-use crate::kernel::layout::{direct_map, DIRECT_MAP};
-use crate::kernel::page_alloc::Gfp;
+use crate::kernel::memory::layout::{direct_map, DIRECT_MAP};
+use crate::kernel::memory::page_alloc::Gfp;
 use crate::kernel::{BootConfig, CpuId, Kernel, KernelGlobal, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::{asi as invariant, Violation};
@@ -639,7 +639,7 @@ impl Defense for Asi {
         _start: VirtAddr,
         pages: u64,
     ) {
-        if pages == crate::kernel::tlbflush::FLUSH_ALL {
+        if pages == crate::kernel::tlb::tlbflush::FLUSH_ALL {
             // The full flush reloaded the full tables' CR3 (native_flush_tlb_local() leaves
             // ASI first); the restricted PCID's copies of the user half are stale now.
             self.exit(k, cpu, Cause::TlbFlush, false);

@@ -7,7 +7,7 @@
 
 use super::{Defense, Family, Variant as Named};
 use crate::arch::x86::{paging, Access, VirtAddr};
-use crate::kernel::layout::KERNEL_RODATA;
+use crate::kernel::memory::layout::KERNEL_RODATA;
 use crate::kernel::{BootConfig, CpuId, Kernel, TaskId, Violation};
 use crate::machine::MachineProfile;
 use crate::params::Params;

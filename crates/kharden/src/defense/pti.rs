@@ -11,8 +11,9 @@
 
 use super::{CounterSlots, Defense};
 use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, VirtAddr};
-use crate::kernel::layout::{CPU_ENTRY_AREA, KERNEL_DATA, KERNEL_TEXT};
-use crate::kernel::{entry_text_page, layout, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
+use crate::kernel::memory::layout;
+use crate::kernel::memory::layout::{CPU_ENTRY_AREA, KERNEL_DATA, KERNEL_TEXT};
+use crate::kernel::{entry_text_page, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::{pti as invariant, Violation};
 use crate::params::{Decl, Params, Unit};
@@ -305,7 +306,7 @@ impl Pti {
 #[cfg(test)]
 mod tests {
     use crate::arch::x86::{paging, PageSize, VirtAddr};
-    use crate::kernel::layout::{cpu_entry_area, KERNEL_DATA, KERNEL_RODATA, KERNEL_TEXT};
+    use crate::kernel::memory::layout::{cpu_entry_area, KERNEL_DATA, KERNEL_RODATA, KERNEL_TEXT};
     use crate::kernel::{entry_text_page, Kernel};
     use crate::{defense, machine};
 

@@ -16,7 +16,7 @@
 use super::{CounterSlots, Defense, Family, Variant as Named};
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, Pte, VirtAddr};
 use crate::kernel::hooks::Violation;
-use crate::kernel::layout::{KERNEL_RODATA_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
+use crate::kernel::memory::layout::{KERNEL_RODATA_BYTES, KERNEL_TEXT, KERNEL_TEXT_BYTES};
 use crate::kernel::{CpuId, Kernel, MmId};
 use crate::sim::{OwnedCounter, TimeCategory};
 
@@ -303,7 +303,7 @@ fn writable_copy(k: &Kernel, copies: &[PhysAddr]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use crate::arch::x86::{paging, PhysAddr, VirtAddr};
-    use crate::kernel::layout::{KERNEL_TEXT, USER_MMAP};
+    use crate::kernel::memory::layout::{KERNEL_TEXT, USER_MMAP};
     use crate::kernel::Kernel;
     use crate::sim::Counter;
     use crate::workload::kernel_ops::{self, Caches, Op};
@@ -402,7 +402,7 @@ mod tests {
         assert!(repl_t < base_t);
     }
 
-    /// The image's rodata lines a path reads (measured under qemu, kernel/image_data.rs)
+    /// The image's rodata lines a path reads (measured under qemu, kernel/footprints/image_data.rs)
     /// come from the node's replica; its data and bss lines stay on node 0 either way.
     #[test]
     fn a_cold_mount_on_the_far_node_reads_rodata_from_its_replica_and_data_from_node_0() {
@@ -413,7 +413,7 @@ mod tests {
             r.stats.counter(Counter::KernelLinesFromRemoteMemory)
                 - r.stats.counter(Counter::KernelTextFromRemoteMemory)
         };
-        let measured = crate::kernel::image_data::ImageData::builtin()
+        let measured = crate::kernel::footprints::image_data::ImageData::builtin()
             .path("mount-proc")
             .unwrap();
         let rodata = measured.rodata_lines.len() as u64;

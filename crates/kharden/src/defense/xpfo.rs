@@ -18,14 +18,15 @@
 
 use super::{CounterSlots, Defense};
 use crate::arch::x86::{PageSize, Pfn, PhysMem, VirtAddr};
-use crate::kernel::cpuset::CpuSet;
-use crate::kernel::page_alloc::Gfp;
-use crate::kernel::shared_line::{LineAccess, SharedLine};
+use crate::kernel::memory::layout;
+use crate::kernel::memory::page_alloc::Gfp;
+use crate::kernel::tlb::shared_line::{LineAccess, SharedLine};
 use crate::kernel::BootConfig;
-use crate::kernel::{layout, CpuId, Kernel, TaskId};
+use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
 use crate::oracle::Violation;
 use crate::params::{Decl, Params, Unit};
+use crate::sim::CpuSet;
 use crate::sim::OwnedCounter;
 use crate::sim::{Counter, FlushReason, IntMap, TimeCategory};
 
@@ -257,7 +258,7 @@ impl Xpfo {
             _ => k.flush_tlb_kernel_range(
                 cpu,
                 VirtAddr(layout::DIRECT_MAP),
-                crate::kernel::tlbflush::FLUSH_ALL,
+                crate::kernel::tlb::tlbflush::FLUSH_ALL,
             ),
         }
     }
@@ -466,7 +467,7 @@ impl Defense for Xpfo {
         // v7 16/16 keeps the mask in task_struct, which dup_task_struct copies.
         match self.pending.get(&parent).cloned() {
             Some(mask) => self.pending.insert(child, mask),
-            // A reaped task's id may come back (kernel/reap.rs): nothing of it survives.
+            // A reaped task's id may come back (kernel/memory/reap.rs): nothing of it survives.
             None => self.pending.remove(&child),
         };
     }
@@ -623,7 +624,7 @@ mod tests {
     #[test]
     fn recycled_frames_carry_their_split_direct_map() {
         use crate::arch::x86::PageSize;
-        use crate::kernel::page_alloc::Gfp;
+        use crate::kernel::memory::page_alloc::Gfp;
         for (d, split, mapped) in [
             ("none", false, true),
             ("xpfo:deferred", true, true),
@@ -683,7 +684,7 @@ mod tests {
     /// it does not move the CPU's clock (Kernel::account).
     #[test]
     fn fitted_page_cost_is_accounted_per_user_page() {
-        use crate::kernel::page_alloc::Gfp;
+        use crate::kernel::memory::page_alloc::Gfp;
         use crate::sim::TimeCategory;
         for (d, charged) in [
             ("none", false),
@@ -728,7 +729,7 @@ mod tests {
     #[test]
     fn locked_operations_follow_a_pages_life() {
         use crate::arch::x86::Access;
-        use crate::kernel::page_alloc::Gfp;
+        use crate::kernel::memory::page_alloc::Gfp;
         use crate::sim::TimeCategory;
         for (d, ops) in [("none", 0), ("xpfo:immediate", 12), ("xpfo:deferred", 12)] {
             let m = machine::load("ivybridge-i5-3550").unwrap();
@@ -758,7 +759,7 @@ mod tests {
     /// and maps it back at free, so the same page flushes again when it is reallocated.
     #[test]
     fn v8_and_v9_batching_differ_at_refill_and_free() {
-        use crate::kernel::page_alloc::Gfp;
+        use crate::kernel::memory::page_alloc::Gfp;
         for (d, mapped_after_refill, flushes_again) in [
             ("xpfo:batched", false, false),
             ("xpfo:batched-v8", true, true),

@@ -206,7 +206,7 @@ pub fn parse(place: &str, text: &str) -> Result<Experiment> {
             );
         }
     }
-    crate::kernel::syscall::lookup(&e.predictions.syscall).ok_or_else(|| {
+    crate::kernel::paths::syscall::lookup(&e.predictions.syscall).ok_or_else(|| {
         Error::at(
             place,
             format!(

@@ -55,7 +55,7 @@ pub struct PredictionSpec {
     pub machine: Option<String>,
     #[serde(default)]
     pub syscall: Option<String>,
-    /// Run the syscall with its measured Linux work (kernel/path.rs) even where the
+    /// Run the syscall with its measured Linux work (kernel/paths/table.rs) even where the
     /// experiment fits the work of the same syscall for another kernel.
     #[serde(default)]
     pub measured_work: bool,
@@ -241,7 +241,7 @@ pub fn run(e: &Experiment, overrides: &Overrides) -> Result<Reproduction> {
         )?);
     }
     notes.extend(rows.iter().zip(&measured).filter_map(implied_cr3_write));
-    notes.push("work cycles of syscalls other than the fitted one are estimates (kernel/syscall.rs), not reproduction targets".into());
+    notes.push("work cycles of syscalls other than the fitted one are estimates (kernel/paths/syscall.rs), not reproduction targets".into());
     Ok(Reproduction {
         rows,
         fitted_parameters: fitted.len() as u32,

@@ -1,9 +1,11 @@
 //! What the kernel offers plug-ins: the hooks it calls at named events (a defense implements
-//! the ones it needs), and the oracle's types it raises when a checked property breaks.
-//! Defined on the kernel's side so the kernel never imports a defense or the oracle.
+//! the ones it needs), the hypervisor it calls when it runs as a guest (virt/ implements
+//! it), and the oracle's types it raises when a checked property breaks. Defined on the
+//! kernel's side so the kernel never imports a defense, virt/ or the oracle.
 
 use super::page_alloc::Gfp;
 use super::{BootConfig, CpuId, Kernel, MmId, TaskId};
+use crate::arch::x86::ept::SecondStage;
 use crate::arch::x86::{Access, Pfn, VirtAddr};
 use crate::machine::MachineProfile;
 use crate::params::Params;
@@ -39,7 +41,7 @@ pub trait Defense {
     fn on_switch_mm(&mut self, _k: &mut Kernel, _cpu: CpuId, _mm: MmId, _need_flush: bool) {}
 
     /// The kernel flushed user addresses [start, start + pages) of `mm` from this CPU's TLB
-    /// in the kernel's context (`pages` = kernel::tlbflush::FLUSH_ALL for a full flush).
+    /// in the kernel's context (`pages` = kernel::tlb::tlbflush::FLUSH_ALL for a full flush).
     fn on_user_tlb_flush(
         &mut self,
         _k: &mut Kernel,
@@ -144,6 +146,37 @@ impl Defense for Running {
     fn name(&self) -> String {
         "(running)".into()
     }
+}
+
+/// The hypervisor under a kernel that runs as a guest (`Kernel::run_in_vm`): the second
+/// stage of every CPU's walks, and the exits the guest's privileged events take. Each
+/// returns the cycles its exit costs; the kernel charges them to the CPU as vm-exit.
+pub trait Hypervisor {
+    /// The second stage (EPT) the guest's walks go through.
+    fn second_stage(&mut self) -> &mut dyn SecondStage;
+
+    /// Cycles of the exits the second stage took since the last call (EPT violations).
+    fn take_exit_cycles(&mut self) -> f64;
+
+    /// The guest's MOV to CR0 setting WP to `wp` (KERNEXEC's pax_open_kernel and
+    /// pax_close_kernel).
+    fn write_cr0_wp(&mut self, wp: bool) -> Cr0Write;
+
+    /// A #DB the guest takes (single-stepping).
+    fn debug_trap(&mut self) -> f64;
+
+    /// The hypervisor's state for kernel/steady.rs (Canon: no clocks, no stamps, no memos).
+    fn canon(&self, c: &mut crate::sim::Canon);
+
+    /// Itself, for its owner to read back as its own type (`Kernel::vm_as`).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// What a guest's MOV to CR0 cost and whether its vCPU must drop every cached translation
+/// (the hypervisor loaded a root and flushed its EPTP) before the guest goes on.
+pub struct Cr0Write {
+    pub cycles: f64,
+    pub flush: bool,
 }
 
 /// How often invariants are checked at returns to user mode.

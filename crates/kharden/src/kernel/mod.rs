@@ -2,38 +2,15 @@
 //! API that kernel paths and defenses share (touch memory, write CR3, invalidate, flush).
 //! Policy lives in `defense/`: the kernel only calls hooks at named events.
 
-pub mod asid;
-pub mod balance;
-pub mod coherence;
-pub mod cpuset;
-pub mod derived;
-pub mod direct_map;
-pub mod entry;
-pub mod footprint;
+pub mod footprints;
 pub mod hooks;
-pub mod image_data;
-pub mod ipi;
-pub mod irq_calendar;
-mod l1_replay;
-pub mod layout;
+pub mod memory;
 pub mod mitigations;
-pub mod mode_log;
-pub mod numa;
-pub mod page_alloc;
 pub mod params;
-pub mod path;
-pub mod path_footprint;
-pub mod path_work;
-pub mod process;
-pub mod reap;
-pub mod recording;
+pub mod paths;
 pub mod sched;
-pub mod shared_line;
 pub mod steady;
-pub mod struct_page;
-pub mod syscall;
-pub mod tlbflush;
-pub mod traced;
+pub mod tlb;
 
 use crate::arch::caches::CacheHierarchy;
 use crate::arch::x86::mmu::Translated;
@@ -42,9 +19,13 @@ use crate::arch::x86::{
     TlbHolders, VirtAddr, WalkEnv,
 };
 use crate::machine::MachineProfile;
-use crate::sim::{Clock, Counter, Stats, Time, TimeCategory};
-pub use hooks::{Defense, OracleMode, Violation};
-use layout::*;
+use crate::sim::{Clock, Counter, CpuSet, Stats, Time, TimeCategory};
+pub use hooks::{Defense, Hypervisor, OracleMode, Violation};
+use memory::layout::*;
+use memory::{page_alloc, reap};
+use paths::{l1_replay, recording, table};
+use sched::{balance, scheduler};
+use tlb::{asid, coherence, irq_calendar, mode_log};
 
 pub type CpuId = usize;
 pub type MmId = usize;
@@ -181,7 +162,7 @@ pub struct Cpu {
     /// Until when it spins waiting for its own IPIs' acknowledgements.
     pub(crate) spin_until: Time,
     /// Per kernel path: where its lines were in L1 after its last run here
-    /// (kernel/l1_replay.rs).
+    /// (kernel/paths/l1_replay.rs).
     pub(crate) path_memo: Vec<l1_replay::PathResidence>,
 }
 
@@ -204,7 +185,7 @@ pub struct Mm {
     /// Flush generation (Linux mm->context.tlb_gen), bumped by every flush_tlb_mm_range().
     pub tlb_gen: u64,
     /// CPUs that may hold TLB entries of this mm (Linux mm_cpumask).
-    pub cpumask: cpuset::CpuSet,
+    pub cpumask: CpuSet,
     /// Anonymous regions mapped by mmap(): (start, pages).
     pub vmas: Vec<(VirtAddr, u64)>,
     next_mmap: u64,
@@ -214,9 +195,9 @@ pub struct Mm {
     pub anon: Vec<Pfn>,
     /// Live tasks using this address space (Linux mm_users): its threads.
     pub users: u32,
-    /// The process's slab objects (mm_struct, files_struct, ...: kernel/path.rs), in the
+    /// The process's slab objects (mm_struct, files_struct, ...: kernel/paths/table.rs), in the
     /// direct map.
-    pub objects: [VirtAddr; path::PROCESS_OBJECT_PAGES],
+    pub objects: [VirtAddr; table::PROCESS_OBJECT_PAGES],
 }
 
 #[derive(Debug)]
@@ -224,7 +205,7 @@ pub struct Task {
     pub name: String,
     pub mm: MmId,
     pub parent: Option<TaskId>,
-    pub state: sched::TaskState,
+    pub state: scheduler::TaskState,
     pub last_cpu: Option<CpuId>,
     /// When it last stopped running (the load balancer leaves cache-hot tasks in place).
     pub last_ran: Option<Time>,
@@ -241,8 +222,8 @@ pub struct Kernel {
     pub params: params::KernelParams,
     /// Every parameter the run booted with (workloads read theirs; JSON output records it).
     pub run_params: crate::params::Params,
-    /// The kernel paths' measured footprints and work (kernel/path.rs).
-    pub paths: std::sync::Arc<path::KernelPaths>,
+    /// The kernel paths' measured footprints and work (kernel/paths/table.rs).
+    pub paths: std::sync::Arc<table::KernelPaths>,
     pub mem: PhysMem,
     pub caches: CacheHierarchy,
     pub cpus: Vec<Cpu>,
@@ -252,11 +233,11 @@ pub struct Kernel {
     /// init_mm's PGD: the template of every address space's kernel half.
     pub kernel_root: Pfn,
     /// init_mm's PGD per NUMA node, indexed by node, when a defense replicates the kernel
-    /// half (kernel/numa.rs); empty otherwise.
+    /// half (kernel/memory/numa.rs); empty otherwise.
     pub kernel_node_roots: Vec<Pfn>,
     pub mms: Vec<Mm>,
     pub tasks: Vec<Task>,
-    /// Slots of `tasks` and `mms` freed by reap.rs, taken again by the next fork.
+    /// Slots of `tasks` and `mms` freed by memory/reap.rs, taken again by the next fork.
     pub task_slots: reap::Slots,
     pub mm_slots: reap::Slots,
     pub violations: Vec<Violation>,
@@ -270,12 +251,12 @@ pub struct Kernel {
     pub(crate) file_pages: crate::sim::IntMap<u64, Pfn>,
     /// The kernel's own random choices (which cached page a read hits), seeded at boot.
     pub rng: crate::sim::Pcg32,
-    /// Per node: bytes of its memory the direct map covers so far (direct_map.rs).
+    /// Per node: bytes of its memory the direct map covers so far (memory/direct_map.rs).
     pub(crate) direct_map_covered: Vec<u64>,
-    /// Per node: the physical base of its copy of the kernel heap (path::KernelHeap).
+    /// Per node: the physical base of its copy of the kernel heap (paths/table.rs, KernelHeap).
     pub(crate) kernel_heap: Vec<u64>,
     /// Contents of patched kernel text, by physical line: the version last written there
-    /// (kernel/numa.rs; unpatched lines are version 0).
+    /// (kernel/memory/numa.rs; unpatched lines are version 0).
     pub text_contents: crate::sim::IntMap<u64, u64>,
     /// Patched kernel text lines by virtual address, and the version the last patch wrote.
     pub text_patches: crate::sim::IntMap<u64, u64>,
@@ -296,8 +277,8 @@ pub struct Kernel {
     /// While a steady-state probe runs: whether the oracle, asked at every return to user
     /// mode, found anything (kernel/steady.rs).
     oracle_probe: Option<bool>,
-    /// The VM the kernel runs in, if it is a guest (`run_in_vm`).
-    pub vm: Option<crate::virt::KernelVm>,
+    /// The hypervisor the kernel runs under, if it is a guest (`run_in_vm`).
+    pub vm: Option<Box<dyn Hypervisor>>,
 }
 
 impl Kernel {
@@ -503,8 +484,8 @@ impl Kernel {
         for i in 256..512 {
             paging::share_pml4_entry(&mut self.mem, root, kernel_half, i);
         }
-        let cpumask = cpuset::CpuSet::new(self.cpus.len());
-        let objects = [(); path::PROCESS_OBJECT_PAGES]
+        let cpumask = CpuSet::new(self.cpus.len());
+        let objects = [(); table::PROCESS_OBJECT_PAGES]
             .map(|_| direct_map(self.alloc_page(cpu, page_alloc::Gfp::Kernel, None).addr().0));
         let heap = VirtAddr(USER_HEAP);
         let mm = Mm {
@@ -568,7 +549,7 @@ impl Kernel {
                 0,
             );
         }
-        let state = sched::TaskState::Runnable;
+        let state = scheduler::TaskState::Runnable;
         let task = Task {
             name: name.into(),
             mm,
@@ -645,10 +626,7 @@ impl Kernel {
             caches: &mut self.caches,
             stats: &mut c.stats,
             holders: Some((&mut self.holders, cpu)),
-            ept: self
-                .vm
-                .as_mut()
-                .map(|vm| vm as &mut dyn crate::arch::x86::ept::SecondStage),
+            ept: self.vm.as_mut().map(|vm| vm.second_stage()),
         };
         let translated = c.mmu.translate(&mut env, va, access, c.user_mode);
         if self.vm.is_some() {
@@ -720,13 +698,18 @@ impl Kernel {
         }
     }
 
-    /// From now on the kernel runs as a guest in `vm`: every CPU enters VMX non-root mode
+    /// From now on the kernel runs as a guest under `vm`: every CPU enters VMX non-root mode
     /// (its TLBs start empty) and walks in two dimensions. Call before the workload starts.
-    pub fn run_in_vm(&mut self, vm: crate::virt::KernelVm) {
+    pub fn run_in_vm(&mut self, vm: impl Hypervisor + 'static) {
         for c in &mut self.cpus {
             c.mmu.enter_guest();
         }
-        self.vm = Some(vm);
+        self.vm = Some(Box::new(vm));
+    }
+
+    /// The hypervisor the kernel runs under, as the type its owner gave `run_in_vm`.
+    pub fn vm_as<T: Hypervisor + 'static>(&self) -> Option<&T> {
+        self.vm.as_ref()?.as_any().downcast_ref()
     }
 
     /// MOV to CR0 on `cpu` setting WP to `wp` (KERNEXEC's pax_open_kernel and

@@ -34,7 +34,7 @@ pub struct Probe {
 }
 
 impl Kernel {
-    /// A decision from a CPU clock (kernel/ipi.rs, sched.rs, balance.rs, shared_line.rs):
+    /// A decision from a CPU clock (tlb/ipi.rs, sched/scheduler.rs, sched/balance.rs, tlb/shared_line.rs):
     /// an iteration that makes one is never taken for a period.
     pub(crate) fn note_clock_read(&self) {
         self.clock_reads.set(self.clock_reads.get() + 1);
@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn repeating_a_period_moves_clocks_and_counts_on() {
         let mut k = kernel("pti:linux");
-        let getppid = crate::kernel::syscall::lookup("getppid").unwrap();
+        let getppid = crate::kernel::paths::syscall::lookup("getppid").unwrap();
         let task = k.spawn("loop", None);
         k.switch_to(0, task);
         k.enter_user(0);

@@ -45,7 +45,7 @@ pub struct MachineProfile {
     pub measured: Option<HostMeasurements>,
     /// Hardware virtualization (VMX/SVM exits, EPT, VPID), for KVM guests (virt/).
     #[serde(default)]
-    pub virt: Option<crate::virt::VirtHardware>,
+    pub virt: Option<VirtHardware>,
 }
 
 /// One idle state: how long leaving it takes, and how long an idle period must be for the
@@ -332,4 +332,36 @@ pub struct HostMeasurements {
     /// Extra latency of a load whose translation misses the first-level DTLB and hits the second level.
     #[serde(default)]
     pub stlb_hit_ns: Option<f64>,
+}
+
+/// Which hardware virtualization a profile has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VirtFlavour {
+    /// Intel VT-x: CR0 writes exit per the guest/host mask; EPT; VPID.
+    Vmx,
+    /// AMD-V: no per-bit CR0 mask. KVM always sets the selective CR0 write intercept, which
+    /// exits on a change of any bit but TS and MP (it drops only the full CR0 intercepts
+    /// under NPT, svm_set_cr0), so every CR0.WP toggle exits; NPT.
+    Svm,
+}
+
+/// The `[virt]` section of a machine profile: hardware facts, each sourced in the TOML (the
+/// VMX/SVM model, virt/vmx.rs, uses them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VirtHardware {
+    pub flavour: VirtFlavour,
+    /// Two-dimensional paging (EPT / NPT).
+    pub ept: bool,
+    /// TLB entries tagged by VPID (ASID on SVM), so exits and entries do not flush.
+    pub vpid: bool,
+    /// Cycles of the hardware VM exit (guest state saved, host state loaded).
+    pub vmexit_cycles: f64,
+    /// Cycles of the hardware VM entry (VMRESUME with its checks and guest state load).
+    pub vmentry_cycles: f64,
+    /// Cycles of INVEPT single-context (the instruction; refills are simulated).
+    pub invept_cycles: f64,
+    /// Cycles of INVVPID single-context.
+    pub invvpid_cycles: f64,
 }

@@ -4,7 +4,8 @@
 //! --all-historical` runs them; docs/design/historical-bugs.md tells each story.
 
 use crate::error::{Error, Result};
-use crate::kernel::{syscall, Kernel};
+use crate::kernel::paths::syscall;
+use crate::kernel::Kernel;
 use crate::machine::{self, MachineProfile};
 use crate::oracle::{scenario, OracleMode};
 use crate::params::Params;

@@ -10,7 +10,8 @@ pub use crate::kernel::hooks::{OracleMode, Violation};
 
 #[cfg(test)]
 mod tests {
-    use crate::kernel::{syscall, Kernel};
+    use crate::kernel::paths::syscall;
+    use crate::kernel::Kernel;
     use crate::oracle::OracleMode;
     use crate::workload::SyscallLoop;
     use crate::{defense, machine};

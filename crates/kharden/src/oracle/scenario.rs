@@ -6,9 +6,11 @@ use super::{OracleMode, Violation};
 use crate::arch::x86::{Access, Pfn};
 use crate::defense::Defense;
 use crate::error::{Error, Result};
-use crate::kernel::page_alloc::Gfp;
-use crate::kernel::process::PageCacheFs;
-use crate::kernel::{syscall, tlbflush, CpuId, Kernel, TaskId};
+use crate::kernel::memory::page_alloc::Gfp;
+use crate::kernel::paths::process::PageCacheFs;
+use crate::kernel::paths::syscall;
+use crate::kernel::tlb::tlbflush;
+use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::machine::MachineProfile;
 use crate::params::Params;
 
@@ -156,7 +158,7 @@ pub fn page_cache_read(
     params: &Params,
 ) -> Result<Vec<Violation>> {
     let mut k = boot(machine, defenses, params, "page-cache-read")?;
-    let buffer = crate::arch::x86::VirtAddr(crate::kernel::layout::USER_DATA);
+    let buffer = crate::arch::x86::VirtAddr(crate::kernel::memory::layout::USER_DATA);
     for cpu in [0, 1] {
         let t = k.spawn_on(cpu, "reader", None);
         run_next(&mut k, cpu, t);
@@ -176,7 +178,7 @@ pub fn page_cache_read(
 }
 
 /// Kernel text changes under running CPUs: after text_poke() returns, every CPU must
-/// execute the new bytes, whichever copy of the text its node maps (kernel/numa.rs checks
+/// execute the new bytes, whichever copy of the text its node maps (kernel/memory/numa.rs checks
 /// this as the poke returns), and no mapping may let a write reach any copy (the defenses'
 /// own checks at every return to user mode).
 pub fn text_poke(
@@ -199,7 +201,8 @@ pub fn text_poke(
         k.syscall(cpu, &getppid)?;
     }
     let first_line = k.paths.get(getppid.path).text[0].1[0];
-    let line = crate::arch::x86::VirtAddr(crate::kernel::layout::KERNEL_TEXT + first_line * 64);
+    let line =
+        crate::arch::x86::VirtAddr(crate::kernel::memory::layout::KERNEL_TEXT + first_line * 64);
     k.text_poke(cpus[0], line)?;
     for &cpu in &cpus {
         k.syscall(cpu, &getppid)?;

@@ -3,7 +3,7 @@
 
 use super::Violation;
 use crate::arch::x86::Pfn;
-use crate::kernel::layout::DIRECT_MAP;
+use crate::kernel::memory::layout::DIRECT_MAP;
 use crate::kernel::{CpuId, Kernel};
 
 pub fn check(

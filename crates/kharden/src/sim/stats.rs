@@ -30,7 +30,7 @@ named_enum! {
         Kernel = "kernel",
         /// TLB refills of kernel-mode accesses.
         KernelTlbRefill = "kernel-tlb-refill",
-        /// Waits for kernel text and data lines that missed L1 (kernel/path.rs).
+        /// Waits for kernel text and data lines that missed L1 (kernel/paths/run.rs).
         KernelCacheMiss = "kernel-cache-miss",
         /// SYSCALL/SYSRET (or SVC/ERET) instructions.
         SyscallInsn = "syscall-insn",
@@ -118,10 +118,10 @@ named_enum! {
         KernelTextFromMemory = "kernel_text.memory",
         KernelTextFromRemoteMemory = "kernel_text.remote_memory",
         /// Lines a page clear, page copy or object initialisation stored that came from
-        /// DRAM (kernel/path.rs store_lines).
+        /// DRAM (kernel/paths/run.rs store_lines).
         KernelStoreLinesFromMemory = "kernel_store_lines.memory",
         /// struct page lines the page allocator touched that came from DRAM
-        /// (kernel/struct_page.rs).
+        /// (kernel/memory/struct_page.rs).
         StructPagesFromMemory = "struct_page.memory",
         /// Page-walk loads served by another node's DRAM.
         WalkLoadsRemoteDram = "page_walker_loads.remote_memory",
@@ -168,7 +168,7 @@ named_enum! {
         DirectMapSplits = "direct_map_splits",
         PageFaults = "page_faults",
         RefcountOps = "refcount_ops",
-        /// Misses on kernel lines shared between CPUs outside the IPI path (kernel/shared_line.rs).
+        /// Misses on kernel lines shared between CPUs outside the IPI path (kernel/tlb/shared_line.rs).
         SharedLineTransfers = "shared_line_transfers",
         /// Cycles of recorded kernel-path work left out for the speculation mitigations the
         /// kernel does not run (kernel/mitigations.rs), rounded per path run.

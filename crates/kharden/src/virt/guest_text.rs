@@ -1,11 +1,11 @@
 //! The guest kernel's code per phase of an ssdd step, from the kernel path footprints
-//! measured on a real kernel (kernels/linux-6.18.44-fc-v669.toml, kernel/footprint.rs): the
+//! measured on a real kernel (kernels/linux-6.18.44-fc-v669.toml, kernel/footprints/footprint.rs): the
 //! estimated lines of every function each path ran, grouped by 4 KiB text page. A phase's
 //! text is what its path runs and the phases before it in the step have not already listed,
 //! so the step's text working set is the union of the paths' (docs/design/kvm.md).
 
-use crate::kernel::footprint::Footprints;
-use crate::kernel::path_footprint::{LINE_BYTES, PAGE_BYTES};
+use crate::kernel::footprints::footprint::Footprints;
+use crate::kernel::footprints::path_footprint::{LINE_BYTES, PAGE_BYTES};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One 4 KiB page of guest kernel text a phase runs, and which of its 64 lines.

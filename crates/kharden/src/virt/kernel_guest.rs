@@ -11,12 +11,14 @@
 
 use super::kvm_mmu::{KvmMmu, Variant};
 use super::params::KvmCosts;
-use super::vmx::{Cr0Controls, ExitReason, VirtHardware, CR0_PG, CR0_WP};
+use super::vmx::{Cr0Controls, ExitReason, CR0_PG, CR0_WP};
 use super::MmuFlavour;
 use crate::arch::x86::ept::{HostTables, SecondStage, EPT_TABLES_HOST_BASE};
 use crate::arch::x86::{PageSize, Pcid, Pfn, PhysAddr, PteFlags};
 use crate::error::{Error, Result};
+use crate::kernel::hooks::{Cr0Write, Hypervisor};
 use crate::machine::MachineProfile;
+use crate::machine::VirtHardware;
 use crate::params::Params;
 
 /// One vCPU's VM: KVM's MMU for it (roots, roles, the CR0 variants of virt/kvm_mmu) with
@@ -42,13 +44,6 @@ pub struct VmCounts {
     pub cr0_writes: u64,
     /// INVEPTs at root loads.
     pub flushes: u64,
-}
-
-/// What a guest's MOV to CR0 cost and whether its vCPU must drop every cached translation
-/// (KVM loaded a root and flushed its EPTP) before the guest goes on.
-pub struct Cr0Write {
-    pub cycles: f64,
-    pub flush: bool,
 }
 
 impl KernelVm {
@@ -91,17 +86,23 @@ impl KernelVm {
         self.counts.exits[reason as usize] += 1;
         self.costs.exit_cycles(&self.hw)
     }
+}
+
+impl Hypervisor for KernelVm {
+    fn second_stage(&mut self) -> &mut dyn SecondStage {
+        self
+    }
 
     /// A #DB the guest takes (single-stepping): KVM intercepts every #DB since
-    /// CVE-2015-8104 and reinjects it. Returns the cycles.
-    pub fn debug_trap(&mut self) -> f64 {
+    /// CVE-2015-8104 and reinjects it.
+    fn debug_trap(&mut self) -> f64 {
         self.exit(ExitReason::ExceptionNmi) + self.costs.db_reinject_cycles
     }
 
     /// The guest's MOV to CR0 setting WP to `wp`: an exit if the VMCS mask says so, then
     /// kvm_post_set_cr0's MMU work per variant and, if that unloaded the root, the load at
     /// the next entry with its INVEPT.
-    pub fn write_cr0_wp(&mut self, wp: bool) -> Cr0Write {
+    fn write_cr0_wp(&mut self, wp: bool) -> Cr0Write {
         self.counts.cr0_writes += 1;
         let new = if wp {
             self.cr0 | CR0_WP
@@ -129,15 +130,19 @@ impl KernelVm {
     }
 
     /// The VM's state for kernel/steady.rs (its counters only count).
-    pub fn canon(&self, c: &mut crate::sim::Canon) {
+    fn canon(&self, c: &mut crate::sim::Canon) {
         self.mmu.canon(c);
         c.words([self.cr0, self.ctl.read_shadow]);
     }
 
     /// Cycles of the EPT violations since the last call: per violation the exit and entry,
     /// KVM's exit path and fault handling, and per EPT table page allocated its clearing.
-    pub fn take_exit_cycles(&mut self) -> f64 {
+    fn take_exit_cycles(&mut self) -> f64 {
         std::mem::take(&mut self.unpaid)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

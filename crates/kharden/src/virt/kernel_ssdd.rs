@@ -58,7 +58,7 @@ pub fn run_ssdd(
     let mut ssdd = crate::workload::ssdd::Ssdd::start(&mut k, pairs)?;
     ssdd.guest_work_cycles = guest_work_cycles;
     ssdd.run(&mut k, warmup)?;
-    let vm = k.vm.as_ref().expect("runs in a VM");
+    let vm = k.vm_as::<KernelVm>().expect("runs in a VM");
     let (counts0, mmu0) = (vm.counts.clone(), vm.mmu.stats.clone());
     let per_step = ssdd.run(&mut k, sample)?;
     if let Some(v) = k.violations.first() {
@@ -67,7 +67,7 @@ pub fn run_ssdd(
             v.what
         )));
     }
-    let vm = k.vm.as_ref().expect("runs in a VM");
+    let vm = k.vm_as::<KernelVm>().expect("runs in a VM");
     let mut counts = vm.counts.clone();
     for (a, b) in counts.exits.iter_mut().zip(counts0.exits) {
         *a -= b;

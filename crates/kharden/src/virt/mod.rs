@@ -28,7 +28,6 @@ pub use kernel_guest::KernelVm;
 pub use kvm_mmu::{MmuFlavour, Variant};
 pub use ssdd::{run_ssdd, SsddConfig, SsddResult};
 pub use ssdd_options::{GuestModel, SsddOptions, SsddOutcome, SsddWords};
-pub use vmx::VirtHardware;
 
 /// A guest-physical address (what the guest's page tables hold, what EPT translates).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

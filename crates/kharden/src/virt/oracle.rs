@@ -3,8 +3,8 @@
 //! hardware performs it (through whatever translation, cached or walked, is current) and
 //! when KVM emulates it with its own permission bitmap.
 
-use super::vmx::VirtFlavour;
 use crate::arch::x86::VirtAddr;
+use crate::machine::VirtFlavour;
 
 /// What a vCPU saw when it probed a read-only page right after a CR0 write: CR0.WP, and
 /// whether a supervisor write went through on each path.

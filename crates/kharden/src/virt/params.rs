@@ -254,7 +254,7 @@ pub struct KvmCosts {
 
 impl KvmCosts {
     /// One exit and its entry on `hw`, with KVM's exit/entry software around them.
-    pub fn exit_cycles(&self, hw: &super::vmx::VirtHardware) -> f64 {
+    pub fn exit_cycles(&self, hw: &crate::machine::VirtHardware) -> f64 {
         hw.vmexit_cycles + hw.vmentry_cycles + self.exit_software_cycles
     }
 

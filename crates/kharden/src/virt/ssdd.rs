@@ -11,7 +11,7 @@ use super::kvm_mmu::{KvmMmu, MmuFlavour, MmuStats, Variant};
 use super::oracle::{self, Cr0Probe};
 use super::params::{GuestParams, KvmCosts};
 use super::placement::{MeasuredPlacement, Placement};
-use super::vmx::{Cr0Controls, ExitReason, VirtFlavour, VirtHardware, CR0_PG, CR0_WP};
+use super::vmx::{Cr0Controls, ExitReason, CR0_PG, CR0_WP};
 use super::GuestPhysAddr;
 use crate::arch::caches::CacheHierarchy;
 use crate::arch::x86::psc::PscEntry;
@@ -19,6 +19,7 @@ use crate::arch::x86::tlb::TlbEntry;
 use crate::arch::x86::{PageSize, Pcid, PhysAddr, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
 use crate::machine::MachineProfile;
+use crate::machine::{VirtFlavour, VirtHardware};
 use crate::params::Params;
 
 #[derive(Debug, Clone)]

@@ -3,43 +3,12 @@
 //! CR0 exits (SDM 25.1.3: a write exits if it would change a bit set in the mask away from
 //! the read shadow), and the cost of an exit and an entry from the machine profile.
 
-use serde::{Deserialize, Serialize};
+use crate::machine::VirtFlavour;
 
 /// CR0.WP (bit 16).
 pub const CR0_WP: u64 = 1 << 16;
 /// CR0.PG (bit 31).
 pub const CR0_PG: u64 = 1 << 31;
-
-/// Which hardware virtualization a profile has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VirtFlavour {
-    /// Intel VT-x: CR0 writes exit per the guest/host mask; EPT; VPID.
-    Vmx,
-    /// AMD-V: no per-bit CR0 mask. KVM always sets the selective CR0 write intercept, which
-    /// exits on a change of any bit but TS and MP (it drops only the full CR0 intercepts
-    /// under NPT, svm_set_cr0), so every CR0.WP toggle exits; NPT.
-    Svm,
-}
-
-/// The `[virt]` section of a machine profile: hardware facts, each sourced in the TOML.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VirtHardware {
-    pub flavour: VirtFlavour,
-    /// Two-dimensional paging (EPT / NPT).
-    pub ept: bool,
-    /// TLB entries tagged by VPID (ASID on SVM), so exits and entries do not flush.
-    pub vpid: bool,
-    /// Cycles of the hardware VM exit (guest state saved, host state loaded).
-    pub vmexit_cycles: f64,
-    /// Cycles of the hardware VM entry (VMRESUME with its checks and guest state load).
-    pub vmentry_cycles: f64,
-    /// Cycles of INVEPT single-context (the instruction; refills are simulated).
-    pub invept_cycles: f64,
-    /// Cycles of INVVPID single-context.
-    pub invvpid_cycles: f64,
-}
 
 /// VM exit reasons, named as `perf kvm stat` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -13,7 +13,7 @@ use super::program::{Op, Program};
 use super::run::{Runner, Window};
 use crate::defense::{self, Extension};
 use crate::error::{Error, Result};
-use crate::kernel::entry::UserL1Lines;
+use crate::kernel::paths::entry::UserL1Lines;
 use crate::kernel::{Kernel, OracleMode};
 use crate::machine::MachineProfile;
 use crate::params::{Decl, Params, Unit};

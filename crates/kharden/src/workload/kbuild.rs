@@ -7,9 +7,9 @@
 //! process's life at constant rates.
 
 use super::program::{Op, Program};
-use crate::kernel::entry::UserL1Lines;
-use crate::kernel::process::PageCacheFs;
-use crate::kernel::syscall::SyscallSpec;
+use crate::kernel::paths::entry::UserL1Lines;
+use crate::kernel::paths::process::PageCacheFs;
+use crate::kernel::paths::syscall::SyscallSpec;
 use crate::sim::Pcg32;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -353,7 +353,10 @@ mod tests {
             read_pages: 20.0,
             read_misses: 2.0,
             write_pages: 4.0,
-            syscall_mix: vec![(crate::kernel::syscall::lookup("lseek").unwrap(), 30.0)],
+            syscall_mix: vec![(
+                crate::kernel::paths::syscall::lookup("lseek").unwrap(),
+                30.0,
+            )],
             touches_per_chunk: 20,
             user_l1_lines_per_cycle: Default::default(),
         }
@@ -414,7 +417,7 @@ mod tests {
         let tasks = &r.k.tasks;
         assert!(tasks
             .iter()
-            .all(|t| t.state == crate::kernel::sched::TaskState::Dead));
+            .all(|t| t.state == crate::kernel::sched::scheduler::TaskState::Dead));
         // The tree: make runs the shells, a shell runs gcc, gcc runs cc1 and as.
         let parent_of = |name: &str| -> Vec<&str> {
             let mut p: Vec<&str> = tasks

@@ -4,7 +4,7 @@
 
 use super::kbuild::{JobSpec, ProcessSpec};
 use crate::error::{Error, Result};
-use crate::kernel::entry::UserL1Lines;
+use crate::kernel::paths::entry::UserL1Lines;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -60,10 +60,12 @@ impl JobProfile {
         check_process_tree(&p.process).map_err(|e| Error::at(place, e))?;
         let mix_sum: f64 = p.syscall_mix.values().sum();
         for (name, share) in &p.syscall_mix {
-            if crate::kernel::syscall::lookup(name).is_none() {
+            if crate::kernel::paths::syscall::lookup(name).is_none() {
                 return Err(Error::at(
                     place,
-                    format!("syscall_mix.{name}: not in the syscall table (kernel/syscall.rs)"),
+                    format!(
+                        "syscall_mix.{name}: not in the syscall table (kernel/paths/syscall.rs)"
+                    ),
                 ));
             }
             if !(share.is_finite() && *share >= 0.0)
@@ -163,7 +165,7 @@ impl JobProfile {
             .syscall_mix
             .iter()
             .map(|(name, share)| {
-                let spec = crate::kernel::syscall::lookup(name).expect("checked at parse");
+                let spec = crate::kernel::paths::syscall::lookup(name).expect("checked at parse");
                 (spec, self.syscalls * share)
             })
             .collect();

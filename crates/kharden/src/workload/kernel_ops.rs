@@ -23,8 +23,8 @@
 
 use crate::arch::x86::InvpcidType;
 use crate::error::{Error, Result};
-use crate::kernel::path_work::Work;
-use crate::kernel::syscall::{self, SyscallSpec};
+use crate::kernel::paths::path_work::Work;
+use crate::kernel::paths::syscall::{self, SyscallSpec};
 use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Stats, Time};
 
@@ -201,7 +201,7 @@ pub fn run(k: &mut Kernel, op: Op, caches: Caches, node: u32, exact: bool) -> Re
 }
 
 /// Empties every cache level, TLB and paging-structure cache of every CPU, charging nothing
-/// (clear() counts as a fill, so no path's L1 residence (kernel/l1_replay.rs) survives it).
+/// (clear() counts as a fill, so no path's L1 residence (kernel/paths/l1_replay.rs) survives it).
 pub fn empty_caches(k: &mut Kernel) {
     k.caches.clear();
     for c in k.cpus.iter_mut() {
@@ -308,7 +308,7 @@ impl Bench {
         let p = self.partner;
         k.cpus[p].stats.count(crate::sim::Counter::Syscalls);
         k.leave_user_mode(p);
-        k.tasks[child].state = crate::kernel::sched::TaskState::Blocked;
+        k.tasks[child].state = crate::kernel::sched::scheduler::TaskState::Blocked;
         k.schedule(p);
     }
 

@@ -1,9 +1,9 @@
 //! What tasks do: a closed set of operations, produced one at a time by each task's program.
 //! Every workload (generators, trace replay) speaks this language to the runner.
 
-use crate::kernel::entry::UserL1Lines;
-use crate::kernel::process::PageCacheFs;
-use crate::kernel::syscall::{Effect, SyscallSpec};
+use crate::kernel::paths::entry::UserL1Lines;
+use crate::kernel::paths::process::PageCacheFs;
+use crate::kernel::paths::syscall::{Effect, SyscallSpec};
 use crate::sim::Pcg32;
 
 /// A task's program: the operations it does, one at a time (a make, a compile job's

@@ -5,8 +5,8 @@
 use super::program::{Op, Program};
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::Result;
-use crate::kernel::layout::{USER_DATA, USER_STACK_TOP, USER_TEXT};
-use crate::kernel::sched::TaskState;
+use crate::kernel::memory::layout::{USER_DATA, USER_STACK_TOP, USER_TEXT};
+use crate::kernel::sched::scheduler::TaskState;
 use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{EventQueue, Pcg32, Stats, Time};
 use std::collections::BTreeMap;
@@ -100,7 +100,7 @@ impl Runner {
             self.is_thread.resize(n, false);
         }
         self.programs[task] = Some(program);
-        // A reaped task's slot (kernel/reap.rs) starts afresh.
+        // A reaped task's slot (kernel/memory/reap.rs) starts afresh.
         self.alive_children[task] = 0;
         self.exited_children[task] = 0;
         self.waiting[task] = false;

@@ -13,8 +13,8 @@
 //! run's `guest_work_cycles` (what `reproduce kvm-cr0wp` fits, as for the path model).
 
 use crate::error::{Error, Result};
-use crate::kernel::path_work::Work;
-use crate::kernel::sched::TaskState;
+use crate::kernel::paths::path_work::Work;
+use crate::kernel::sched::scheduler::TaskState;
 use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Stats, Time, TimeCategory};
 
@@ -106,7 +106,7 @@ impl Ssdd {
         k.run_known_path(CPU, "signal-deliver", Work::Measured)?;
         k.compute(CPU, half_syscall, TimeCategory::SyscallInsn);
         k.enter_user(CPU);
-        let sigreturn = crate::kernel::syscall::lookup("rt_sigreturn")
+        let sigreturn = crate::kernel::paths::syscall::lookup("rt_sigreturn")
             .ok_or_else(|| Error::new("rt_sigreturn is not in the syscall table"))?;
         k.syscall(CPU, &sigreturn)
     }

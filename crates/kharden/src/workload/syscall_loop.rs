@@ -3,8 +3,8 @@
 
 use crate::arch::x86::{Access, VirtAddr};
 use crate::error::{Error, Result};
-use crate::kernel::layout::{USER_DATA, USER_LIBC, USER_MMAP, USER_STACK_TOP, USER_TEXT};
-use crate::kernel::syscall::{self, Effect, SyscallSpec};
+use crate::kernel::memory::layout::{USER_DATA, USER_LIBC, USER_MMAP, USER_STACK_TOP, USER_TEXT};
+use crate::kernel::paths::syscall::{self, Effect, SyscallSpec};
 use crate::kernel::Kernel;
 use crate::params::{Decl, Unit};
 use crate::sim::{Stats, Time};

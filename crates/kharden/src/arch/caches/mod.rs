@@ -170,7 +170,7 @@ impl CacheHierarchy {
     }
 
     /// Empties every level of every core and socket. Counted as a fill of each cache, so
-    /// nothing that watches the fill counts (kernel/path.rs) takes the lines for present.
+    /// nothing that watches the fill counts (kernel/paths/l1_replay.rs) takes the lines for present.
     pub fn clear(&mut self) {
         for c in self.l1.iter_mut().chain(self.l1i.iter_mut()) {
             c.clear();
@@ -212,6 +212,25 @@ impl CacheHierarchy {
         match level {
             HitLevel::L1 => 0.0,
             other => self.cycles(other) - self.l1_cycles,
+        }
+    }
+
+    /// Cycles a kernel path's line served at `h` waits beyond an L1 hit. The next-line
+    /// prefetcher every modelled core has (Intel's and AMD's optimization manuals) has asked
+    /// L2 for a code line that follows the previous one in a straight run (`sequential`)
+    /// before it is needed, so such a line served by L2 costs nothing; other L2 hits wait in
+    /// full; lines from the LLC or DRAM wait their latency over the misses the core overlaps
+    /// there (the profile's llc_miss_overlap and dram_miss_overlap; `reproduce evict-fault`
+    /// fits the recording host's).
+    #[inline]
+    pub fn line_stall(&self, h: HitLevel, sequential: bool) -> f64 {
+        let stall = self.stall_cycles(h);
+        match h {
+            HitLevel::L1 => 0.0,
+            HitLevel::L2 if sequential => 0.0,
+            HitLevel::L2 => stall,
+            HitLevel::Llc => stall / self.llc_overlap,
+            HitLevel::LocalDram | HitLevel::RemoteDram => stall / self.dram_overlap,
         }
     }
 

@@ -1,5 +1,5 @@
 //! An L1 cache: set-associative with LRU by per-slot stamps. Lines stay in the slot they
-//! were filled into, so a run of known hits can be replayed by slot (kernel/l1_replay.rs),
+//! were filled into, so a run of known hits can be replayed by slot (kernel/paths/l1_replay.rs),
 //! and the fill count says when any slot changed.
 
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@
 //! remove entries, so a CPU noted here may hold nothing, and one not noted holds nothing.
 
 use super::{PageSize, VirtAddr};
-use crate::kernel::cpuset::CpuSet;
 use crate::sim::int_map::IntMap;
+use crate::sim::CpuSet;
 
 #[derive(Debug, Clone)]
 pub struct TlbHolders {

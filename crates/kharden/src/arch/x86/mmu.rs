@@ -268,7 +268,7 @@ impl Mmu {
     }
 
     /// What a broadcast invalidation of one page does here, in two parts a caller may skip
-    /// where they find nothing (kernel/tlbflush.rs): the page's entries in every PCID,
+    /// where they find nothing (kernel/tlb/tlbflush.rs): the page's entries in every PCID,
     /// globals included ...
     pub fn invalidate_page_all_contexts(&mut self, va: VirtAddr) {
         self.invalidate_page(va, |_| true);

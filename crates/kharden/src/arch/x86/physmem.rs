@@ -112,7 +112,7 @@ impl PhysMem {
         pfn
     }
 
-    /// Gives a page-table page back for reuse (kernel/reap.rs; nothing else frees tables, so
+    /// Gives a page-table page back for reuse (kernel/memory/reap.rs; nothing else frees tables, so
     /// runs that never reap allocate exactly as before).
     pub fn free_table(&mut self, pfn: Pfn) {
         let node = self.node_of(pfn) as usize;

@@ -1,9 +1,10 @@
 use super::{Asi, EPHMAP};
 use crate::arch::x86::{paging, VirtAddr};
 use crate::defense::{self, registry};
-use crate::kernel::layout::USER_DATA;
-use crate::kernel::page_alloc::Gfp;
-use crate::kernel::{syscall, Kernel, OracleMode};
+use crate::kernel::memory::layout::USER_DATA;
+use crate::kernel::memory::page_alloc::Gfp;
+use crate::kernel::paths::syscall;
+use crate::kernel::{Kernel, OracleMode};
 use crate::machine;
 use crate::oracle::scenario;
 use crate::params::Params;
@@ -134,13 +135,25 @@ fn page_cache_reads_exit_without_the_ephmap_and_stay_restricted_with_it() {
     let run = |d: &str| {
         let mut k = boot("haswell-i7-4770", d);
         user_task(&mut k, 0);
-        k.file_read(0, crate::kernel::process::PageCacheFs::Disk, 1, 1, buffer)
-            .unwrap();
+        k.file_read(
+            0,
+            crate::kernel::paths::process::PageCacheFs::Disk,
+            1,
+            1,
+            buffer,
+        )
+        .unwrap();
         let flushes = k.total_stats().counter(Counter::Cr3WriteFlush);
         let enters = owned(&k, "asi_enters");
         for _ in 0..reads {
-            k.file_read(0, crate::kernel::process::PageCacheFs::Disk, 1, 0, buffer)
-                .unwrap();
+            k.file_read(
+                0,
+                crate::kernel::paths::process::PageCacheFs::Disk,
+                1,
+                0,
+                buffer,
+            )
+            .unwrap();
         }
         assert!(k.violations.is_empty(), "{d}: {:?}", k.violations);
         let flushes = k.total_stats().counter(Counter::Cr3WriteFlush) - flushes;
@@ -236,11 +249,11 @@ fn the_restricted_tables_leave_out_exactly_the_sensitive_frames() {
     let mm = k.tasks[t].mm;
     let restricted = k.cpus[0].mmu.root();
     let maps = |k: &Kernel, va: VirtAddr| paging::translate(&k.mem, restricted, va).is_some();
-    let heap = crate::kernel::layout::direct_map(k.kernel_heap[0]);
+    let heap = crate::kernel::memory::layout::direct_map(k.kernel_heap[0]);
     assert!(maps(&k, heap), "the kernel heap");
     assert!(maps(&k, k.tasks[t].task_struct), "the task_struct");
     assert!(
-        maps(&k, VirtAddr(crate::kernel::layout::KERNEL_TEXT)),
+        maps(&k, VirtAddr(crate::kernel::memory::layout::KERNEL_TEXT)),
         "kernel text"
     );
     k.anon_fault(0).unwrap();

@@ -75,12 +75,12 @@ pub enum Variant {
 impl Variant {
     /// "KVM: VMX: Make CR0.WP a guest owned bit": VMX with EPT only (SVM has no per-bit
     /// CR0 mask, shadow paging must intercept WP).
-    pub fn guest_owns_wp(self, flavour: MmuFlavour, hw: super::vmx::VirtFlavour) -> bool {
+    pub fn guest_owns_wp(self, flavour: MmuFlavour, hw: crate::machine::VirtFlavour) -> bool {
         matches!(
             self,
             Variant::GuestOwnedWp | Variant::BrokenBeforeRefreshCr0Wp
         ) && flavour.direct()
-            && hw == super::vmx::VirtFlavour::Vmx
+            && hw == crate::machine::VirtFlavour::Vmx
     }
 
     /// Whether permission_fault() refreshes the role's CR0.WP from the vCPU first

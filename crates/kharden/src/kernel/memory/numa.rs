@@ -2,12 +2,12 @@
 //! node's copy, when a defense gives every node one), and text patching, which must reach
 //! every copy of the kernel text some CPU executes.
 
-use super::cpuset::CpuSet;
-use super::hooks::Violation;
-use super::ipi::IpiWork;
-use super::{CpuId, Kernel, MmId};
 use crate::arch::x86::{paging, Pfn, VirtAddr};
 use crate::error::{Error, Result};
+use crate::kernel::hooks::Violation;
+use crate::kernel::tlb::ipi::IpiWork;
+use crate::kernel::{CpuId, Kernel, MmId};
+use crate::sim::CpuSet;
 use crate::sim::{Counter, TimeCategory};
 
 /// Bytes of a text line (what one patch rewrites: an alternative, a static key's jump).
@@ -74,7 +74,7 @@ impl Kernel {
         if !others.is_empty() {
             self.smp_call_function_many(cpu, &others, IpiWork::SyncCore);
         }
-        if self.config.oracle != super::hooks::OracleMode::Off {
+        if self.config.oracle != crate::kernel::hooks::OracleMode::Off {
             if let Some(v) = self.stale_text(va) {
                 self.violations.push(v);
             }

@@ -9,7 +9,8 @@
 //! CPU last touched it, given the other CPUs' access rate, times the transfer latency from
 //! where they sit. A read is lost to another CPU's write; a write also to its reads.
 
-use super::{ipi::Distance, CpuId, Kernel};
+use super::ipi::Distance;
+use crate::kernel::{CpuId, Kernel};
 use crate::sim::{Counter, Time, TimeCategory};
 use std::collections::VecDeque;
 

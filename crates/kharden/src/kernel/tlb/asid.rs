@@ -3,7 +3,7 @@
 //! for each; switching back to one of them needs no flush unless the mm was flushed since.
 //! The hardware PCID of ASID a is a + 1 (kernel) and (a + 1) | bit 11 (PTI user).
 
-use super::MmId;
+use crate::kernel::MmId;
 
 pub const TLB_NR_DYN_ASIDS: usize = 6;
 

@@ -4,8 +4,8 @@
 //! change_page_attr code does.
 
 use super::layout::direct_map;
-use super::{CpuId, Kernel};
 use crate::arch::x86::{paging, PageSize, Pfn, PhysAddr, Pte, PteFlags, VirtAddr};
+use crate::kernel::{CpuId, Kernel};
 use crate::sim::{Counter, TimeCategory};
 
 /// The direct map grows with the frames the simulation hands out, in steps of this many
@@ -29,7 +29,7 @@ impl Kernel {
             PageSize::Size2M
         };
         let flags = PteFlags::KERNEL_DATA
-            .with_global(self.config.global_kernel == super::KernelGlobal::All);
+            .with_global(self.config.global_kernel == crate::kernel::KernelGlobal::All);
         let base = self.mem.node_base(node).0;
         let from = self.direct_map_covered[n];
         let to = ((used / COVER_STEP_BYTES + 1) * COVER_STEP_BYTES)
@@ -117,7 +117,7 @@ impl Kernel {
     /// Writes `pfn`'s 4 KiB direct-map entry into its PTE table `table`.
     fn write_direct_map_pte(&mut self, cpu: CpuId, table: Pfn, pfn: Pfn, present: bool) {
         let flags = PteFlags::KERNEL_DATA
-            .with_global(self.config.global_kernel == super::KernelGlobal::All);
+            .with_global(self.config.global_kernel == crate::kernel::KernelGlobal::All);
         let pte = if present {
             Pte::leaf(pfn.addr(), PageSize::Size4K, flags)
         } else {
@@ -142,7 +142,7 @@ impl Kernel {
             writable: false,
             ..PteFlags::KERNEL_DATA
         }
-        .with_global(self.config.global_kernel == super::KernelGlobal::All);
+        .with_global(self.config.global_kernel == crate::kernel::KernelGlobal::All);
         let table = self.table_at_level(va, 2);
         self.mem
             .write(table, va.index(2), Pte::leaf(pa, PageSize::Size2M, flags));
@@ -194,7 +194,7 @@ impl Kernel {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernel::page_alloc::Gfp;
+    use crate::kernel::memory::page_alloc::Gfp;
     use crate::kernel::Kernel;
     use crate::{defense, machine};
 

@@ -1,11 +1,11 @@
 //! The syscall table: for each syscall, the recorded kernel path it runs (its text, kernel
-//! data and work come from kernels/linux-*.toml through kernel/path.rs), what it touches
+//! data and work come from kernels/linux-*.toml through kernel/paths/table.rs), what it touches
 //! beyond its own objects (a user buffer, the parent's task_struct) and what it does to the
 //! address space.
 
-use super::path::PathId;
+use super::table::PathId;
 
-/// A memory access of a path beyond its own kernel objects (kernel/path.rs), resolved
+/// A memory access of a path beyond its own kernel objects (kernel/paths/table.rs), resolved
 /// against the current task and CPU at run time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KTouch {
@@ -129,7 +129,7 @@ const TABLE: &[Entry] = &[
         &[UserBufferWrite(0)],
         Effect::None,
     ),
-    // glibc's fstat: newfstatat with AT_EMPTY_PATH and an empty name (kernel/derived.rs).
+    // glibc's fstat: newfstatat with AT_EMPTY_PATH and an empty name (kernel/footprints/derived.rs).
     Entry(
         "newfstatat-empty",
         "fstat",

@@ -1,14 +1,14 @@
 //! Running a recorded path by name, charged the work its caller chooses: the measured
 //! work, that less a page copy the caller models itself, a parameter's cycles, or the work a
-//! native latency timed apart gives (kernel/path.rs derives the work).
+//! native latency timed apart gives (kernel/paths/table.rs derives the work).
 
-use super::{CpuId, Kernel};
 use crate::error::{Error, Result};
+use crate::kernel::{CpuId, Kernel};
 
 /// The work a recorded path is charged.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Work {
-    /// Its measured work (kernel/path.rs).
+    /// Its measured work (kernel/paths/table.rs).
     Measured,
     /// Its measured work less the time its recording loop spent in the named page-copy
     /// (or clear) function: the caller models that copy.
@@ -16,12 +16,12 @@ pub(crate) enum Work {
     /// A parameter's cycles (the path has no latency of its own in the recording).
     Cycles(f64),
     /// The work derived from a native latency in ns timed apart from the recording (as
-    /// the recording's are derived: kernel/path.rs).
+    /// the recording's are derived: kernel/paths/table.rs).
     NativeNs(f64),
 }
 
 impl Kernel {
-    /// Runs the recorded path `name` (kernel/path.rs) with `work`.
+    /// Runs the recorded path `name` (kernel/paths/run.rs) with `work`.
     pub(crate) fn run_known_path(&mut self, cpu: CpuId, name: &str, work: Work) -> Result<()> {
         let id = self
             .paths

@@ -3,8 +3,8 @@
 //! allocation and free (XPFO unmaps user pages from the direct map there).
 
 use super::struct_page::Reach;
-use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::Pfn;
+use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::Counter;
 
 /// What an allocation is for, from its GFP flags.

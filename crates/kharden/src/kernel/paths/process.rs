@@ -3,11 +3,11 @@
 //! right GFP class and copies page contents through kmap/kunmap, so defenses that hook
 //! those (XPFO) see exactly the kernel's events.
 
-use super::page_alloc::Gfp;
 use super::path_work::Work;
-use super::{CpuId, Kernel, TaskId};
 use crate::arch::x86::{Access, Pfn, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
+use crate::kernel::memory::page_alloc::Gfp;
+use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Counter, TimeCategory};
 
 // The costs of these paths are parameters (kernel/params.rs, valued in kernels/linux.toml).
@@ -117,14 +117,16 @@ impl Kernel {
             .map_err(|f| Error::new(format!("kernel copy of page {:#x} at {va}: {f:?}", pfn.0)))?;
         // The copy's lines pass through this CPU's caches (rep movsb/stosb are ordinary
         // write-allocating accesses), evicting what the kernel and the task had there.
-        let lines = super::path_footprint::PAGE_BYTES / super::path_footprint::LINE_BYTES;
+        let lines = crate::kernel::footprints::path_footprint::PAGE_BYTES
+            / crate::kernel::footprints::path_footprint::LINE_BYTES;
         self.store_lines(cpu, pfn.addr().0, lines);
         if let Some((uva, access)) = user_buffer {
             let t = self
                 .touch(cpu, uva, access)
                 .map_err(|f| Error::new(format!("kernel copy to user {uva}: {f:?}")))?;
-            let in_mapping =
-                uva.0 & (t.size.bytes() - 1) & !(super::path_footprint::PAGE_BYTES - 1);
+            let in_mapping = uva.0
+                & (t.size.bytes() - 1)
+                & !(crate::kernel::footprints::path_footprint::PAGE_BYTES - 1);
             self.store_lines(cpu, t.page.0 + in_mapping, lines);
         }
         self.kunmap(cpu, pfn);
@@ -197,7 +199,7 @@ impl Kernel {
     }
 
     /// A read of an anonymous page not yet mapped: the kernel maps the shared zero page
-    /// (kernel/derived.rs's fault-zero: the anonymous fault without allocating, clearing,
+    /// (kernel/footprints/derived.rs's fault-zero: the anonymous fault without allocating, clearing,
     /// charging or adding a page). Nothing is allocated, so nothing is tracked.
     pub fn zero_page_fault(&mut self, cpu: CpuId) -> Result<()> {
         self.mapping_fault(cpu, "fault-zero")
@@ -319,7 +321,7 @@ impl Kernel {
     }
 
     /// vfork() or posix_spawn(): a child that borrows the parent's address space until its
-    /// exec (kernel/derived.rs's vfork path: copy_process without dup_mm). The model gives
+    /// exec (kernel/footprints/derived.rs's vfork path: copy_process without dup_mm). The model gives
     /// the child its own empty mm at once; the exec that follows frees nothing of the
     /// parent's, as the real one does not.
     pub fn vfork(&mut self, cpu: CpuId, parent: TaskId, name: &str) -> Result<TaskId> {
@@ -355,7 +357,12 @@ impl Kernel {
                 // drop them. The write protection itself and the COW faults after it are
                 // not modelled.
                 let mm = k.tasks[parent].mm;
-                k.flush_tlb_mm_range(cpu, mm, VirtAddr(0), super::tlbflush::FLUSH_ALL);
+                k.flush_tlb_mm_range(
+                    cpu,
+                    mm,
+                    VirtAddr(0),
+                    crate::kernel::tlb::tlbflush::FLUSH_ALL,
+                );
             }
             k.tasks[child].last_cpu = Some(cpu);
             k.with_defenses(|d, k| d.on_task_forked(k, cpu, parent, child));
@@ -369,19 +376,19 @@ impl Kernel {
     /// lines cached is in the fork path's measured work; what they add is the waits for
     /// lines from DRAM (store_lines) and the lines they bring into this CPU's caches,
     /// evicting others (what a loop of forks does to the kernel text cached beside them).
-    /// The objects are fresh memory unless a reaped child's came back (kernel/reap.rs):
+    /// The objects are fresh memory unless a reaped child's came back (kernel/memory/reap.rs):
     /// then they are where that child left them.
     fn fork_stores(&mut self, cpu: CpuId, child: TaskId, copy_mm: bool) {
-        let line = super::path_footprint::LINE_BYTES;
+        let line = crate::kernel::footprints::path_footprint::LINE_BYTES;
         let task = &self.tasks[child];
-        let ts = task.task_struct.0 - super::layout::DIRECT_MAP;
+        let ts = task.task_struct.0 - crate::kernel::memory::layout::DIRECT_MAP;
         let task_lines = self.paths.objects_bytes("task_struct").div_ceil(line);
         self.store_lines(cpu, ts, task_lines);
         if !copy_mm {
             return;
         }
         let mm = &self.mms[self.tasks[child].mm];
-        let mm_struct = mm.objects[0].0 - super::layout::DIRECT_MAP;
+        let mm_struct = mm.objects[0].0 - crate::kernel::memory::layout::DIRECT_MAP;
         let pgds: Vec<u64> = std::iter::once(mm.root)
             .chain(mm.user_root)
             .map(|p| p.addr().0)
@@ -389,7 +396,11 @@ impl Kernel {
         let mm_lines = self.paths.objects_bytes("mm_struct").div_ceil(line);
         self.store_lines(cpu, mm_struct, mm_lines);
         for pgd in pgds {
-            self.store_lines(cpu, pgd, super::path_footprint::PAGE_BYTES / line);
+            self.store_lines(
+                cpu,
+                pgd,
+                crate::kernel::footprints::path_footprint::PAGE_BYTES / line,
+            );
         }
     }
 
@@ -423,7 +434,7 @@ impl Kernel {
             }
             Ok(())
         })?;
-        self.tasks[task].state = super::sched::TaskState::Dead;
+        self.tasks[task].state = crate::kernel::sched::scheduler::TaskState::Dead;
         Ok(())
     }
 
@@ -448,7 +459,7 @@ impl Kernel {
         }
         self.compute(cpu, teardown, TimeCategory::Kernel);
         self.mms[mm].heap_pages = 0;
-        self.flush_tlb_mm_range(cpu, mm, heap, super::tlbflush::FLUSH_ALL);
+        self.flush_tlb_mm_range(cpu, mm, heap, crate::kernel::tlb::tlbflush::FLUSH_ALL);
     }
 }
 
@@ -589,7 +600,7 @@ mod tests {
             let t = task_with_pages(&mut k, 0);
             kernel_cycles_of(&mut k, |k| k.exit(0, t).unwrap())
         };
-        let ghz = crate::kernel::recording::current()
+        let ghz = crate::kernel::paths::recording::current()
             .footprints
             .kernel
             .host_ghz;

@@ -9,8 +9,8 @@
 //! with 2 MiB pages, one per 128 MiB of memory, so its DTLB misses are rare beside the line
 //! misses.
 
-use super::{CpuId, Kernel};
 use crate::arch::x86::{Pfn, PhysMem};
+use crate::kernel::{CpuId, Kernel};
 use crate::sim::{Counter, TimeCategory};
 
 /// How the allocator reaches a run of struct pages.
@@ -77,7 +77,7 @@ impl Kernel {
 mod tests {
     use super::Reach;
     use crate::arch::x86::Pfn;
-    use crate::kernel::page_alloc::Gfp;
+    use crate::kernel::memory::page_alloc::Gfp;
     use crate::kernel::Kernel;
     use crate::sim::{Counter, Time, TimeCategory};
     use crate::{defense, machine};

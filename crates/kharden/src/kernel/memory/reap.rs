@@ -11,9 +11,9 @@
 
 use super::layout::USER_TEXT;
 use super::layout::{DIRECT_MAP, KERNEL_STACK_BYTES, USER_DATA, USER_LIBC, USER_STACK_TOP};
-use super::sched::TaskState;
-use super::{CpuId, Kernel, MmId, TaskId};
 use crate::arch::x86::{paging, Pfn, VirtAddr};
+use crate::kernel::sched::scheduler::TaskState;
+use crate::kernel::{CpuId, Kernel, MmId, TaskId};
 
 /// The address ranges spawn() maps with frames of their own (text, data, libc, stack).
 const IMAGE: [(u64, u64); 4] = [
@@ -144,7 +144,7 @@ impl Kernel {
         let user_root = self.mms[mm].user_root;
         let pgds = self.kernel_pgds(mm);
         let node_user_roots = self.mms[mm].node_user_roots.clone();
-        let loaded = |c: &super::Cpu| {
+        let loaded = |c: &crate::kernel::Cpu| {
             c.asid.loaded_mm == Some(mm)
                 || pgds.contains(&c.mmu.root())
                 || Some(c.mmu.root()) == user_root

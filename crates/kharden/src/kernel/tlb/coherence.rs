@@ -2,8 +2,8 @@
 //! user mode, no TLB entry usable in the current context translates a user address to
 //! something the current page tables no longer say (gone, another frame, or more rights).
 
-use super::hooks::Violation;
 use crate::arch::x86::paging;
+use crate::kernel::hooks::Violation;
 use crate::kernel::{CpuId, Kernel};
 
 pub fn check(k: &Kernel, cpu: CpuId) -> Option<Violation> {

@@ -6,11 +6,11 @@
 //!   whose interval has passed, pull waiting tasks from the busiest run queue of the most
 //!   loaded group if the domain is out of balance by more than its imbalance_pct.
 //!
-//! Wake-up placement (sched.rs) already puts a waking task on an idle CPU when there is one,
+//! Wake-up placement (scheduler.rs) already puts a waking task on an idle CPU when there is one,
 //! so in an undersubscribed build this rarely moves anything; it matters when tasks
 //! outnumber CPUs and queues drift apart as tasks block and exit.
 
-use super::{CpuId, Kernel, TaskId};
+use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Counter, Time};
 
 /// The scheduler tick: CONFIG_HZ=250, Debian's and Ubuntu's x86-64 configs.
@@ -121,8 +121,13 @@ impl Kernel {
     fn timer_interrupt(&mut self, cpu: CpuId) {
         let entry = self.machine.costs.interrupt_entry_cycles as f64;
         self.cpus[cpu].stats.count(Counter::TimerTicks);
-        let tick =
-            |k: &mut Kernel| k.run_known_path(cpu, "timer-tick", super::path_work::Work::Measured);
+        let tick = |k: &mut Kernel| {
+            k.run_known_path(
+                cpu,
+                "timer-tick",
+                crate::kernel::paths::path_work::Work::Measured,
+            )
+        };
         if let Err(e) = self.in_kernel(cpu, entry, tick) {
             panic!("timer tick: {e}");
         }

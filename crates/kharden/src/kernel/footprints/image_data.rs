@@ -8,8 +8,8 @@
 //! touches (docs/design/kernel-data.md).
 
 use super::footprint::{from_toml, read_file};
-use super::layout::KERNEL_STACK_BYTES;
 use super::path_footprint::LINE_BYTES;
+use crate::kernel::memory::layout::KERNEL_STACK_BYTES;
 use crate::{Error, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 /// The committed measurement of Debian's 6.1 kernel.
 pub const BUILTIN_PLACE: &str = "kernels/linux-6.1.0-47-amd64-memtrace.toml";
-pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.1.0-47-amd64-memtrace.toml");
+pub const BUILTIN: &str = include_str!("../../../../../kernels/linux-6.1.0-47-amd64-memtrace.toml");
 
 /// The image sections whose recurring lines are listed by offset.
 pub const LISTED: [&str; 3] = ["rodata", "data", "bss"];

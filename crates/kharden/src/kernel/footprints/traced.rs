@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 /// The committed trace of Debian's 6.1 kernel.
 pub const BUILTIN_PLACE: &str = "kernels/linux-6.1.0-47-amd64-ftrace.toml";
-pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.1.0-47-amd64-ftrace.toml");
+pub const BUILTIN: &str = include_str!("../../../../../kernels/linux-6.1.0-47-amd64-ftrace.toml");
 
 /// A function run at least this often per operation is part of the path's every run; rarer
 /// ones are slow paths (a per-CPU list refill, a lock's contended case).

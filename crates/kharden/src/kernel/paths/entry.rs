@@ -2,10 +2,11 @@
 //! Defenses hook kernel entry and exit; the oracle runs at the return to user mode.
 
 use super::syscall::{Effect, KTouch, SyscallSpec};
-use super::{layout::*, CpuId, Kernel};
 use crate::arch::caches::L1Side;
 use crate::arch::x86::{paging, Access, Fault, PteFlags, VirtAddr};
 use crate::error::{Error, Result};
+use crate::kernel::memory::layout::*;
+use crate::kernel::{CpuId, Kernel};
 use crate::sim::{Counter, TimeCategory};
 
 /// Lines user code brings into a core's L1 caches (its L1 misses) over some user work.
@@ -36,7 +37,7 @@ impl Kernel {
     /// Logs that `cpu` runs in user mode (`true`) or kernel mode from its clock's present
     /// moment on. Only tick accounting asks the log, so only it pays for keeping one.
     pub(crate) fn log_mode(&mut self, cpu: CpuId, user: bool) {
-        if self.params.irq_time != super::IrqTime::Tick {
+        if self.params.irq_time != crate::kernel::IrqTime::Tick {
             return;
         }
         let c = &mut self.cpus[cpu];
@@ -45,7 +46,7 @@ impl Kernel {
 
     /// Forgets logged modes before `t`, the earliest CPU clock (no IPI can arrive earlier).
     pub(crate) fn forget_modes_before(&mut self, t: crate::sim::Time) {
-        if self.params.irq_time != super::IrqTime::Tick {
+        if self.params.irq_time != crate::kernel::IrqTime::Tick {
             return;
         }
         for c in self.cpus.iter_mut() {
@@ -151,7 +152,7 @@ impl Kernel {
     }
 
     /// A new anonymous VMA of `pages` pages of `mm`; returns its start.
-    fn new_vma(&mut self, mm: super::MmId, pages: u64) -> VirtAddr {
+    fn new_vma(&mut self, mm: crate::kernel::MmId, pages: u64) -> VirtAddr {
         let m = &mut self.mms[mm];
         let start = VirtAddr(m.next_mmap);
         m.next_mmap += pages * 4096;
@@ -170,7 +171,11 @@ impl Kernel {
                 let start = self.new_vma(mm, pages);
                 let task = self.current_task(cpu);
                 for p in 0..pages {
-                    let pfn = self.alloc_page(cpu, super::page_alloc::Gfp::UserAnon, Some(task));
+                    let pfn = self.alloc_page(
+                        cpu,
+                        crate::kernel::memory::page_alloc::Gfp::UserAnon,
+                        Some(task),
+                    );
                     // The recorded path's work includes clear_page().
                     self.touch_page_copy(cpu, pfn, Access::Write, None)?;
                     self.map_user(mm, start.offset(p * 4096), pfn.addr(), PteFlags::USER_DATA);

@@ -3,8 +3,8 @@
 //! skipped, flush_tlb_kernel_range() to every CPU, and switch_mm() with per-CPU ASIDs.
 
 use super::ipi::IpiWork;
-use super::{CpuId, Kernel, MmId};
 use crate::arch::x86::{InvpcidType, Pcid, VirtAddr};
+use crate::kernel::{CpuId, Kernel, MmId};
 use crate::sim::{Counter, FlushReason};
 
 /// Pages meaning "everything" in a flush request (Linux's TLB_FLUSH_ALL).
@@ -134,7 +134,7 @@ impl Kernel {
             return self.broadcast_flush(cpu, start, pages, ns);
         }
         self.flush_kernel_range_local(cpu, start, pages, FlushReason::LocalShootdown);
-        let mut others = super::cpuset::CpuSet::all(self.cpus.len());
+        let mut others = crate::sim::CpuSet::all(self.cpus.len());
         others.remove(cpu);
         if !others.is_empty() {
             self.cpus[cpu].stats.flush(FlushReason::RemoteSendIpi);
@@ -204,7 +204,9 @@ impl Kernel {
             self.cpus[cpu].stats.add(Counter::NrTlbLocalFlushOne, pages);
             // Non-global kernel mappings (PTI) live in every ASID's PCID: INVLPG reached only
             // the current one (Linux __flush_tlb_one_kernel -> invalidate_other_asid()).
-            if self.cpus[cpu].mmu.pcide() && self.config.global_kernel != super::KernelGlobal::All {
+            if self.cpus[cpu].mmu.pcide()
+                && self.config.global_kernel != crate::kernel::KernelGlobal::All
+            {
                 self.cpus[cpu].asid.invalidate_others();
             }
             self.with_defenses(|d, k| d.on_kernel_page_flush(k, cpu, start, pages));

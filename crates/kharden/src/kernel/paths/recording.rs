@@ -4,8 +4,8 @@
 //! profile of the host it was recorded on. A chosen recording travels as its texts
 //! (`Portable`) to processes that cannot see its files, Ray workers on other machines.
 
-use super::footprint::{read_file, Footprints};
-use super::path::KernelPaths;
+use super::table::KernelPaths;
+use crate::kernel::footprints::footprint::{read_file, Footprints};
 use crate::machine::MachineProfile;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -69,8 +69,13 @@ pub fn current() -> &'static Recording {
         let host = f
             .host_profile()
             .expect("the committed recording's host is in the library");
-        compile(f, &host, super::footprint::BUILTIN_PLACE, None)
-            .expect("the committed footprints compile (kernel/path.rs tests)")
+        compile(
+            f,
+            &host,
+            crate::kernel::footprints::footprint::BUILTIN_PLACE,
+            None,
+        )
+        .expect("the committed footprints compile (kernel/paths/table.rs tests)")
     })
 }
 
@@ -174,7 +179,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("kharden-rec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("partial.toml");
-        let text = super::super::footprint::BUILTIN;
+        let text = crate::kernel::footprints::footprint::BUILTIN;
         let cut = text.find("[[path]]\nname = \"getppid\"").unwrap();
         let next = cut + text[cut + 1..].find("[[path]]").unwrap() + 1;
         std::fs::write(&file, format!("{}{}", &text[..cut], &text[next..])).unwrap();
@@ -192,7 +197,7 @@ mod tests {
     #[test]
     fn a_portable_recording_carries_the_host_profile_file_it_names() {
         let dir = tempfile::tempdir().unwrap();
-        let builtin = super::super::footprint::BUILTIN;
+        let builtin = crate::kernel::footprints::footprint::BUILTIN;
         assert!(builtin.contains(LIBRARY_HOST));
         let library = dir.path().join("library.toml");
         std::fs::write(&library, builtin).unwrap();
@@ -223,7 +228,7 @@ mod tests {
     fn a_portable_recording_with_a_broken_host_profile_is_refused() {
         let p = Portable {
             place: "/elsewhere/mine.toml".into(),
-            footprints: super::super::footprint::BUILTIN
+            footprints: crate::kernel::footprints::footprint::BUILTIN
                 .replace(LIBRARY_HOST, "host_machine = \"mine-host.toml\""),
             host_profile: Some("[cpu]\nfrequency_ghz = \"fast\"\n".into()),
         };

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 
 /// The committed recording, which the simulator uses unless told otherwise.
 pub const BUILTIN_PLACE: &str = "kernels/linux-6.18.44-fc-v669.toml";
-pub const BUILTIN: &str = include_str!("../../../../kernels/linux-6.18.44-fc-v669.toml");
+pub const BUILTIN: &str = include_str!("../../../../../kernels/linux-6.18.44-fc-v669.toml");
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,7 +37,7 @@ pub struct KernelInfo {
     /// Core clock of the recording host (cycles = ns times this).
     pub host_ghz: f64,
     /// The recording host's machine profile, a library name or a TOML file (relative to the
-    /// footprint file): what each path's work is derived against (kernel/path.rs).
+    /// footprint file): what each path's work is derived against (kernel/paths/table.rs).
     pub host_machine: String,
     pub sample_period_ns: u64,
     /// Loop counts of the recording and of the latency runs (1.0: about a second per path).
@@ -94,7 +94,7 @@ impl Footprints {
     }
 
     /// Parses and validates; `place` names the file in errors. The paths derived from
-    /// recorded ones (kernel/derived.rs) are added for every recorded path they come from.
+    /// recorded ones (kernel/footprints/derived.rs) are added for every recorded path they come from.
     pub fn parse(place: &str, text: &str) -> Result<Footprints> {
         let mut f: Footprints = from_toml(place, text)?;
         f.validate().map_err(|e| Error::at(place, e))?;
@@ -132,7 +132,7 @@ impl Footprints {
             ));
         }
         for m in &k.speculation_mitigations {
-            if super::mitigations::Mitigation::named(m).is_none() {
+            if crate::kernel::mitigations::Mitigation::named(m).is_none() {
                 return Err(format!(
                     "kernel.speculation_mitigations: expected retpoline or safe-ret, got '{m}'"
                 ));
@@ -263,7 +263,7 @@ fn toml_message(e: &toml::de::Error, text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::path_footprint::INSTRUMENTATION;
+    use crate::kernel::footprints::path_footprint::INSTRUMENTATION;
 
     #[test]
     fn the_committed_file_loads_with_every_path_the_issue_names() {
@@ -304,7 +304,7 @@ mod tests {
             assert!(est.is_subset(&p.whole_lines()), "{name}");
         }
         // Every syscall of the model's table is recorded.
-        for s in crate::kernel::syscall::names() {
+        for s in crate::kernel::paths::syscall::names() {
             assert!(
                 f.path(s).is_some(),
                 "syscall table entry {s} has no footprint"
@@ -366,11 +366,11 @@ mod tests {
         let committed = Footprints::builtin();
         assert_eq!(
             committed.kernel.host_machine,
-            crate::kernel::path::RECORDING_HOST
+            crate::kernel::paths::table::RECORDING_HOST
         );
         assert_eq!(
             committed.host_profile().unwrap().name,
-            crate::kernel::path::RECORDING_HOST
+            crate::kernel::paths::table::RECORDING_HOST
         );
         let dir = std::env::temp_dir().join(format!("kharden-fp-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

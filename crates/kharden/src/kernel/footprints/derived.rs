@@ -297,7 +297,7 @@ pub fn derive(p: &PathFootprint, d: &DerivedPath) -> PathFootprint {
 #[cfg(test)]
 mod tests {
     use super::DERIVED;
-    use crate::kernel::footprint::Footprints;
+    use crate::kernel::footprints::footprint::Footprints;
 
     /// A misspelt skip would leave its function's cost in the derived path. Every name is
     /// a function that a recording or a trace saw: the committed recording (any path), or
@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn every_skipped_function_is_a_function_a_recording_or_trace_saw() {
         let f = Footprints::builtin();
-        let traced = crate::kernel::traced::TracedFootprints::builtin();
+        let traced = crate::kernel::footprints::traced::TracedFootprints::builtin();
         let seen = |name: &str| {
             f.path
                 .iter()
@@ -317,7 +317,7 @@ mod tests {
                 || traced.path.iter().any(|p| {
                     p.functions
                         .iter()
-                        .any(|u| crate::kernel::traced::base_name(u.name()) == name)
+                        .any(|u| crate::kernel::footprints::traced::base_name(u.name()) == name)
                 })
                 || traced
                     .recording_functions

@@ -9,9 +9,9 @@
 //! initiator); per request: read the slot and the initiator's flush_tlb_info, run the
 //! function, write the slot's flag to release it. An idle target first leaves its C-state.
 
-use super::cpuset::CpuSet;
-use super::{CpuId, Kernel, MmId};
 use crate::arch::x86::VirtAddr;
+use crate::kernel::{CpuId, Kernel, MmId};
+use crate::sim::CpuSet;
 use crate::sim::{Counter, FlushReason, Time, TimeCategory};
 
 /// The function a target CPU runs.
@@ -53,7 +53,7 @@ pub(super) enum Distance {
 
 impl Kernel {
     /// Which socket a CPU sits on, and whether two CPUs are SMT siblings.
-    pub(super) fn socket_of(&self, cpu: CpuId) -> usize {
+    pub(in crate::kernel) fn socket_of(&self, cpu: CpuId) -> usize {
         let t = &self.machine.topology;
         cpu / (t.cores_per_socket * t.threads_per_core) as usize
     }
@@ -200,12 +200,12 @@ impl Kernel {
         // or (other accounting) a bucket moved afterwards.
         let set_aside = !idle
             && match self.params.irq_time {
-                super::IrqTime::TaskSystem => false,
-                super::IrqTime::Tick => {
+                crate::kernel::IrqTime::TaskSystem => false,
+                crate::kernel::IrqTime::Tick => {
                     let c = &mut self.cpus[t];
                     c.mode_log.interrupted_user(arrival, c.now, c.user_mode)
                 }
-                super::IrqTime::Excluded => true,
+                crate::kernel::IrqTime::Excluded => true,
             };
         let mut aside = crate::sim::Stats::default();
         if idle {
@@ -232,7 +232,11 @@ impl Kernel {
             // The handler's recorded code and data through the target's TLBs and caches,
             // with the estimated callback work.
             let path = work.handler_path();
-            if let Err(e) = self.run_known_path(t, path, super::path_work::Work::Cycles(handler)) {
+            if let Err(e) = self.run_known_path(
+                t,
+                path,
+                crate::kernel::paths::path_work::Work::Cycles(handler),
+            ) {
                 panic!("IPI handler: {e}");
             }
         }
@@ -254,7 +258,7 @@ impl Kernel {
             let c = &mut self.cpus[t];
             std::mem::swap(&mut c.stats, &mut aside);
             c.stats.merge_events(&aside);
-            let bucket = if self.params.irq_time == super::IrqTime::Tick {
+            let bucket = if self.params.irq_time == crate::kernel::IrqTime::Tick {
                 TimeCategory::IrqInUser
             } else {
                 TimeCategory::Irq
@@ -320,7 +324,8 @@ impl Kernel {
 #[cfg(test)]
 mod tests {
     use crate::arch::x86::VirtAddr;
-    use crate::kernel::{layout, IrqTime, Kernel};
+    use crate::kernel::memory::layout;
+    use crate::kernel::{IrqTime, Kernel};
     use crate::sim::{Stats, TimeCategory};
     use crate::{defense, machine};
 

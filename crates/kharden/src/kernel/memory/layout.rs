@@ -1,8 +1,8 @@
 //! The kernel's virtual address layout (Linux x86-64, Documentation/arch/x86/x86_64/mm.rst,
 //! 4-level paging) and the user layout of a typical ELF process.
 
-use super::CpuId;
 use crate::arch::x86::VirtAddr;
+use crate::kernel::CpuId;
 
 /// Direct mapping of all physical memory (page_offset_base without KASLR).
 pub const DIRECT_MAP: u64 = 0xffff_8880_0000_0000;

@@ -3,7 +3,7 @@
 //! from the busiest queue, time slices, and context switches through switch_mm. Periodic and
 //! nohz idle balancing from the tick are in balance.rs.
 
-use super::{CpuId, Kernel, TaskId};
+use crate::kernel::{CpuId, Kernel, TaskId};
 use crate::sim::{Counter, Time};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,8 +110,11 @@ impl Kernel {
         self.switch_to(cpu, next);
         // __schedule's path runs on both sides of switch_mm; charged after it, with the next
         // task's stack and mm, where the refills of a flushing CR3 write land.
-        if let Err(e) = self.run_known_path(cpu, "context-switch", super::path_work::Work::Measured)
-        {
+        if let Err(e) = self.run_known_path(
+            cpu,
+            "context-switch",
+            crate::kernel::paths::path_work::Work::Measured,
+        ) {
             panic!("context switch: {e}");
         }
         if self.tasks[next].last_cpu.is_some_and(|l| l != cpu) {

@@ -5,8 +5,8 @@
 //! every set: the same cache state as looking the lines up, at a fraction of the engine's
 //! cost (line lookups were half of a kbuild simulation's time).
 
-use super::{CpuId, Kernel};
 use crate::arch::caches::L1Side;
+use crate::kernel::{CpuId, Kernel};
 
 /// Where one side's lines of a path were in a core's L1 after its last run on a CPU.
 #[derive(Debug, Clone, Default)]

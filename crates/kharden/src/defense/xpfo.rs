@@ -196,15 +196,11 @@ impl Xpfo {
             return; // v7 without xpfotlbflush: no lookup, no flush
         }
         let va = k.direct_map_addr(pfn);
-        let size = match k.lookup_address(cpu, va) {
-            3 => PageSize::Size1G,
-            2 => PageSize::Size2M,
-            _ => PageSize::Size4K,
-        };
+        k.lookup_address(cpu, va);
+        let size = k.direct_map_page_size(pfn).unwrap_or(PageSize::Size4K);
         let start = va.align_down(size);
         let pages = size.bytes() / 4096;
         match self.policy {
-            Policy::NoFlush => {}
             Policy::Immediate | Policy::BrokenBeforeFlushKernelRange => {
                 k.flush_tlb_kernel_range(cpu, start, pages)
             }

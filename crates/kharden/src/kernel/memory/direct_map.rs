@@ -75,23 +75,18 @@ impl Kernel {
 
     /// lookup_address() of `va` in the kernel's tables on `cpu`: a software walk, each
     /// entry's load waiting for the one above it, to the leaf or the first entry not present.
-    /// Its time is charged to direct-map. Returns the leaf's level (1 = 4 KiB).
-    pub fn lookup_address(&mut self, cpu: CpuId, va: VirtAddr) -> u8 {
-        let mut table = self.kernel_root;
-        let (mut level, mut cycles) = (4u8, 0.0);
-        loop {
-            let entry_pa = table.addr().0 + va.index(level) as u64 * 8;
-            let hit = self.load_line(cpu, entry_pa);
+    /// Its time is charged to direct-map.
+    pub fn lookup_address(&mut self, cpu: CpuId, va: VirtAddr) {
+        let tables = paging::tables_on_walk(&self.mem, self.kernel_root, va);
+        let mut cycles = 0.0;
+        for (table, level) in std::iter::once(self.kernel_root)
+            .chain(tables)
+            .zip((1..=4).rev())
+        {
+            let hit = self.load_line(cpu, table.addr().0 + va.index(level) as u64 * 8);
             cycles += self.caches.cycles(hit);
-            let e = self.mem.read(table, va.index(level));
-            if level == 1 || !e.present() || e.leaf_size(level).is_some() {
-                break;
-            }
-            table = e.addr().pfn();
-            level -= 1;
         }
         self.compute(cpu, cycles, TimeCategory::DirectMap);
-        level
     }
 
     /// set_direct_map_entry() of every frame of `pfns`, with the same effect, for boot-time

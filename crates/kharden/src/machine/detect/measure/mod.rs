@@ -147,13 +147,8 @@ fn percentile(mut v: Vec<f64>, q: f64) -> Option<f64> {
 }
 
 #[cfg(target_os = "linux")]
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite() && *x > 0.0);
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    Some(v[v.len() / 2])
+fn median(v: Vec<f64>) -> Option<f64> {
+    percentile(v, 0.5)
 }
 
 #[cfg(not(target_os = "linux"))]

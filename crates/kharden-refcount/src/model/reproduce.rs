@@ -253,7 +253,12 @@ fn full_miss_values(
     let gap = full.cycles - fm.cycles;
     // Every mispredicted branch, a failed store-exclusive's retry among them, costs less
     // than a whole exclusive pair's period: charge it that, as an upper bound.
-    let pair = core.exclusive_pair.unwrap_or(0.0);
+    let pair = core.exclusive_pair.ok_or_else(|| {
+        Error::new(format!(
+            "cores/{}.toml: no exclusive_pair for seed 001's core",
+            core.name
+        ))
+    })?;
     let extra_misses = full.branch_misses - atomic.branch_misses;
     // Instructions neither trace holds (timer interrupts, the shell) scale with the run's
     // time; what the REFCOUNT_FULL row executed beyond that and its trace is all that

@@ -13,6 +13,8 @@ pub(super) struct PublishedRow {
     pub(super) seconds: f64,
     pub(super) cycles: f64,
     pub(super) instructions: f64,
+    /// perf's branch-misses: what rules out store-exclusive failures and mispredictions.
+    pub(super) branch_misses: f64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -18,8 +18,8 @@ pub const PARAMS: &[Decl] = &[Decl::num(
 
 #[derive(Debug, Clone)]
 pub struct SyscallLoop {
-    /// The syscall it loops on (a name of the syscall table).
-    pub name: String,
+    /// The syscall it loops on (a name of the syscall table, checked by new).
+    name: String,
     /// The handler's own work in cycles when an experiment gives it (FreeBSD's getppid in
     /// seed 003 is not the recorded kernel's); else the recording's.
     pub given_work_cycles: Option<f64>,

@@ -2,13 +2,13 @@
 //! path a scenario names was recorded, and compiles into a path the kernel model can run.
 
 use kharden::kernel::footprints::footprint::Footprints;
-use kharden::kernel::paths::recording;
+use kharden::kernel::paths::recording::Recording;
 use kharden_footprint::driver::SCENARIOS;
 
 #[test]
 fn every_scenario_path_is_recorded_and_compiles() {
     let f = Footprints::builtin();
-    let compiled = recording::paths();
+    let compiled = &Recording::committed().paths;
     for s in SCENARIOS {
         for &name in s.paths {
             let p = f
@@ -25,7 +25,7 @@ fn every_scenario_path_is_recorded_and_compiles() {
 
 #[test]
 fn seed_002_paths_carry_their_latency_and_work() {
-    let compiled = recording::paths();
+    let compiled = &Recording::committed().paths;
     for name in [
         "kill",
         "signal-deliver",

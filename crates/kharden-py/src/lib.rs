@@ -5,12 +5,14 @@
 
 use kharden::defense::{self, Extension};
 use kharden::experiment::sweep_file::{self, Book, Options, Record, Sweep};
+use kharden::kernel::paths::recording::{Portable, Recording};
 use kharden::params::{machine_params, Overrides, Params};
 use kharden::{experiment, machine};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 create_exception!(
     _native,
@@ -29,8 +31,33 @@ fn json(v: &impl serde::Serialize) -> PyResult<String> {
     serde_json::to_string(v).map_err(err)
 }
 
+/// The `--set` assignments of a call, with the footprints chosen for this module.
 fn overrides(set: Vec<String>) -> PyResult<Overrides> {
-    Overrides::parse(&set).map_err(err)
+    let mut o = Overrides::parse(&set).map_err(err)?;
+    o.recording = Option::clone(&chosen());
+    Ok(o)
+}
+
+/// The footprints use_footprints chose for this module's later calls (None: the
+/// committed recording). Held here, the Python API's state: the kernel library takes its
+/// recording from each run's parameters.
+fn chosen() -> std::sync::MutexGuard<'static, Option<Arc<Recording>>> {
+    static CHOSEN: Mutex<Option<Arc<Recording>>> = Mutex::new(None);
+    CHOSEN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Makes the recording `read` gives the one of later calls, unless `portable`'s texts are
+/// chosen already (a Ray worker receives its recording with every task).
+fn choose(
+    portable: Option<&Portable>,
+    read: impl FnOnce() -> kharden::Result<Recording>,
+) -> PyResult<()> {
+    let mut now = chosen();
+    if portable.is_some() && now.as_ref().and_then(|r| r.portable.as_ref()) == portable {
+        return Ok(());
+    }
+    *now = Some(Arc::new(read().map_err(err)?));
+    Ok(())
 }
 
 /// The machine library: name -> profile (as its TOML fields), JSON.
@@ -98,19 +125,21 @@ fn reproduce(py: Python<'_>, name: String, set: Vec<String>) -> PyResult<String>
     json(&rep)
 }
 
-/// Makes the footprint file at `path` the kernel recording of every later simulation in
-/// this process (kernel/paths/recording.rs; the CLI's `--footprints`).
+/// Makes the footprint file at `path` the kernel recording of every later simulation of
+/// this module (kernel/paths/recording.rs; the CLI's `--footprints`).
 #[pyfunction]
 fn use_footprints(path: &str) -> PyResult<()> {
-    kharden::kernel::paths::recording::select(path).map_err(err)
+    choose(None, || Recording::read(path))
 }
 
-/// The footprints chosen for this process (use_footprints), as the JSON of their texts
+/// The footprints chosen for this module (use_footprints), as the JSON of their texts
 /// that use_footprints_portable takes in another process; None for the committed ones.
 #[pyfunction]
 fn chosen_footprints() -> PyResult<Option<String>> {
-    kharden::kernel::paths::recording::chosen()
-        .map(|p| serde_json::to_string(&p).map_err(|e| err(e.to_string())))
+    chosen()
+        .as_ref()
+        .and_then(|r| r.portable.as_ref())
+        .map(|p| serde_json::to_string(p).map_err(|e| err(e.to_string())))
         .transpose()
 }
 
@@ -118,9 +147,9 @@ fn chosen_footprints() -> PyResult<Option<String>> {
 /// Ray worker gets the texts, not the files.
 #[pyfunction]
 fn use_footprints_portable(json: &str) -> PyResult<()> {
-    let p: kharden::kernel::paths::recording::Portable = serde_json::from_str(json)
+    let p: Portable = serde_json::from_str(json)
         .map_err(|e| err(format!("footprints sent to this worker: {e}")))?;
-    kharden::kernel::paths::recording::select_portable(p).map_err(err)
+    choose(Some(&p), || Recording::from_portable(p.clone()))
 }
 
 /// Names the reproductions `reproduce` takes.

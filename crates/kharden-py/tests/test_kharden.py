@@ -145,8 +145,8 @@ def test_use_footprints_refuses_a_recording_without_every_path(committed_footpri
 
 
 def test_use_footprints_runs_the_file_given(committed_footprints, tmp_path):
-    # One recording per process: a fresh interpreter takes a copy of the committed file,
-    # and simulates what this one does with the committed recording.
+    # A fresh interpreter (this one's later tests keep the committed recording) takes a
+    # copy of the committed file, and simulates what this one does with the committed one.
     copy = tmp_path / "copy.toml"
     copy.write_text(committed_footprints)
     here = kharden.run("haswell-i7-4770", "syscall-loop", iterations=2000)

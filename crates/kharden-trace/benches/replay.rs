@@ -94,9 +94,10 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(events));
     g.bench_function("make -j4, 32 jobs, i5-3550", |b| {
         b.iter(|| {
-            let split = replay::split(&trace, &dir.join("ops")).unwrap();
-            let program = replay::root_program(&split, 2.6, 1);
-            let mut r = Runner::new(Kernel::boot(m.clone(), vec![]), program, 1);
+            let k = Kernel::boot(m.clone(), vec![]);
+            let split = replay::split(&trace, &dir.join("ops"), &k.paths).unwrap();
+            let program = replay::root_program(&split, k.paths.clone(), 2.6, 1);
+            let mut r = Runner::new(k, program, 1);
             r.run(Time::ZERO, Time(u64::MAX / 4)).unwrap()
         })
     });

@@ -37,11 +37,11 @@ pub fn replay_trace(data: &[u8]) -> Result<(), String> {
     std::fs::write(&trace, data).map_err(|e| e.to_string())?;
     let ops = dir.path().join("ops");
     std::fs::create_dir(&ops).map_err(|e| e.to_string())?;
-    let split = replay::split(&trace, &ops).map_err(|e| one_line(e.to_string()))?;
     let m = kharden::machine::load("ivybridge-i5-3550").expect("library machine");
     let k = kharden::kernel::Kernel::boot(m, vec![]);
-    replay::drive(k, replay::root_program(&split, 3.0, 1), |_| Ok(()))
-        .map_err(|e| one_line(e.to_string()))?;
+    let split = replay::split(&trace, &ops, &k.paths).map_err(|e| one_line(e.to_string()))?;
+    let program = replay::root_program(&split, k.paths.clone(), 3.0, 1);
+    replay::drive(k, program, |_| Ok(())).map_err(|e| one_line(e.to_string()))?;
     Ok(())
 }
 

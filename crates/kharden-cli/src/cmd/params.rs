@@ -4,6 +4,7 @@
 
 use clap::Args as ClapArgs;
 use kharden::defense::registry;
+use kharden::kernel::paths::recording::Recording;
 use kharden::model::declarations;
 use kharden::params::{machine_params, Overrides, Params, Value};
 use kharden::{machine, Error, Result};
@@ -24,13 +25,14 @@ pub struct SetArgs {
 }
 
 impl SetArgs {
-    /// The overrides, once the `--footprints` file (if any) is the recording this process
-    /// simulates.
+    /// The overrides, with the recording of the `--footprints` file (if any) read and
+    /// compiled.
     pub fn resolve(&self) -> Result<Overrides> {
+        let mut o = Overrides::parse(&self.set)?;
         if let Some(file) = &self.footprints {
-            kharden::kernel::paths::recording::select(file)?;
+            o.recording = Some(std::sync::Arc::new(Recording::read(file)?));
         }
-        Overrides::parse(&self.set)
+        Ok(o)
     }
 }
 

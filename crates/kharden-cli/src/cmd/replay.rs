@@ -69,10 +69,11 @@ pub fn replay_trace(
     let defenses = super::defenses::parse(defense, m)?;
     // A private scratch directory, removed on return and on Ctrl-C.
     let scratch = Scratch::new("replay")?;
-    let split = replay::split(trace, scratch.path())?;
-    let program = replay::root_program(&split, host_ghz, scale_jobs);
+    let k = Kernel::boot(m.clone(), defenses);
+    let split = replay::split(trace, scratch.path(), &k.paths)?;
+    let program = replay::root_program(&split, k.paths.clone(), host_ghz, scale_jobs);
     let mut progress = Progress::on_terminal();
-    let out = replay::drive(Kernel::boot(m.clone(), defenses), program, |p| {
+    let out = replay::drive(k, program, |p| {
         progress.show(&format!(
             "replay: {:.2} s simulated, {} tasks ({} live), {} operations",
             p.simulated.secs(),

@@ -60,9 +60,13 @@ fn on_ray(file: &str, output: &Path, address: &str, overrides: &Overrides) -> Re
     cmd.args(["-m", "kharden.ray_sweep", file, "--address", address])
         .arg("--output")
         .arg(output);
-    // The footprints chosen for this process (--footprints) go to the workers as texts.
-    if let Some(recording) = kharden::kernel::paths::recording::chosen() {
-        cmd.arg("--footprints").arg(recording.place);
+    // The footprints given (--footprints) go to the workers as texts.
+    if let Some(p) = overrides
+        .recording
+        .as_ref()
+        .and_then(|r| r.portable.as_ref())
+    {
+        cmd.arg("--footprints").arg(&p.place);
     }
     for (p, v) in &overrides.software {
         cmd.arg("--set").arg(format!("{p}={v}"));

@@ -82,11 +82,11 @@ def parameters(machine=None, set=None):
 
 
 def use_footprints(path):
-    """Run every later simulation of this process on the kernel footprint file at `path`
+    """Run every later simulation of this module on the kernel footprint file at `path`
     (`kharden kernel record-footprint` on your own kernel) instead of the committed
-    recording: the CLI's --footprints. Call it before the first simulation; a file that
-    lacks a path the model runs raises KhardenError naming it. Sweeps on Ray send it to
-    their workers."""
+    recording: the CLI's --footprints. A later call chooses again; a file that lacks a
+    path the model runs raises KhardenError naming it. Sweeps on Ray send it to their
+    workers."""
     _native.use_footprints(str(path))
 
 

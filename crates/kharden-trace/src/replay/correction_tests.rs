@@ -90,8 +90,9 @@ fn split_and_read(name: &str, meta: &Meta) -> (Recorded, f64) {
     let dir = scratch(name);
     let trace = dir.join("t.trace");
     write_traced(&trace, meta);
-    let s = split(&trace, &dir.join("ops")).unwrap();
-    let mut program = root_program(&s, 1.0, 1);
+    let paths = &kharden::kernel::paths::recording::Recording::committed().paths;
+    let s = split(&trace, &dir.join("ops"), paths).unwrap();
+    let mut program = root_program(&s, paths.clone(), 1.0, 1);
     let mut rng = Pcg32::new(1, 1);
     let mut user_cycles = 0.0;
     loop {

@@ -73,14 +73,15 @@ fn replay_sequential(n: u32) -> (Held, u64) {
     write_sequential(&trace, n);
     let ops = dir.path().join("ops");
     std::fs::create_dir(&ops).unwrap();
-    let split = split(&trace, &ops).unwrap();
+    let k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), vec![]);
+    let split = split(&trace, &ops, &k.paths).unwrap();
     assert_eq!(
         split.recorded.tasks,
         n as u64 + 1,
         "a reused tid is a new task"
     );
-    let k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), vec![]);
-    let out = drive(k, root_program(&split, 3.0, 1), |_| Ok(())).unwrap();
+    let program = root_program(&split, k.paths.clone(), 3.0, 1);
+    let out = drive(k, program, |_| Ok(())).unwrap();
     let k = &out.runner.k;
     assert_eq!(k.task_slots.created, n as u64 + 1);
     let held = Held {

@@ -251,9 +251,9 @@ mod tests {
         let trace = dir.join("t.trace");
         write_trace(&trace, start);
         std::fs::create_dir_all(dir.join("ops")).unwrap();
-        let split = split(&trace, &dir.join("ops")).unwrap();
-        let program = root_program(&split, 3.0, 1);
         let k = Kernel::boot(machine::load("ivybridge-i5-3550").unwrap(), vec![]);
+        let split = split(&trace, &dir.join("ops"), &k.paths).unwrap();
+        let program = root_program(&split, k.paths.clone(), 3.0, 1);
         let out = drive(k, program, |_| Ok(())).unwrap();
         let (r, w) = (out.runner, out.window);
         assert!(

@@ -5,6 +5,7 @@ use super::ops::{self, file_of, io, Visits};
 use super::variant::{self, Variant};
 use super::Split;
 use kharden::kernel::paths::syscall::Effect;
+use kharden::kernel::paths::table::KernelPaths;
 use kharden::sim::Pcg32;
 use kharden::workload::program::{Op, Program};
 use kharden::{Error, Result};
@@ -12,6 +13,7 @@ use std::collections::{HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 enum Record {
     /// User time as traced, and the costs accrued to come out of it.
@@ -42,6 +44,8 @@ struct Shared {
     measured: bool,
     /// The factor on the user intervals' costs (Recorded::user_scale).
     user_scale: f64,
+    /// The recording of the kernel the programs run on (their syscalls' paths and work).
+    paths: Arc<KernelPaths>,
 }
 
 /// One task's op file, read as the task runs.
@@ -202,8 +206,8 @@ impl FileSource {
             Record::Syscall(v, ns, removed, wait, flushed) => {
                 // u64::MAX pages is TLB_FLUSH_ALL in both the trace and the model.
                 let effect = (flushed > 0).then_some(Effect::FlushUserRange { pages: flushed });
-                let op =
-                    variant::to_op(v, ns, ghz, effect, self.band(removed)).ok_or_else(|| {
+                let op = variant::to_op(&self.shared.paths, v, ns, ghz, effect, self.band(removed))
+                    .ok_or_else(|| {
                         Error::at(
                             self.path().display(),
                             "corrupt replay file: an omitted call was written",
@@ -230,7 +234,7 @@ impl FileSource {
                 // A vfork's model is the vfork path alone: more recorded is more work (a
                 // fork's model scales with the parent's memory already).
                 let more = if vfork {
-                    variant::beyond(ns, ghz, "vfork", self.band(removed))
+                    variant::beyond(&self.shared.paths, ns, ghz, "vfork", self.band(removed))
                 } else {
                     0.0
                 };
@@ -249,7 +253,7 @@ impl FileSource {
             Record::Thread(seq) => Op::SpawnThread(Box::new(self.child(seq))),
             Record::Exec(ns, removed) => with_more(
                 Op::Exec,
-                variant::beyond(ns, ghz, "execve", self.band(removed)),
+                variant::beyond(&self.shared.paths, ns, ghz, "execve", self.band(removed)),
             ),
             Record::Exit => Op::Exit,
         })
@@ -289,8 +293,13 @@ fn with_more(op: Op, cycles: f64) -> Op {
     }
 }
 
-/// The root task's program for pass 2.
-pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Box<dyn Program> {
+/// The root task's program for pass 2, to run on a kernel of recording `paths`.
+pub fn root_program(
+    split: &Split,
+    paths: Arc<KernelPaths>,
+    host_ghz: f64,
+    scale_jobs: u32,
+) -> Box<dyn Program> {
     let shared = Rc::new(Shared {
         dir: split.dir.clone(),
         host_ghz,
@@ -298,6 +307,7 @@ pub fn root_program(split: &Split, host_ghz: f64, scale_jobs: u32) -> Box<dyn Pr
         makes: split.makes.clone(),
         measured: split.recorded.tracer.is_some(),
         user_scale: split.recorded.user_scale,
+        paths,
     });
     Box::new(FileSource::open(shared, split.root, "root".into()))
 }

@@ -18,7 +18,7 @@ use super::ops::{self, file_of, io};
 use super::variant::{self, Inside, Variant};
 use super::{Recorded, Split};
 use crate::format::{self, GfpClass, Op as TraceOp};
-use kharden::kernel::paths::recording;
+use kharden::kernel::paths::table::KernelPaths;
 use kharden::{Error, Result};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -202,8 +202,7 @@ impl TaskState {
     }
 }
 
-fn costs_of(meta: &format::Meta) -> Costs {
-    let paths = recording::paths();
+fn costs_of(meta: &format::Meta, paths: &KernelPaths) -> Costs {
     let fault = |name| paths.native_ns(name).unwrap_or(0.0);
     let mut c = Costs {
         fault: [fault("fault-anon"), fault("fault-cow"), fault("fault-file")],
@@ -218,10 +217,11 @@ fn costs_of(meta: &format::Meta) -> Costs {
     c
 }
 
-/// Splits `trace` into per-task op files under `dir` (an empty private directory).
-pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
+/// Splits `trace` into per-task op files under `dir` (an empty private directory), the
+/// faults' native latencies those of recording `paths`.
+pub fn split(trace: &Path, dir: &Path, paths: &KernelPaths) -> Result<Split> {
     let mut reader = format::open(trace)?;
-    let costs = costs_of(reader.meta());
+    let costs = costs_of(reader.meta(), paths);
     let tracer = reader.meta().tracer.clone();
     let untraced = reader.meta().untraced.clone();
     let mut tasks: HashMap<u32, TaskState> = HashMap::new();
@@ -339,7 +339,7 @@ pub fn split(trace: &Path, dir: &Path) -> Result<Split> {
                     },
                 );
                 // The model's operation for it (its label does not depend on the clock).
-                let label = variant::to_op(v, ns, 1.0, effect, None).map_or(
+                let label = variant::to_op(paths, v, ns, 1.0, effect, None).map_or(
                     match name {
                         "execve" | "execveat" => "execve",
                         _ => "fork",

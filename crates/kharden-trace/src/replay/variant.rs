@@ -7,6 +7,7 @@
 use crate::format::{FdKind, Target};
 use kharden::kernel::paths::process::PageCacheFs;
 use kharden::kernel::paths::syscall::{self, Effect, SyscallSpec, GETDENTS_LARGE, GETDENTS_SMALL};
+use kharden::kernel::paths::table::KernelPaths;
 use kharden::workload::program::Op;
 
 /// Calls that run a path of the syscall table as they are (kernel/paths/syscall.rs's names).
@@ -305,9 +306,9 @@ impl Variant {
     }
 }
 
-/// The table's spec `name` (the syscall table and the footprints are checked to agree).
-fn spec(name: &str) -> SyscallSpec {
-    syscall::lookup(name).unwrap_or_else(|| panic!("{name} is in the syscall table"))
+/// The table's spec `name` on `paths` (every recording has the table's paths).
+fn spec(paths: &KernelPaths, name: &str) -> SyscallSpec {
+    syscall::lookup(paths, name).unwrap_or_else(|| panic!("{name} is in the syscall table"))
 }
 
 /// `spec` with `work` cycles.
@@ -322,11 +323,12 @@ fn between(x0: f64, y0: f64, x1: f64, y1: f64, x: f64) -> f64 {
 }
 
 /// Cycles per byte a user copy adds: read of /dev/zero's 8 KiB against its 1 byte.
-fn copy_cycles_per_byte() -> f64 {
-    (spec("read-8k").work_cycles - spec("read-1").work_cycles) / 8191.0
+fn copy_cycles_per_byte(paths: &KernelPaths) -> f64 {
+    (spec(paths, "read-8k").work_cycles - spec(paths, "read-1").work_cycles) / 8191.0
 }
 
-/// The operation the model runs for a call of `variant`, with `recorded_ns` of kernel time
+/// The operation the model runs on `paths` (the recording of the kernel it will run on) for
+/// a call of `variant`, with `recorded_ns` of kernel time
 /// measured (tracer removed), at `ghz` recorded cycles per ns; `effect` is its recorded
 /// flush, which replaces the path's own effect (munmap's goes into its own).
 ///
@@ -338,6 +340,7 @@ fn copy_cycles_per_byte() -> f64 {
 /// keep their variant's work: the recorder's watch of opens runs inside them. Without a
 /// band (no measured recorder cost) the variants stand.
 pub fn to_op(
+    paths: &KernelPaths,
     variant: Variant,
     recorded_ns: f64,
     ghz: f64,
@@ -366,12 +369,12 @@ pub fn to_op(
     Some(match variant {
         Variant::Omitted => return None,
         Variant::Recorded => syscall(
-            with_work(spec("syscall-recorded"), recorded_ns * ghz),
+            with_work(spec(paths, "syscall-recorded"), recorded_ns * ghz),
             effect,
         ),
-        Variant::Call(i) => syscall(spec(CALLS[i as usize]), effect),
+        Variant::Call(i) => syscall(spec(paths, CALLS[i as usize]), effect),
         Variant::ReadZero { bytes } => {
-            let (one, eight) = (spec("read-1"), spec("read-8k"));
+            let (one, eight) = (spec(paths, "read-1"), spec(paths, "read-8k"));
             let work = between(
                 1.0,
                 one.work_cycles,
@@ -384,7 +387,7 @@ pub fn to_op(
                 effect,
             )
         }
-        Variant::WriteNull => syscall(spec("write-1"), effect),
+        Variant::WriteNull => syscall(spec(paths, "write-1"), effect),
         Variant::ReadCache {
             tmpfs,
             bytes,
@@ -410,29 +413,32 @@ pub fn to_op(
             }
         }
         Variant::ReadPipe { bytes } | Variant::WritePipe { bytes } => {
-            let s = spec(if matches!(variant, Variant::ReadPipe { .. }) {
-                "read-pipe-4k"
-            } else {
-                "write-pipe-4k"
-            });
-            let work = s.work_cycles + (bytes as f64 - 4096.0) * copy_cycles_per_byte();
+            let s = spec(
+                paths,
+                if matches!(variant, Variant::ReadPipe { .. }) {
+                    "read-pipe-4k"
+                } else {
+                    "write-pipe-4k"
+                },
+            );
+            let work = s.work_cycles + (bytes as f64 - 4096.0) * copy_cycles_per_byte(paths);
             syscall(with_work(s, work), effect)
         }
-        Variant::Open { depth: 0 } => syscall(spec("openat"), effect),
+        Variant::Open { depth: 0 } => syscall(spec(paths, "openat"), effect),
         Variant::Open { depth } => {
-            let (one, six) = (spec("openat-1"), spec("openat"));
+            let (one, six) = (spec(paths, "openat-1"), spec(paths, "openat"));
             let d = OPENAT_DEPTH as f64;
             let work = between(1.0, one.work_cycles, d, six.work_cycles, depth as f64);
             let s = if depth <= OPENAT_DEPTH / 2 { one } else { six };
             syscall(with_work(s, work), effect)
         }
         Variant::OpenDevice => {
-            let work = spec("open-close").work_cycles - spec("close").work_cycles;
-            syscall(with_work(spec("open-close"), work), effect)
+            let work = spec(paths, "open-close").work_cycles - spec(paths, "close").work_cycles;
+            syscall(with_work(spec(paths, "open-close"), work), effect)
         }
         Variant::Getdents { bytes } => {
-            let small = spec("getdents64-small");
-            let large = syscall::path_work("getdents64-large").expect("recorded");
+            let small = spec(paths, "getdents64-small");
+            let large = syscall::path_work(paths, "getdents64-large").expect("recorded");
             let work = between(
                 GETDENTS_SMALL as f64,
                 small.work_cycles,
@@ -443,7 +449,7 @@ pub fn to_op(
             syscall(with_work(small, work), effect)
         }
         Variant::MmapAnon { pages } => syscall(
-            spec("mmap"),
+            spec(paths, "mmap"),
             Some(effect.unwrap_or(Effect::MmapAnon { pages })),
         ),
         Variant::Munmap { freed } => {
@@ -452,7 +458,7 @@ pub fn to_op(
                 _ => 0,
             };
             syscall(
-                spec("munmap"),
+                spec(paths, "munmap"),
                 Some(Effect::Munmap {
                     flush_pages,
                     freed_pages: freed as u64,
@@ -464,8 +470,14 @@ pub fn to_op(
 
 /// The cycles by which `recorded_ns` of a call exceed recorded path `path`'s work by more
 /// than `band_ns` (0 without a band): see `to_op`.
-pub fn beyond(recorded_ns: f64, ghz: f64, path: &str, band_ns: Option<f64>) -> f64 {
-    match (band_ns, syscall::path_work(path)) {
+pub fn beyond(
+    paths: &KernelPaths,
+    recorded_ns: f64,
+    ghz: f64,
+    path: &str,
+    band_ns: Option<f64>,
+) -> f64 {
+    match (band_ns, syscall::path_work(paths, path)) {
         (Some(band), Some(work)) => (recorded_ns * ghz - work - band * ghz).max(0.0),
         _ => 0.0,
     }
@@ -675,7 +687,8 @@ mod tests {
     /// (the excess joins its work), except a device read or write, whose bytes say it all.
     #[test]
     fn only_calls_that_can_do_more_take_the_recorded_excess() {
-        let extra = |v: Variant| match to_op(v, 10_000.0, 1.0, None, Some(100.0)) {
+        let committed = &kharden::kernel::paths::recording::Recording::committed().paths;
+        let extra = |v: Variant| match to_op(committed, v, 10_000.0, 1.0, None, Some(100.0)) {
             Some(Op::Syscall { extra_cycles, .. }) => extra_cycles,
             other => panic!("{other:?}"),
         };

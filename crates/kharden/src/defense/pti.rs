@@ -13,7 +13,7 @@ use super::{CounterSlots, Defense};
 use crate::arch::x86::{paging, InvpcidType, PageSize, Pcid, VirtAddr};
 use crate::kernel::memory::layout;
 use crate::kernel::memory::layout::{CPU_ENTRY_AREA, KERNEL_DATA, KERNEL_TEXT};
-use crate::kernel::{entry_text_page, BootConfig, CpuId, Kernel, KernelGlobal, MmId};
+use crate::kernel::{BootConfig, CpuId, Kernel, KernelGlobal, MmId};
 use crate::machine::MachineProfile;
 use crate::oracle::{pti as invariant, Violation};
 use crate::params::{Decl, Params, Unit};
@@ -89,7 +89,7 @@ impl Pti {
     pub fn allowed_in_user_mode(&self, k: &Kernel) -> Vec<(u64, u64)> {
         let slot = VirtAddr(CPU_ENTRY_AREA).align_down(PageSize::Size1G).0 & !((1u64 << 39) - 1);
         let mut allowed = vec![(slot, slot + (1 << 39))];
-        let entry = entry_text_page().0;
+        let entry = k.paths.entry_text_page().0;
         allowed.push((entry, entry + PageSize::Size2M.bytes()));
         if self.clones_image(k) {
             // Linux without PCID maps kernel text and rodata into user tables
@@ -198,7 +198,7 @@ impl Defense for Pti {
                     .map(VirtAddr)
                     .collect()
             } else {
-                vec![entry_text_page()]
+                vec![k.paths.entry_text_page()]
             };
             for va in pages {
                 let leaf =
@@ -307,7 +307,7 @@ impl Pti {
 mod tests {
     use crate::arch::x86::{paging, PageSize, VirtAddr};
     use crate::kernel::memory::layout::{cpu_entry_area, KERNEL_DATA, KERNEL_RODATA, KERNEL_TEXT};
-    use crate::kernel::{entry_text_page, Kernel};
+    use crate::kernel::Kernel;
     use crate::{defense, machine};
 
     /// The kernel image's global bits and what the user tables map, per variant, as Linux
@@ -351,11 +351,12 @@ mod tests {
             // A text page that is not the entry text's.
             let other_text = (KERNEL_TEXT..KERNEL_RODATA)
                 .step_by(PageSize::Size2M.bytes() as usize)
-                .find(|&va| VirtAddr(va) != entry_text_page())
+                .find(|&va| VirtAddr(va) != k.paths.entry_text_page())
                 .unwrap();
             assert_eq!(global(&k, other_text), text, "{d}: text");
             assert_eq!(global(&k, KERNEL_RODATA), rodata, "{d}: rodata");
-            assert_eq!(global(&k, entry_text_page().0), entry, "{d}: entry text");
+            let entry_text = k.paths.entry_text_page().0;
+            assert_eq!(global(&k, entry_text), entry, "{d}: entry text");
             assert_eq!(global(&k, cpu_entry_area(0).0), cea, "{d}: cpu_entry_area");
             // Data is global without PTI, and in Linux without PCID before "x86/mm/pti:
             // Clear Global bit more aggressively".
@@ -368,10 +369,7 @@ mod tests {
                     user_rodata,
                     "{d}: user tables map rodata"
                 );
-                assert!(
-                    maps(entry_text_page().0),
-                    "{d}: user tables map the entry text"
-                );
+                assert!(maps(entry_text), "{d}: user tables map the entry text");
                 assert!(!maps(KERNEL_DATA), "{d}: user tables map kernel data");
             }
         }

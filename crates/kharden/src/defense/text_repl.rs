@@ -358,7 +358,7 @@ mod tests {
         let mut k = boot("xeon-e5-2690v3-2s", "pti:linux,text-repl");
         let (c0, c1, mm) = mm_made_on_node_1(&mut k);
         assert_eq!(k.mms[mm].node_user_roots.len(), 2);
-        let entry = crate::kernel::entry_text_page();
+        let entry = k.paths.entry_text_page();
         for (cpu, node) in [(c0, 0), (c1, 1)] {
             let user = k.user_pgd(mm, cpu).unwrap();
             assert_eq!(k.mem.node_of(user), node, "the user PGD is node-local");

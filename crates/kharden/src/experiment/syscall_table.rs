@@ -124,10 +124,7 @@ pub fn simulate(
         k.run_in_vm(vm);
     }
     let mut lp = SyscallLoop::new(syscall, iterations)?;
-    if let Some(w) = work {
-        lp.syscall.work_cycles = w;
-        lp.syscall.work_is_given = true;
-    }
+    lp.given_work_cycles = work;
     let r = lp.run(&mut k)?;
     if let Some(v) = k.violations.first() {
         return Err(Error::new(format!(

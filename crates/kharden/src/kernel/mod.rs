@@ -23,7 +23,7 @@ use crate::sim::{Clock, Counter, CpuSet, Stats, Time, TimeCategory};
 pub use hooks::{Defense, Hypervisor, OracleMode, Violation};
 use memory::layout::*;
 use memory::{page_alloc, reap};
-use paths::{l1_replay, recording, table};
+use paths::{l1_replay, table};
 use sched::{balance, scheduler};
 use tlb::{asid, coherence, irq_calendar, mode_log};
 
@@ -52,23 +52,16 @@ pub enum KernelGlobal {
 
 impl KernelGlobal {
     /// Whether the 2 MiB kernel image page at `va` (text from KERNEL_TEXT, then rodata,
-    /// then data) is mapped global.
-    pub fn image_page_is_global(self, va: VirtAddr) -> bool {
+    /// then data) is mapped global, the entry code lying in page `entry_text`.
+    pub fn image_page_is_global(self, va: VirtAddr, entry_text: VirtAddr) -> bool {
         match self {
             KernelGlobal::All => true,
             KernelGlobal::ClonedImage => va.0 < KERNEL_DATA,
             KernelGlobal::WholeImage => true,
-            KernelGlobal::EntryText => va == entry_text_page(),
+            KernelGlobal::EntryText => va == entry_text,
             KernelGlobal::None => false,
         }
     }
-}
-
-/// The 2 MiB page of kernel text that holds the entry code (the only kernel text that user
-/// page tables map under PTI unless the whole image is cloned).
-pub fn entry_text_page() -> VirtAddr {
-    let entry = recording::paths().entry_text_offset;
-    VirtAddr(KERNEL_TEXT + entry).align_down(PageSize::Size2M)
 }
 
 /// Boot-time choices the defenses make in `Defense::configure`, fixed from then on.
@@ -334,7 +327,7 @@ impl Kernel {
             config,
             params: params::KernelParams::from(params),
             run_params: params.clone(),
-            paths: recording::paths(),
+            paths: params.recording().paths.clone(),
             machine,
         };
         k.map_kernel_half();
@@ -379,6 +372,7 @@ impl Kernel {
     /// cpu_entry_area into init_mm's PGD.
     fn map_kernel_half(&mut self) {
         let g = self.config.global_kernel;
+        let entry_text = self.paths.entry_text_page();
         let image_bytes = KERNEL_TEXT_BYTES + KERNEL_RODATA_BYTES + KERNEL_DATA_BYTES;
         let image = self.mem.alloc_data_contiguous(0, image_bytes >> 12, 512);
         let m2 = PageSize::Size2M.bytes();
@@ -391,7 +385,7 @@ impl Kernel {
             } else {
                 PteFlags::KERNEL_DATA
             }
-            .with_global(g.image_page_is_global(va));
+            .with_global(g.image_page_is_global(va, entry_text));
             paging::map(
                 &mut self.mem,
                 self.kernel_root,

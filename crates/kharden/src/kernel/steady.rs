@@ -362,7 +362,7 @@ mod tests {
     #[test]
     fn repeating_a_period_moves_clocks_and_counts_on() {
         let mut k = kernel("pti:linux");
-        let getppid = crate::kernel::paths::syscall::lookup("getppid").unwrap();
+        let getppid = crate::kernel::paths::syscall::lookup(&k.paths, "getppid").unwrap();
         let task = k.spawn("loop", None);
         k.switch_to(0, task);
         k.enter_user(0);

@@ -109,10 +109,12 @@ pub const ALL: &[Case] = &[
     },
 ];
 
-fn kvm_emulated_store(variant: &str, m: &MachineProfile, _: &Params) -> Result<Vec<String>> {
+fn kvm_emulated_store(variant: &str, m: &MachineProfile, params: &Params) -> Result<Vec<String>> {
     let name = variant.strip_prefix("kvm-cr0wp:").unwrap_or(variant);
     let v = crate::virt::Variant::parse(name).map_err(|e| Error::at("kvm-cr0wp variant", e))?;
-    Ok(emulated_store_after_wp_toggle(m, v, &Params::linux())?
+    // The built-in guest parameters, on the run's kernel recording.
+    let guest = Params::linux().with_recording(params.recording().clone());
+    Ok(emulated_store_after_wp_toggle(m, v, &guest)?
         .into_iter()
         .flat_map(|(f, found)| found.into_iter().map(move |w| format!("{}: {w}", f.name())))
         .collect())

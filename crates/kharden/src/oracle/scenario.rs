@@ -97,7 +97,7 @@ pub fn sibling_thread(
     run_next(&mut k, 1, s);
     let p = stale_kernel_alias(&mut k, 1, 0)?;
     fault_in(&mut k, 0, t, p)?;
-    let getppid = syscall::lookup("getppid")
+    let getppid = syscall::lookup(&k.paths, "getppid")
         .ok_or_else(|| Error::new("sibling-thread: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
     Ok(k.violations)
@@ -143,7 +143,7 @@ pub fn kmap_two_cpus(
         k.kunmap(0, p);
         Ok(())
     })?;
-    let getppid = syscall::lookup("getppid")
+    let getppid = syscall::lookup(&k.paths, "getppid")
         .ok_or_else(|| Error::new("kmap-two-cpus: getppid is not in the syscall table"))?;
     k.syscall(1, &getppid)?;
     Ok(k.violations)
@@ -187,7 +187,7 @@ pub fn text_poke(
     params: &Params,
 ) -> Result<Vec<Violation>> {
     let mut k = boot(machine, defenses, params, "text-poke")?;
-    let getppid = syscall::lookup("getppid")
+    let getppid = syscall::lookup(&k.paths, "getppid")
         .ok_or_else(|| Error::new("text-poke: getppid is not in the syscall table"))?;
     let mut cpus: Vec<CpuId> = (0..k.mem.nodes())
         .filter_map(|n| (0..k.cpus.len()).find(|&c| k.cpus[c].mmu.node() == n))

@@ -56,7 +56,10 @@ pub(super) fn parse(place: &str, text: &str, decls: &[Decl]) -> Result<Params> {
             format!("{extra}: not a declared parameter (see `kharden params`)"),
         ));
     }
-    Ok(Params { map })
+    Ok(Params {
+        map,
+        recording: None,
+    })
 }
 
 /// Walks the tables, collecting `{ value, source }` entries by dotted path.

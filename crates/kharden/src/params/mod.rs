@@ -9,7 +9,9 @@ mod data;
 pub mod machine_params;
 
 use crate::error::{Error, Result};
+use crate::kernel::paths::recording::Recording;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a parameter's number means. `--set` accepts a matching suffix ("374cycles").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,13 +148,29 @@ impl Param {
 }
 
 /// The resolved software parameters of a run (machine parameters live in the profile and
-/// are set through machine_params). Cheap to clone; read at boot, never on a hot path.
+/// are set through machine_params), with the kernel recording it runs. Cheap to clone; read
+/// at boot, never on a hot path.
 #[derive(Debug, Clone)]
 pub struct Params {
     map: BTreeMap<&'static str, Param>,
+    /// The kernel paths' recording (None: the committed one).
+    recording: Option<Arc<Recording>>,
 }
 
 impl Params {
+    /// The kernel recording the run simulates: the committed one unless one was set.
+    pub fn recording(&self) -> &Arc<Recording> {
+        self.recording
+            .as_ref()
+            .unwrap_or_else(|| Recording::committed())
+    }
+
+    /// These parameters, simulating `recording`.
+    pub fn with_recording(mut self, recording: Arc<Recording>) -> Params {
+        self.recording = Some(recording);
+        self
+    }
+
     /// Reads a parameter file (the format of kernels/linux.toml) against `decls`: every
     /// declared path must have a value and a source, and every entry must be declared.
     pub fn parse(place: &str, text: &str, decls: &[Decl]) -> Result<Params> {
@@ -373,24 +391,30 @@ pub fn split_assignment(spec: &str) -> Result<(&str, &str)> {
         .ok_or_else(|| Error::new(format!("--set: expected PATH=VALUE, got '{spec}'")))
 }
 
-/// What `--set` assignments change, split by where they land.
+/// What `--set` assignments change, split by where they land, and the recording
+/// `--footprints` gives.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     /// (path, value text) of software parameters.
     pub software: Vec<(String, String)>,
     /// (path below `machine.`, value text) of machine-profile fields.
     pub machine: Vec<(String, String)>,
+    /// The kernel recording to simulate instead of the committed one.
+    pub recording: Option<Arc<Recording>>,
 }
 
 impl Overrides {
     pub fn is_empty(&self) -> bool {
-        self.software.is_empty() && self.machine.is_empty()
+        self.software.is_empty() && self.machine.is_empty() && self.recording.is_none()
     }
 
-    /// Applies the software assignments.
+    /// Applies the software assignments and the recording.
     pub fn apply(&self, params: &mut Params) -> Result<()> {
         for (path, value) in &self.software {
             params.set_text("--set", path, value, Provenance::Set { by: "--set".into() })?;
+        }
+        if let Some(r) = &self.recording {
+            params.recording = Some(r.clone());
         }
         Ok(())
     }

@@ -245,8 +245,8 @@ impl Guest {
         let ram_bytes = p.guest_ram_mib << 20;
         let layout = Layout::new(p, pairs, seed);
         let kernel = mem.alloc_table(0);
-        let text = GuestText::from(&crate::kernel::paths::recording::current().footprints).expect(
-            "every recording in use has the ssdd paths (recording::select, guest_text tests)",
+        let text = GuestText::from(&p.recording.footprints).expect(
+            "every recording has the ssdd paths (Recording::read checks, guest_text tests)",
         );
         // The kernel image in 2 MiB pages as Linux maps it, or in 4 KiB pages.
         let text_2m_pages = text.bytes.div_ceil(1 << 21);

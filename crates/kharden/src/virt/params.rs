@@ -329,6 +329,8 @@ pub struct GuestParams {
     /// of loading the mm's PGD. ESTIMATE: on, as the public PaX patches and hardened
     /// configs have it; the seed's 2023 guest config is not published.
     pub per_cpu_pgd: bool,
+    /// The run's kernel recording, whose ssdd paths lay out the guest kernel's text.
+    pub recording: std::sync::Arc<crate::kernel::paths::recording::Recording>,
 }
 
 impl GuestParams {
@@ -348,6 +350,7 @@ impl GuestParams {
             lines_per_touch: n("lines_per_touch") as u64,
             kernel_text_4k: p.flag("guest.kernel_text_4k"),
             per_cpu_pgd: p.flag("guest.per_cpu_pgd"),
+            recording: p.recording().clone(),
         }
     }
 }

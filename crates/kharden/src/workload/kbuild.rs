@@ -354,7 +354,12 @@ mod tests {
             read_misses: 2.0,
             write_pages: 4.0,
             syscall_mix: vec![(
-                crate::kernel::paths::syscall::lookup("lseek").unwrap(),
+                // The tests' kernels boot on the committed recording.
+                crate::kernel::paths::syscall::lookup(
+                    &crate::kernel::paths::recording::Recording::committed().paths,
+                    "lseek",
+                )
+                .unwrap(),
                 30.0,
             )],
             touches_per_chunk: 20,

@@ -5,6 +5,7 @@
 use super::kbuild::{JobSpec, ProcessSpec};
 use crate::error::{Error, Result};
 use crate::kernel::paths::entry::UserL1Lines;
+use crate::kernel::paths::table::KernelPaths;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -60,7 +61,7 @@ impl JobProfile {
         check_process_tree(&p.process).map_err(|e| Error::at(place, e))?;
         let mix_sum: f64 = p.syscall_mix.values().sum();
         for (name, share) in &p.syscall_mix {
-            if crate::kernel::paths::syscall::lookup(name).is_none() {
+            if !crate::kernel::paths::syscall::is_known(name) {
                 return Err(Error::at(
                     place,
                     format!(
@@ -159,13 +160,15 @@ impl JobProfile {
         (jobs as f64 * (self.user_anon_pages + self.page_cache_pages)).ceil() as u64
     }
 
-    /// The job spec: what one job does, in totals per job.
-    pub fn spec(&self) -> JobSpec {
+    /// The job spec: what one job does, in totals per job, its syscalls those of `paths`
+    /// (the recording of the kernel it will run on).
+    pub fn spec(&self, paths: &KernelPaths) -> JobSpec {
         let syscall_mix = self
             .syscall_mix
             .iter()
             .map(|(name, share)| {
-                let spec = crate::kernel::paths::syscall::lookup(name).expect("checked at parse");
+                let spec =
+                    crate::kernel::paths::syscall::lookup(paths, name).expect("checked at parse");
                 (spec, self.syscalls * share)
             })
             .collect();
@@ -233,6 +236,10 @@ fn check_process_tree(processes: &[ProcessSpec]) -> std::result::Result<(), Stri
 
 #[cfg(test)]
 mod tests {
+    fn committed() -> &'static crate::kernel::paths::table::KernelPaths {
+        &crate::kernel::paths::recording::Recording::committed().paths
+    }
+
     use super::JobProfile;
 
     const HEAD: &str = "processes = 3.0\nuser_anon_pages = 10.0\npage_faults = 12.0\nfile_read_faults = 1.0\nzero_page_faults = 1.0\npage_cache_pages = 1.0\nsyscalls = 10.0\nread_syscall_share = 0.2\nwrite_syscall_share = 0.1\nread_pages = 4.0\nwrite_pages = 1.0\nuser_seconds = 0.5\nsystem_seconds = 0.1\nhost_ghz = 2.5\ntouches_per_chunk = 8\n";
@@ -276,7 +283,7 @@ mod tests {
             "{kinds} of {}",
             job.page_faults
         );
-        let spec = job.spec();
+        let spec = job.spec(committed());
         assert!(spec.zero_page_faults > spec.file_faults && spec.file_faults > 0.0);
         let one = "[[process]]\nname = \"sh\"\nshare = 1.0\n";
         let with = |from: &str, to: &str| {
@@ -297,7 +304,7 @@ mod tests {
 
     #[test]
     fn the_shipped_profile_is_a_tree_of_seven() {
-        let spec = JobProfile::builtin().spec();
+        let spec = JobProfile::builtin().spec(committed());
         let names: Vec<&str> = spec.processes.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["sh", "gcc", "cc1", "as", "objtool", "fixdep", "rm"]);
         assert_eq!(spec.processes[2].parent, Some(1), "gcc runs cc1");
@@ -306,13 +313,16 @@ mod tests {
     #[test]
     fn user_l1_miss_rates_are_optional_and_bounded() {
         let one = "[[process]]\nname = \"sh\"\nshare = 1.0\n";
-        let absent = parse(one).unwrap().spec().user_l1_lines_per_cycle;
+        let absent = parse(one)
+            .unwrap()
+            .spec(committed())
+            .user_l1_lines_per_cycle;
         assert_eq!(absent, Default::default());
         let set = parse(&format!(
             "user_l1i_lines_per_kcycle = 30.0\nuser_l1d_lines_per_kcycle = 20.0\n{one}"
         ))
         .unwrap()
-        .spec()
+        .spec(committed())
         .user_l1_lines_per_cycle;
         assert_eq!((set.instruction, set.data), (0.03, 0.02));
         let e = parse(&format!("user_l1d_lines_per_kcycle = -1.0\n{one}")).unwrap_err();
@@ -340,7 +350,7 @@ mod tests {
         let shipped = JobProfile::builtin();
         assert!(shipped.kernel_time_split.contains_key("fault-anon"));
         assert!(
-            shipped.spec().file_faults > 0.0,
+            shipped.spec(committed()).file_faults > 0.0,
             "the shipped job has file faults"
         );
     }

@@ -138,11 +138,16 @@ pub fn simulate_with(
     }
     // The same inputs give the same windows: `reproduce all` runs each XPFO table's
     // baselines (and their machines' unhardened rows) once, not once per table, whatever
-    // the table fitted for defenses the run does not plug in.
-    let key = format!(
+    // the table fitted for defenses the run does not plug in. A recording other than the
+    // committed one is an input too.
+    let mut key = format!(
         "{m:?}|{defenses}|{jobs}|{profile:?}|{sampling:?}|{:?}",
         run_params.fingerprint(|p| registry::param_applies(p, &families))
     );
+    let recording = params.recording();
+    if !recording.is_committed() {
+        key += &format!("|{}", recording.key());
+    }
     let done = done_simulations()
         .lock()
         .expect("not poisoned")
@@ -192,7 +197,8 @@ fn simulate_uncached(
         );
         k.recycle_frames(profile.steady_state_frames(jobs));
         // Enough jobs that make never runs dry in the window.
-        let mut r = Runner::new(k, Make::program(profile.spec(), jobs, u64::MAX), seed);
+        let spec = profile.spec(&k.paths);
+        let mut r = Runner::new(k, Make::program(spec, jobs, u64::MAX), seed);
         let window = r.run(ms(sampling.warmup_ms), ms(sampling.window_ms))?;
         if let Some(v) = r.k.violations.first() {
             return Err(Error::new(format!(
@@ -348,4 +354,36 @@ pub fn kernel_split(measured: &Measured, profile: &JobProfile) -> Vec<SplitRow> 
     let key = |r: &SplitRow| r.recorded_ms.unwrap_or(0.0).max(r.model_ms);
     rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.op.cmp(&b.op)));
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::paths::recording::tests::slower;
+
+    /// The memo of simulations tells recordings apart: a build on a recording whose
+    /// anonymous faults took longer simulates again and spends more system time per user
+    /// cycle; the committed recording's build after it is the memo's first.
+    #[test]
+    fn the_memo_keeps_builds_on_two_recordings_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let slower = std::sync::Arc::new(slower(dir.path(), "fault-anon", 5000.0));
+        let m = crate::machine::load("ivybridge-i5-3550").unwrap();
+        let profile = JobProfile::builtin();
+        let sampling = Sampling {
+            warmup_ms: 1.0,
+            window_ms: 4.0,
+            seed: 1,
+            samples: 1,
+        };
+        let system = |p: &Params| {
+            simulate(&m, "none", 4, &profile, sampling, p)
+                .unwrap()
+                .system_per_user_cycle()
+        };
+        let committed = system(&Params::linux());
+        let longer = system(&Params::linux().with_recording(slower));
+        assert!(longer > committed, "{committed} -> {longer}");
+        assert_eq!(system(&Params::linux()), committed);
+    }
 }

@@ -209,8 +209,8 @@ pub fn empty_caches(k: &mut Kernel) {
     }
 }
 
-fn lookup(name: &str) -> Result<SyscallSpec> {
-    syscall::lookup(name)
+fn lookup(k: &Kernel, name: &str) -> Result<SyscallSpec> {
+    syscall::lookup(&k.paths, name)
         .ok_or_else(|| Error::new(format!("syscall {name} is not in the syscall table")))
 }
 
@@ -260,11 +260,11 @@ impl Bench {
                 } else {
                     "mmap"
                 };
-                k.syscall(cpu, &lookup(mmap)?)?;
-                k.syscall(cpu, &lookup("munmap")?)
+                k.syscall(cpu, &lookup(k, mmap)?)?;
+                k.syscall(cpu, &lookup(k, "munmap")?)
             }
-            Op::OpenClose => k.syscall(cpu, &lookup("open-close")?),
-            Op::Mount => k.syscall(cpu, &lookup("mount-proc")?),
+            Op::OpenClose => k.syscall(cpu, &lookup(k, "open-close")?),
+            Op::Mount => k.syscall(cpu, &lookup(k, "mount-proc")?),
             Op::Kill => {
                 self.ready(k);
                 self.kill(k)?;
@@ -298,7 +298,7 @@ impl Bench {
         let child = k.fork(self.cpu, self.task, "child")?;
         self.switch_partner_to(k, child);
         k.enter_user(self.partner);
-        k.syscall(self.partner, &lookup("rt_sigaction")?)?;
+        k.syscall(self.partner, &lookup(k, "rt_sigaction")?)?;
         self.sleep(k, child);
         Ok(child)
     }
@@ -328,7 +328,7 @@ impl Bench {
     fn kill(&self, k: &mut Kernel) -> Result<Time> {
         let child = self.child.expect("kill has a child");
         let (cpu, p) = (self.cpu, self.partner);
-        k.syscall(cpu, &lookup("kill")?)?;
+        k.syscall(cpu, &lookup(k, "kill")?)?;
         // try_to_wake_up() near the end of kill() sends the reschedule IPI to the idle core.
         let arrival = k.cpus[cpu].now + k.ipi_latency(cpu, p);
         k.wake_up(child, arrival);
@@ -337,7 +337,7 @@ impl Bench {
         k.run_known_path(p, "signal-deliver", Work::Measured)?;
         k.enter_user(p);
         let handler = k.cpus[p].now;
-        k.syscall(p, &lookup("rt_sigreturn")?)?;
+        k.syscall(p, &lookup(k, "rt_sigreturn")?)?;
         self.sleep(k, child);
         Ok(handler)
     }

@@ -106,7 +106,7 @@ impl Ssdd {
         k.run_known_path(CPU, "signal-deliver", Work::Measured)?;
         k.compute(CPU, half_syscall, TimeCategory::SyscallInsn);
         k.enter_user(CPU);
-        let sigreturn = crate::kernel::paths::syscall::lookup("rt_sigreturn")
+        let sigreturn = crate::kernel::paths::syscall::lookup(&k.paths, "rt_sigreturn")
             .ok_or_else(|| Error::new("rt_sigreturn is not in the syscall table"))?;
         k.syscall(CPU, &sigreturn)
     }

@@ -18,7 +18,13 @@ pub const PARAMS: &[Decl] = &[Decl::num(
 
 #[derive(Debug, Clone)]
 pub struct SyscallLoop {
-    pub syscall: SyscallSpec,
+    /// The syscall it loops on (a name of the syscall table, checked by new).
+    name: String,
+    /// The handler's own work in cycles when an experiment gives it (FreeBSD's getppid in
+    /// seed 003 is not the recorded kernel's); else the recording's.
+    pub given_work_cycles: Option<f64>,
+    /// The syscall as the kernel it runs on resolves it (set by start).
+    syscall: Option<SyscallSpec>,
     /// Iterations simulated before measuring (to warm TLBs and caches).
     pub warmup: u64,
     pub iterations: u64,
@@ -48,17 +54,19 @@ impl LoopResult {
 
 impl SyscallLoop {
     pub fn new(name: &str, iterations: u64) -> Result<SyscallLoop> {
-        let spec = syscall::lookup(name).ok_or_else(|| {
-            Error::new(format!(
+        if !syscall::is_known(name) {
+            return Err(Error::new(format!(
                 "--syscall: unknown syscall '{name}': expected one of {}",
                 syscall::names().join(", ")
-            ))
-        })?;
+            )));
+        }
         if iterations == 0 {
             return Err(Error::new("--iterations: expected a positive number"));
         }
         Ok(SyscallLoop {
-            syscall: spec,
+            name: name.to_string(),
+            given_work_cycles: None,
+            syscall: None,
             warmup: 200,
             iterations,
             exact: false,
@@ -69,17 +77,28 @@ impl SyscallLoop {
     /// Sets up the benchmark process on CPU 0 and returns it in user mode.
     pub fn start(&mut self, k: &mut Kernel) -> Result<()> {
         self.user_cycles = k.run_params.num(PARAMS[0].path);
+        let mut spec = syscall::lookup(&k.paths, &self.name).expect("checked by new");
+        if let Some(work) = self.given_work_cycles {
+            spec.work_cycles = work;
+            spec.work_is_given = true;
+        }
+        self.syscall = Some(spec);
         let parent = k.spawn("sh", None);
         let task = k.spawn("syscall_timing", Some(parent));
         k.switch_to(0, task);
         k.enter_user(0);
         // mprotect needs a populated page to work on.
-        if self.syscall.effect == Effect::MprotectLast {
-            let mmap = syscall::lookup("mmap").unwrap();
+        if spec.effect == Effect::MprotectLast {
+            let mmap = syscall::lookup(&k.paths, "mmap").unwrap();
             k.syscall(0, &mmap)?;
             k.user_work(0, 0.0, &[(VirtAddr(USER_MMAP), Access::Write)])?;
         }
         Ok(())
+    }
+
+    /// The syscall of the loop, once started.
+    fn spec(&self) -> &SyscallSpec {
+        self.syscall.as_ref().expect("start resolves the syscall")
     }
 
     fn iteration(&self, k: &mut Kernel) -> Result<()> {
@@ -90,10 +109,10 @@ impl SyscallLoop {
             (VirtAddr(USER_LIBC + 0x1_0a0), Access::Exec),
         ];
         k.user_work(0, self.user_cycles, &touches)?;
-        k.syscall(0, &self.syscall)?;
+        k.syscall(0, self.spec())?;
         // The mmap test writes its page, so munmap has a PTE to clear and a flush to do.
-        if let Effect::MmapAnon { .. } = self.syscall.effect {
-            let munmap = syscall::lookup("munmap").unwrap();
+        if let Effect::MmapAnon { .. } = self.spec().effect {
+            let munmap = syscall::lookup(&k.paths, "munmap").unwrap();
             k.user_work(0, 0.0, &[(VirtAddr(USER_MMAP), Access::Write)])?;
             k.syscall(0, &munmap)?;
         }

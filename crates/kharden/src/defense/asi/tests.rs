@@ -105,7 +105,7 @@ fn pti_is_off_when_asi_is_on() {
 fn a_syscall_touching_nothing_sensitive_never_leaves_the_restricted_tables() {
     let mut k = boot("haswell-i7-4770", "asi:prototype");
     user_task(&mut k, 0);
-    let getppid = syscall::lookup("getppid").unwrap();
+    let getppid = syscall::lookup(&k.paths, "getppid").unwrap();
     let cr3 = |k: &Kernel| {
         let s = k.total_stats();
         s.counter(Counter::Cr3WriteFlush) + s.counter(Counter::Cr3WriteNoflush)

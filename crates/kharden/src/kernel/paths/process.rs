@@ -600,10 +600,7 @@ mod tests {
             let t = task_with_pages(&mut k, 0);
             kernel_cycles_of(&mut k, |k| k.exit(0, t).unwrap())
         };
-        let ghz = crate::kernel::paths::recording::current()
-            .footprints
-            .kernel
-            .host_ghz;
+        let ghz = boot().run_params.recording().footprints.kernel.host_ghz;
         let more = exit_kernel_cycles(1000.0) - exit_kernel_cycles(0.0);
         assert!((more - 1000.0 * ghz).abs() < 1.0, "{more} cycles");
     }

@@ -1,7 +1,8 @@
-//! Which kernel recording the model runs: the committed footprints (kernels/), or a file a
-//! user recorded on their own kernel (`kharden kernel record-footprint`), chosen once per
-//! process before the first simulation (`--footprints FILE`) and compiled against the
-//! profile of the host it was recorded on. A chosen recording travels as its texts
+//! Which kernel recording a run simulates: the committed footprints (kernels/), or a file a
+//! user recorded on their own kernel (`kharden kernel record-footprint`), read for a run
+//! (`--footprints FILE`) and compiled against the profile of the host it was recorded on.
+//! A run's parameters carry its recording (`Params::recording`), so runs on different
+//! recordings may share a process. A recording read from a file travels as its texts
 //! (`Portable`) to processes that cannot see its files, Ray workers on other machines.
 
 use super::table::KernelPaths;
@@ -12,13 +13,12 @@ use serde::{Deserialize, Serialize};
 use std::sync::{Arc, OnceLock};
 
 /// A footprint file and its paths, compiled.
-#[derive(Debug)]
 pub struct Recording {
     pub footprints: Footprints,
     pub paths: Arc<KernelPaths>,
     /// Where it came from: the committed file's place or the path given.
     pub place: String,
-    /// What another process needs to choose it too (None: the committed recording, which
+    /// What another process needs to run it too (None: the committed recording, which
     /// every process has).
     pub portable: Option<Portable>,
 }
@@ -27,7 +27,7 @@ pub struct Recording {
 /// profile when `kernel.host_machine` names a file rather than a library profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Portable {
-    /// The path it was read from (errors name it; a process keeps one recording by it).
+    /// The path it was read from (errors name it).
     pub place: String,
     pub footprints: String,
     pub host_profile: Option<String>,
@@ -59,98 +59,92 @@ impl Portable {
     }
 }
 
-static CURRENT: OnceLock<Recording> = OnceLock::new();
-
-/// The recording every simulation in this process runs: the committed one unless `select`
-/// chose another first.
-pub fn current() -> &'static Recording {
-    CURRENT.get_or_init(|| {
-        let f = Footprints::builtin().clone();
-        let host = f
-            .host_profile()
-            .expect("the committed recording's host is in the library");
-        compile(
-            f,
-            &host,
-            crate::kernel::footprints::footprint::BUILTIN_PLACE,
-            None,
-        )
-        .expect("the committed footprints compile (kernel/paths/table.rs tests)")
-    })
-}
-
-/// The paths every simulation in this process runs: those of `current()` (the committed
-/// recording unless `--footprints` chose another).
-pub fn paths() -> Arc<KernelPaths> {
-    current().paths.clone()
-}
-
-/// The recording chosen for this process, as texts, if one was chosen (None: the
-/// committed recording, chosen or not yet).
-pub fn chosen() -> Option<Portable> {
-    CURRENT.get().and_then(|r| r.portable.clone())
-}
-
-/// Makes the footprint file at `path` the recording of every later simulation in this
-/// process. It must record every path the committed recording has (the model runs them
-/// all), and it is refused once a simulation has run on another.
-pub fn select(path: &str) -> Result<()> {
-    if running(path) {
-        return Ok(());
+impl Recording {
+    /// The committed recording (kernels/), compiled once per process against its host's
+    /// library profile: what a run simulates unless its parameters name another.
+    pub fn committed() -> &'static Arc<Recording> {
+        static COMMITTED: OnceLock<Arc<Recording>> = OnceLock::new();
+        COMMITTED.get_or_init(|| {
+            let f = Footprints::builtin().clone();
+            let host = f
+                .host_profile()
+                .expect("the committed recording's host is in the library");
+            let r = compile(
+                f,
+                &host,
+                crate::kernel::footprints::footprint::BUILTIN_PLACE,
+                None,
+            )
+            .expect("the committed footprints compile (kernel/paths/table.rs tests)");
+            Arc::new(r)
+        })
     }
-    let (p, f) = Portable::read_parsed(path)?;
-    choose(p, f)
-}
 
-/// `select` of a recording given as its texts (a Ray worker's, for every point it runs).
-pub fn select_portable(p: Portable) -> Result<()> {
-    if running(&p.place) {
-        return Ok(());
+    /// The footprint file at `path`, compiled. It must record every path the committed
+    /// recording has (the model runs them all).
+    pub fn read(path: &str) -> Result<Recording> {
+        let (p, f) = Portable::read_parsed(path)?;
+        Recording::of(p, f)
     }
-    let f = Footprints::parse_at(&p.place, &p.footprints)?;
-    choose(p, f)
-}
 
-/// Whether the recording from `place` is already the one this process runs (nothing to
-/// check or compile again).
-fn running(place: &str) -> bool {
-    CURRENT.get().is_some_and(|r| r.place == place)
-}
-
-fn choose(p: Portable, f: Footprints) -> Result<()> {
-    let place = p.place.clone();
-    let missing: Vec<&str> = Footprints::builtin()
-        .names()
-        .into_iter()
-        .filter(|n| f.path(n).is_none())
-        .collect();
-    if !missing.is_empty() {
-        return Err(Error::at(
-            &place,
-            format!(
-                "expected every path the model runs; missing {} (record every scenario: kharden kernel record-footprint without --scenario)",
-                missing.join(", ")
-            ),
-        ));
+    /// A recording given as its texts (a Ray worker's, for every point it runs).
+    pub fn from_portable(p: Portable) -> Result<Recording> {
+        let f = Footprints::parse_at(&p.place, &p.footprints)?;
+        Recording::of(p, f)
     }
-    let host = match &p.host_profile {
-        Some(text) => {
-            let host_place = format!("{place}: kernel.host_machine {}", f.kernel.host_machine);
-            crate::machine::parse(&host_place, text)?
+
+    /// Whether this is the committed recording.
+    pub fn is_committed(&self) -> bool {
+        self.portable.is_none()
+    }
+
+    /// What tells this recording's simulations apart from another's with the same other
+    /// inputs (a memo's key): empty for the committed one, else its place and a hash of
+    /// its texts (two files read from one place at different times differ).
+    pub fn key(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        match &self.portable {
+            None => String::new(),
+            Some(p) => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (&p.footprints, &p.host_profile).hash(&mut h);
+                format!("{}#{:016x}", p.place, h.finish())
+            }
         }
-        None => f.host_profile()?,
-    };
-    let r = compile(f, &host, &place, Some(p))?;
-    if let Err(r) = CURRENT.set(r) {
-        let now = &current().place;
-        if *now != r.place {
+    }
+
+    fn of(p: Portable, f: Footprints) -> Result<Recording> {
+        let place = p.place.clone();
+        let missing: Vec<&str> = Footprints::builtin()
+            .names()
+            .into_iter()
+            .filter(|n| f.path(n).is_none())
+            .collect();
+        if !missing.is_empty() {
             return Err(Error::at(
                 &place,
-                format!("this process already simulates with the footprints of {now}"),
+                format!(
+                    "expected every path the model runs; missing {} (record every scenario: kharden kernel record-footprint without --scenario)",
+                    missing.join(", ")
+                ),
             ));
         }
+        let host = match &p.host_profile {
+            Some(text) => {
+                let host_place = format!("{place}: kernel.host_machine {}", f.kernel.host_machine);
+                crate::machine::parse(&host_place, text)?
+            }
+            None => f.host_profile()?,
+        };
+        compile(f, &host, &place, Some(p))
     }
-    Ok(())
+}
+
+/// A recording shows as its place: its compiled paths are no reading for a log.
+impl std::fmt::Debug for Recording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Recording({})", self.place)
+    }
 }
 
 fn compile(
@@ -169,11 +163,84 @@ fn compile(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::kernel::{Kernel, OracleMode};
+    use crate::params::Params;
+
+    /// A copy of the committed recording in `dir` whose path `name` took `more_ns` longer
+    /// in every latency window on the recording host.
+    pub(crate) fn slower(dir: &std::path::Path, name: &str, more_ns: f64) -> Recording {
+        let builtin = crate::kernel::footprints::footprint::BUILTIN;
+        let block = builtin.find(&format!("name = \"{name}\"\n")).unwrap();
+        let at = block + builtin[block..].find("latency_ns = [").unwrap();
+        let end = at + builtin[at..].find(']').unwrap();
+        let latencies: Vec<String> = builtin[at + "latency_ns = [".len()..end]
+            .split(',')
+            .map(|ns| format!("{:.1}", ns.trim().parse::<f64>().unwrap() + more_ns))
+            .collect();
+        let text = format!(
+            "{}latency_ns = [{}{}",
+            &builtin[..at],
+            latencies.join(", "),
+            &builtin[end..]
+        );
+        let file = dir.join(format!("slower-{name}.toml"));
+        std::fs::write(&file, text).unwrap();
+        Recording::read(file.to_str().unwrap()).unwrap()
+    }
+
+    /// Runs on two recordings in one process each simulate the one their parameters carry:
+    /// a getppid recorded 1000 ns slower makes the loop longer by that work at the target's
+    /// clock, and a run on the committed recording after it is the one before it.
+    #[test]
+    fn runs_on_two_recordings_in_one_process_each_simulate_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let slower = Arc::new(slower(dir.path(), "getppid", 1000.0));
+        let m = crate::machine::load("haswell-i7-4770").unwrap();
+        let ns = |params: &Params| {
+            let mut k = Kernel::boot_with(m.clone(), vec![], params, OracleMode::default());
+            crate::workload::SyscallLoop::new("getppid", 500)
+                .unwrap()
+                .run(&mut k)
+                .unwrap()
+                .ns_per_iteration()
+        };
+        let committed = ns(&Params::linux());
+        let longer = ns(&Params::linux().with_recording(slower.clone()));
+        assert_eq!(ns(&Params::linux()), committed);
+        let host_ghz = Recording::committed().footprints.kernel.host_ghz;
+        let expected = 1000.0 * host_ghz / m.cpu.frequency_ghz;
+        assert!(
+            (longer - committed - expected).abs() < 0.05 * expected,
+            "{committed} -> {longer} ns, expected {expected:.0} more"
+        );
+        // The parameters show the recording by its place, not its compiled paths.
+        let shown = format!("{:?}", Params::linux().with_recording(slower.clone()));
+        assert!(
+            shown.contains(&format!("Recording({})", slower.place)),
+            "{shown}"
+        );
+        assert!(!shown.contains("entry_text_offset"));
+    }
+
+    /// A memo's key tells recordings apart: none for the committed one, and two files read
+    /// from one place differ when their texts do.
+    #[test]
+    fn recordings_key_by_place_and_text() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Recording::committed().key(), "");
+        let a = slower(dir.path(), "getppid", 1000.0);
+        let b = slower(dir.path(), "getppid", 2000.0);
+        assert_eq!(a.place, b.place);
+        assert!(a.key().starts_with(&a.place), "{}", a.key());
+        assert_ne!(a.key(), b.key());
+        let again = slower(dir.path(), "getppid", 1000.0);
+        assert_eq!(a.key(), again.key());
+    }
 
     /// A file that lacks a path the model runs is refused with the names it lacks, before
-    /// anything is compiled or chosen.
+    /// anything is compiled.
     #[test]
     fn a_recording_without_every_path_is_refused() {
         let dir = std::env::temp_dir().join(format!("kharden-rec-{}", std::process::id()));
@@ -183,7 +250,9 @@ mod tests {
         let cut = text.find("[[path]]\nname = \"getppid\"").unwrap();
         let next = cut + text[cut + 1..].find("[[path]]").unwrap() + 1;
         std::fs::write(&file, format!("{}{}", &text[..cut], &text[next..])).unwrap();
-        let e = select(file.to_str().unwrap()).unwrap_err().to_string();
+        let e = Recording::read(file.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(e.contains("missing getppid"), "{e}");
         assert!(!e.contains('\n'), "{e}");
@@ -222,8 +291,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<Portable>(&json).unwrap(), p);
     }
 
-    /// A recording sent with a host profile that does not parse is refused, naming it,
-    /// before anything is chosen.
+    /// A recording sent with a host profile that does not parse is refused, naming it.
     #[test]
     fn a_portable_recording_with_a_broken_host_profile_is_refused() {
         let p = Portable {
@@ -232,7 +300,7 @@ mod tests {
                 .replace(LIBRARY_HOST, "host_machine = \"mine-host.toml\""),
             host_profile: Some("[cpu]\nfrequency_ghz = \"fast\"\n".into()),
         };
-        let e = select_portable(p).unwrap_err().to_string();
+        let e = Recording::from_portable(p).unwrap_err().to_string();
         assert!(
             e.starts_with(
                 "/elsewhere/mine.toml: kernel.host_machine /elsewhere/mine-host.toml: line 2"

@@ -315,7 +315,7 @@ mod tests {
             let t = k.spawn("caller", None);
             k.switch_to(0, t);
             k.enter_user(0);
-            let spec = crate::kernel::paths::syscall::lookup("getppid").unwrap();
+            let spec = crate::kernel::paths::syscall::lookup(&k.paths, "getppid").unwrap();
             k.syscall(0, &spec).unwrap();
             let before = k.cpus[0].stats.time(TimeCategory::Kernel);
             k.syscall(0, &spec).unwrap();

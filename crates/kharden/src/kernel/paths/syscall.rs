@@ -3,7 +3,7 @@
 //! beyond its own objects (a user buffer, the parent's task_struct) and what it does to the
 //! address space.
 
-use super::table::PathId;
+use super::table::{KernelPaths, PathId};
 
 /// A memory access of a path beyond its own kernel objects (kernel/paths/table.rs), resolved
 /// against the current task and CPU at run time.
@@ -205,9 +205,10 @@ const TABLE: &[Entry] = &[
 pub const GETDENTS_SMALL: u64 = 10 * 24;
 pub const GETDENTS_LARGE: u64 = 258 * 24;
 
-pub fn lookup(name: &str) -> Option<SyscallSpec> {
+/// Syscall `name` as it runs on `paths` (the recording of the kernel it will run on: its
+/// path ids are that recording's).
+pub fn lookup(paths: &KernelPaths, name: &str) -> Option<SyscallSpec> {
     let e = TABLE.iter().find(|e| e.0 == name)?;
-    let paths = super::recording::paths();
     let path = paths
         .id(e.1)
         .unwrap_or_else(|| panic!("syscall {name}: path {} is not in the footprints", e.1));
@@ -219,6 +220,12 @@ pub fn lookup(name: &str) -> Option<SyscallSpec> {
         touches: e.2,
         effect: e.3,
     })
+}
+
+/// Whether the syscall table has `name` (every recording runs it: recording.rs checks that a
+/// recording has every path).
+pub fn is_known(name: &str) -> bool {
+    TABLE.iter().any(|e| e.0 == name)
 }
 
 /// The syscalls a `--syscall` flag may name (the kernel-path variants a build's mix uses
@@ -238,7 +245,6 @@ pub fn names() -> Vec<&'static str> {
 
 /// The measured work cycles of recorded path `name` (for a path no table entry runs as it
 /// is: a replay interpolates between two of them).
-pub fn path_work(name: &str) -> Option<f64> {
-    let paths = super::recording::paths();
+pub fn path_work(paths: &KernelPaths, name: &str) -> Option<f64> {
     paths.get(paths.id(name)?).work_cycles
 }

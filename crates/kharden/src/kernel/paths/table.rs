@@ -298,6 +298,13 @@ impl KernelPaths {
         p.native_cycles.map(|c| c / self.work_basis.host_ghz)
     }
 
+    /// The 2 MiB page of kernel text that holds the entry code (the only kernel text that
+    /// user page tables map under PTI unless the whole image is cloned).
+    pub fn entry_text_page(&self) -> crate::arch::x86::VirtAddr {
+        crate::arch::x86::VirtAddr(KERNEL_TEXT + self.entry_text_offset)
+            .align_down(crate::arch::x86::PageSize::Size2M)
+    }
+
     pub fn id(&self, name: &str) -> Option<PathId> {
         self.paths.iter().position(|p| p.name == name).map(PathId)
     }
@@ -568,11 +575,8 @@ mod tests {
     /// recording-host cycle's worth more work.
     #[test]
     fn a_latency_timed_apart_derives_work_by_the_recordings_rule() {
-        let paths = crate::kernel::paths::recording::paths();
-        let ghz = crate::kernel::paths::recording::current()
-            .footprints
-            .kernel
-            .host_ghz;
+        let committed = crate::kernel::paths::recording::Recording::committed();
+        let (paths, ghz) = (&committed.paths, committed.footprints.kernel.host_ghz);
         let id = paths.id("getppid").unwrap();
         let p = paths.get(id);
         let ns = p.native_cycles.unwrap() / ghz;
@@ -593,7 +597,7 @@ mod tests {
         use super::{KERNEL_RODATA, LINE_BYTES};
         use crate::kernel::footprints::image_data::ImageData;
         use crate::kernel::memory::layout::{KERNEL_DATA, KERNEL_DATA_BYTES};
-        let paths = crate::kernel::paths::recording::paths();
+        let paths = &crate::kernel::paths::recording::Recording::committed().paths;
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         for name in ["getppid", "fork", "mount-proc", "fault-anon"] {
             let m = ImageData::builtin().path(name).unwrap();
@@ -621,7 +625,7 @@ mod tests {
         use super::{Object, LINE_BYTES};
         use crate::kernel::footprints::image_data::ImageData;
         use std::collections::BTreeSet;
-        let paths = crate::kernel::paths::recording::paths();
+        let paths = &crate::kernel::paths::recording::Recording::committed().paths;
         let path = |n: &str| paths.get(paths.id(n).unwrap());
         let heap_lines =
             |n: &str| -> BTreeSet<u64> { path(n).heap.lines.iter().copied().collect() };

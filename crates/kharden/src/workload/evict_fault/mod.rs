@@ -46,7 +46,7 @@ impl Op {
         match self {
             Op::Fault => k.anon_fault(cpu),
             Op::Getppid | Op::OpenClose => {
-                let spec = crate::kernel::paths::syscall::lookup(self.name())
+                let spec = crate::kernel::paths::syscall::lookup(&k.paths, self.name())
                     .expect("the syscall table has the benchmark's syscalls");
                 k.syscall(cpu, &spec)
             }

@@ -10,17 +10,8 @@
 set -euo pipefail
 tree=${1:-/tmp/linux-source-6.1}
 ghz=${2:-2.596}
-if [ ! -d "$tree" ]; then
-    mkdir -p "$(dirname "$tree")"
-    tar -C "$(dirname "$tree")" -xJf /usr/src/linux-source-6.1.tar.xz
-fi
-cd "$tree"
-[ -f .config ] || make -s defconfig
-make -s -j"$(nproc)" prepare
-rm -f mm/filemap.o
-# The compile command kbuild runs, with -S instead of -c: cc1 alone does the work.
-cmd=$(make V=1 mm/filemap.o 2>&1 | grep -E '^ *gcc .*-c -o mm/filemap.o' | head -1 |
-    sed 's/^ *//; s/ ; .*//; s/ -c -o mm\/filemap.o / -S -o \/tmp\/filemap.s /')
+. "$(dirname "$0")/filemap_compile.sh"
+filemap_compile "$tree"
 user=$( { /usr/bin/time -f '%U' bash -c "$cmd" >/dev/null; } 2>&1 | tail -1)
 out=$(mktemp -d)
 sizes="262144,8,64 1048576,16,64 6291456,12,64 33554432,16,64"

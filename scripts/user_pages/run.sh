@@ -4,22 +4,14 @@
 # it) under qemu-x86_64 with the pages.c plugin: distinct 4 KiB text and data pages per
 # window of 1, 8 and 64 chunks. A chunk is workload/kbuild.rs CHUNK_CYCLES (60,000 cycles)
 # at cc1's measured IPC on the recording host (5.74e9 instructions in 0.98 s at 2.596 GHz:
-# 2.26), 135,600 instructions. About 2.5 minutes on 2 cores.
+# 2.26), 135,600 instructions. About a minute on 2 idle cores.
 #   apt-get install linux-source-6.1 qemu-user gcc
 #   bash scripts/user_pages/run.sh [KERNEL_TREE]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tree=${1:-/tmp/linux-source-6.1}
-if [ ! -d "$tree" ]; then
-    mkdir -p "$(dirname "$tree")"
-    tar -C "$(dirname "$tree")" -xJf /usr/src/linux-source-6.1.tar.xz
-fi
-cd "$tree"
-[ -f .config ] || make -s defconfig
-make -s -j"$(nproc)" prepare
-rm -f mm/filemap.o
-cmd=$(make V=1 mm/filemap.o 2>&1 | grep -E '^ *gcc .*-c -o mm/filemap.o' | head -1 |
-    sed 's/^ *//; s/ ; .*//; s/ -c -o mm\/filemap.o / -S -o \/tmp\/filemap.s /')
+. "$here/../filemap_compile.sh"
+filemap_compile "$tree"
 # cc1's own command line, as the gcc driver would run it.
 cc1=$(bash -c "${cmd/#gcc /gcc -### }" 2>&1 | grep '/cc1 ' | head -1)
 out=$(mktemp -d)

@@ -351,3 +351,63 @@ fn perf_records_a_real_compile() {
     assert!(n("context_switches") >= 5 && n("cpu_ns_total") > 0);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Run by scripts/test.sh (`--ignored perf_`). A task's own events (its syscalls, faults,
+/// page allocations and frees) happen while it runs, so a trace never shows one
+/// between the task's switch-out and its next switch-in. The recording host's kernel leaves
+/// most switches out of the idle task untraced (a command woken from sleep onto an idle CPU
+/// comes back with no switch-in): the conversion switches such a task in at its first event
+/// back, and this checks it did, on a command that sleeps twenty times.
+#[test]
+#[ignore = "needs perf (system-wide tracepoints, as root)"]
+fn perf_a_task_runs_whenever_its_own_events_happen() {
+    if let Some(why) = perf_unusable() {
+        panic!("perf_a_task_runs_whenever_its_own_events_happen cannot run here: {why}");
+    }
+    let d = scratch("sleeper");
+    let trace = d.join("sleeper.trace");
+    let script = "for i in $(seq 20); do sleep 0.005; cat /proc/self/stat > /dev/null; done";
+    let o = kharden(&[
+        "record",
+        "--no-calibrate",
+        "-o",
+        trace.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = kharden(&["trace", "dump", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dump = String::from_utf8_lossy(&o.stdout);
+    let mut running = std::collections::HashMap::new();
+    let mut own_events = 0;
+    for line in dump.lines().skip(1) {
+        let mut f = line.split_whitespace();
+        let (Some(_t), Some(tid), Some(op)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        match op {
+            "SwitchIn" => {
+                running.insert(tid.to_string(), true);
+            }
+            "SwitchOut" => {
+                running.insert(tid.to_string(), false);
+            }
+            // (Not TlbFlush: the flush on a task switch comes after the switch-out, in the
+            // previous task's context.)
+            "SysEnter" | "SysExit" | "PageFault" | "PageAlloc" | "PageFree" => {
+                own_events += 1;
+                assert_eq!(
+                    running.get(tid),
+                    Some(&true),
+                    "task {tid} has an event while switched out: {line}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(own_events > 100, "{own_events} events: {dump:.2000}");
+    let _ = std::fs::remove_dir_all(&d);
+}

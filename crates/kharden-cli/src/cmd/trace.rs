@@ -146,7 +146,7 @@ pub fn record(args: RecordArgs) -> Result<()> {
             )
         } else {
             String::new()
-        },
+        } + &inferred_switch_ins(&s.convert),
         match s.command_status {
             Some(0) | None => String::new(),
             Some(c) => format!("; the command exited with status {c}"),
@@ -223,14 +223,15 @@ pub fn trace(args: TraceArgs) -> Result<()> {
                 &perf::Beside::default(),
             )?;
             eprintln!(
-                "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired",
+                "kharden: converted {} perf samples into {} events of {} tasks in {} ({}); perf lost {} events, {} missed switch-outs repaired{}",
                 s.perf_samples,
                 s.events,
                 s.tasks,
                 output.display(),
                 human_bytes(s.trace_bytes),
                 s.lost,
-                s.repaired
+                s.repaired,
+                inferred_switch_ins(&s)
             );
             Ok(())
         }
@@ -274,5 +275,15 @@ pub fn trace(args: TraceArgs) -> Result<()> {
             let _ = o.flush();
             Ok(())
         }
+    }
+}
+
+/// The switch-ins a conversion inferred, as a clause for its summary line (empty if none).
+fn inferred_switch_ins(s: &perf::ConvertSummary) -> String {
+    match s.inferred_switch_ins {
+        0 => String::new(),
+        n => format!(
+            "; {n} switch-ins the kernel did not trace taken from the tasks' own next events"
+        ),
     }
 }

@@ -337,6 +337,11 @@ impl<W: Write> Conversion<W> {
         let cpu = s.cpu.unwrap_or(0);
         self.start_root(t)?;
         let in_tree = self.live.contains_key(&tid);
+        // Not a switch, and not a flush: switch_mm() flushes for the next task after the
+        // switch-out, still in the previous task's context.
+        if in_tree && !matches!(kind, Kind::Switch | Kind::TlbFlush) {
+            self.running_here(t, tid, cpu)?;
+        }
         let s = Sample {
             t,
             tid,

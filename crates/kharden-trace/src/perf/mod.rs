@@ -88,6 +88,10 @@ pub struct ConvertSummary {
     /// Switch-outs written because perf lost the real one (the task was seen running
     /// elsewhere, or another task ran on its CPU).
     pub repaired: u64,
+    /// Switch-ins written because the kernel recorded none: a tree task's own event came
+    /// while it was switched out (the recording host's kernel leaves most switches out of
+    /// the idle task untraced).
+    pub inferred_switch_ins: u64,
     /// How well the command's descriptors were followed.
     pub fds: fds::FdCounts,
 }

@@ -113,6 +113,35 @@ impl<W: Write> Conversion<W> {
         Ok(())
     }
 
+    /// A tree task's own event on `cpu` says it runs there. Where the kernel recorded no
+    /// switch-in (a task woken onto an idle CPU of this repository's recording host comes
+    /// back with none: its sched_switch out of the idle task is missing), it is switched in
+    /// here, at its first event back; the moment it really resumed is not known, so the
+    /// time from there to this event is lost rather than invented.
+    pub(super) fn running_here(&mut self, t: u64, tid: u32, cpu: u32) -> io::Result<()> {
+        if self.cpu_of.get(&tid) == Some(&cpu) {
+            return Ok(());
+        }
+        if let Some(other) = self.cpu_of.remove(&tid) {
+            self.on_cpu.remove(&other);
+            self.emit(t, tid, Op::SwitchOut { state: 0 })?;
+            self.sum.repaired += 1;
+        }
+        if let Some(cur) = self.on_cpu.remove(&cpu) {
+            if self.live.contains_key(&cur) {
+                self.emit(t, cur, Op::SwitchOut { state: 0 })?;
+                self.cpu_of.remove(&cur);
+                self.sum.repaired += 1;
+            }
+        }
+        self.on_cpu.insert(cpu, tid);
+        self.cpu_of.insert(tid, cpu);
+        self.lazy_owner.insert(cpu, tid);
+        self.emit(t, tid, Op::SwitchIn { cpu })?;
+        self.sum.inferred_switch_ins += 1;
+        Ok(())
+    }
+
     pub(super) fn migrate(&mut self, s: &Sample) -> io::Result<()> {
         let pid = s.layout.i32(s.raw, 0).unwrap_or(-1) as u32;
         if self.live.contains_key(&pid) {

@@ -249,9 +249,6 @@ fn perf_unusable() -> Option<String> {
         }
         Ok(_) => {}
     }
-    if Command::new("gcc").arg("--version").output().is_err() {
-        return Some("gcc is not installed".into());
-    }
     None
 }
 
@@ -259,7 +256,8 @@ fn perf_unusable() -> Option<String> {
 #[test]
 #[ignore = "needs perf (system-wide tracepoints, as root) and gcc"]
 fn perf_records_a_real_compile() {
-    if let Some(why) = perf_unusable() {
+    let no_gcc = || Command::new("gcc").arg("--version").output().is_err();
+    if let Some(why) = perf_unusable().or_else(|| no_gcc().then(|| "gcc is not installed".into())) {
         panic!("perf_records_a_real_compile cannot run here: {why}");
     }
     let d = scratch("compile");

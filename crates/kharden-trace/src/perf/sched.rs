@@ -76,13 +76,7 @@ impl<W: Write> Conversion<W> {
         let next = s.layout.i32(s.raw, 2).unwrap_or(-1) as u32;
         // After lost events a tree task may seem to still run on this CPU (or on another
         // one): it stopped unseen, so it is switched out here.
-        if let Some(cur) = self.on_cpu.remove(&cpu) {
-            if cur != prev && self.live.contains_key(&cur) {
-                self.emit(t, cur, Op::SwitchOut { state: 0 })?;
-                self.cpu_of.remove(&cur);
-                self.sum.repaired += 1;
-            }
-        }
+        self.vacate(t, cpu, prev)?;
         if self.live.contains_key(&prev) {
             self.emit(t, prev, Op::SwitchOut { state })?;
             self.cpu_of.remove(&prev);
@@ -92,11 +86,7 @@ impl<W: Write> Conversion<W> {
             }
         }
         if self.live.contains_key(&next) {
-            if let Some(other) = self.cpu_of.remove(&next) {
-                self.on_cpu.remove(&other);
-                self.emit(t, next, Op::SwitchOut { state: 0 })?;
-                self.sum.repaired += 1;
-            }
+            self.leave_other_cpu(t, next)?;
             self.on_cpu.insert(cpu, next);
             self.cpu_of.insert(next, cpu);
         }
@@ -122,23 +112,37 @@ impl<W: Write> Conversion<W> {
         if self.cpu_of.get(&tid) == Some(&cpu) {
             return Ok(());
         }
-        if let Some(other) = self.cpu_of.remove(&tid) {
-            self.on_cpu.remove(&other);
-            self.emit(t, tid, Op::SwitchOut { state: 0 })?;
-            self.sum.repaired += 1;
-        }
-        if let Some(cur) = self.on_cpu.remove(&cpu) {
-            if self.live.contains_key(&cur) {
-                self.emit(t, cur, Op::SwitchOut { state: 0 })?;
-                self.cpu_of.remove(&cur);
-                self.sum.repaired += 1;
-            }
-        }
+        self.leave_other_cpu(t, tid)?;
+        self.vacate(t, cpu, tid)?;
         self.on_cpu.insert(cpu, tid);
         self.cpu_of.insert(tid, cpu);
         self.lazy_owner.insert(cpu, tid);
         self.emit(t, tid, Op::SwitchIn { cpu })?;
         self.sum.inferred_switch_ins += 1;
+        Ok(())
+    }
+
+    /// `cpu` is free from `t`: the tree task recorded on it, unless it is `except` (whose
+    /// own switch-out the caller writes), stopped unseen and is switched out (repaired).
+    fn vacate(&mut self, t: u64, cpu: u32, except: u32) -> io::Result<()> {
+        if let Some(cur) = self.on_cpu.remove(&cpu) {
+            if cur != except && self.live.contains_key(&cur) {
+                self.emit(t, cur, Op::SwitchOut { state: 0 })?;
+                self.cpu_of.remove(&cur);
+                self.sum.repaired += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// `tid`, about to run somewhere, is no longer recorded on the CPU it was seen on: it
+    /// left it unseen and is switched out (repaired).
+    fn leave_other_cpu(&mut self, t: u64, tid: u32) -> io::Result<()> {
+        if let Some(other) = self.cpu_of.remove(&tid) {
+            self.on_cpu.remove(&other);
+            self.emit(t, tid, Op::SwitchOut { state: 0 })?;
+            self.sum.repaired += 1;
+        }
         Ok(())
     }
 

@@ -409,3 +409,33 @@ fn perf_a_task_runs_whenever_its_own_events_happen() {
     assert!(own_events > 100, "{own_events} events: {dump:.2000}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// A perf.data with zstd-compressed records (`perf record -z`) is refused in one line that
+/// says what to do, unless kharden was built with the zstd feature, which reads it.
+#[test]
+#[ignore = "needs perf (system-wide tracepoints, as root)"]
+fn perf_a_compressed_perf_data_is_refused_or_read() {
+    if let Some(why) = perf_unusable() {
+        panic!("perf_a_compressed_perf_data_is_refused_or_read cannot run here: {why}");
+    }
+    let d = scratch("compressed");
+    let data = d.join("perf.data");
+    let recorded = Command::new("perf")
+        .args(["record", "-z", "-q", "-a", "-o", data.to_str().unwrap()])
+        .args(["-e", "sched:sched_switch", "-e", "sched:sched_process_fork"])
+        .args(["--", "sleep", "0.05"])
+        .status()
+        .expect("perf runs");
+    assert!(recorded.success(), "perf record -z failed");
+    let out = d.join("out.trace");
+    let args = ["trace", "convert", data.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    if cfg!(feature = "zstd") {
+        // Read: whatever else it says of a recording this bare, not that it cannot parse it.
+        let o = kharden(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("perf record -z") && !err.contains("cannot parse"), "{err}");
+    } else {
+        fails_with(&args, "written with `perf record -z`");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -572,6 +572,18 @@ pub(super) fn open_perf_data(
     let name = perf_data.display().to_string();
     let file = std::fs::File::open(perf_data)
         .map_err(|e| Error::at(&name, format!("cannot open: {e}")))?;
-    linux_perf_data::PerfFileReader::parse_file(BufReader::new(file))
-        .map_err(|e| Error::at(&name, format!("cannot parse perf.data: {e}")))
+    let reader = linux_perf_data::PerfFileReader::parse_file(BufReader::new(file))
+        .map_err(|e| Error::at(&name, format!("cannot parse perf.data: {e}")))?;
+    let compressed = reader
+        .perf_file
+        .features()
+        .has_feature(linux_perf_data::Feature::COMPRESSED);
+    if compressed && !cfg!(feature = "zstd") {
+        return Err(Error::at(
+            &name,
+            "written with `perf record -z` (zstd-compressed records): record it again without -z, \
+             or build kharden with `--features zstd`",
+        ));
+    }
+    Ok(reader)
 }

@@ -8,7 +8,6 @@
 use kharden::{Error, Result};
 use linux_perf_data::linux_perf_event_reader::{CpuMode, EventRecord};
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
-use std::io::BufReader;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -64,11 +63,10 @@ pub fn sample_modes(command: &[String], data: &Path, nice: Option<i32>) -> Resul
 pub fn count_modes(data: &Path) -> Result<ModeSamples> {
     let name = data.display().to_string();
     let perr = |e: &dyn std::fmt::Display| Error::at(&name, format!("cannot parse perf.data: {e}"));
-    let file = std::fs::File::open(data).map_err(|e| Error::at(&name, e))?;
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(|e| perr(&e))?;
+    } = super::open_perf_data(data)?;
     let mut m = ModeSamples::default();
     while let Some(rec) = record_iter
         .next_record(&mut perf_file)

@@ -311,7 +311,7 @@ mod tests {
     use crate::{defense, machine};
 
     /// The kernel image's global bits and what the user tables map, per variant, as Linux
-    /// 6.1 was measured to do it (tests/qemu_text_mapping.rs) and FreeBSD's pmap does it.
+    /// 6.1 was measured to do it (tests/qemu/text_mapping.rs) and FreeBSD's pmap does it.
     #[test]
     fn each_variant_makes_global_and_clones_what_its_kernel_does() {
         // (defenses, text, rodata, entry text, cpu_entry_area global; user tables map rodata)

@@ -4,7 +4,7 @@
 //! at most one (the regions are what the TDP rows depend on). Needs qemu-system-x86_64, a
 //! linux-image-6.1.0-*-amd64 in /boot, busybox-static and gcc; scripts/test.sh runs it where
 //! they are:
-//! `cargo test --release -p kharden --test qemu_placement -- --ignored qemu_`.
+//! `cargo test --release -p kharden --test qemu -- --ignored qemu_`.
 
 use kharden::virt::placement::{self, MeasuredPlacement};
 use std::collections::BTreeSet;

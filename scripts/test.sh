@@ -123,7 +123,7 @@ ran_ignored=$(grep -c '^test .* \.\.\. \(ok\|FAILED\)$' "$extra" || true)
 {
   grep '^test .* \.\.\. ignored' "$log" | sed 's/^test \(.*\) \.\.\. ignored,* *\(.*\)$/\1: \2/' |
     while IFS= read -r t; do
-      name=${t%%:*}
+      name=${t%%: *}
       grep -q "^test $name \.\.\. \(ok\|FAILED\)$" "$extra" || echo "SKIPPED $t"
     done
   sed 's/^/SKIPPED /' "$pyskips"

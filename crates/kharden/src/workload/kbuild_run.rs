@@ -148,15 +148,17 @@ pub fn simulate_with(
     if !recording.is_committed() {
         key += &format!("|{}", recording.key());
     }
-    let done = done_simulations()
+    // A run another thread has under way is waited for, not run twice (the reproduction
+    // tests run the XPFO tables side by side, and they share baselines).
+    let slot = done_simulations()
         .lock()
         .expect("not poisoned")
-        .get(&key)
-        .cloned();
-    let mut measured = match done {
-        Some(done) => done,
-        None => {
-            let new = simulate_uncached(
+        .entry(key)
+        .or_default()
+        .clone();
+    let mut measured = slot
+        .get_or_init(|| {
+            simulate_uncached(
                 m,
                 defenses,
                 extensions,
@@ -164,14 +166,9 @@ pub fn simulate_with(
                 profile,
                 sampling,
                 &run_params,
-            )?;
-            done_simulations()
-                .lock()
-                .expect("not poisoned")
-                .insert(key, new.clone());
-            new
-        }
-    };
+            )
+        })
+        .clone()?;
     for (path, counter) in per_event {
         measured.account_per_event(counter, params.num(path));
     }
@@ -245,11 +242,13 @@ pub fn forget_simulations() {
     done_simulations().lock().expect("not poisoned").clear();
 }
 
-/// Simulations this process has run, by everything that decides their result.
-fn done_simulations() -> &'static std::sync::Mutex<std::collections::HashMap<String, Measured>> {
-    static DONE: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<String, Measured>>,
-    > = std::sync::OnceLock::new();
+/// A simulation's result, once the thread that runs it has it.
+type Done = std::sync::Arc<std::sync::OnceLock<Result<Measured>>>;
+
+/// Simulations this process has run or is running, by everything that decides their result.
+fn done_simulations() -> &'static std::sync::Mutex<std::collections::HashMap<String, Done>> {
+    static DONE: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, Done>>> =
+        std::sync::OnceLock::new();
     DONE.get_or_init(Default::default)
 }
 

@@ -61,14 +61,6 @@ pyskips=$(mktemp)
 trap 'rm -f "$log" "$extra" "$pyskips" "$pylog"; stop_pip' EXIT
 cargo test --release --workspace --locked --no-fail-fast 2>&1 | tee "$log"
 # The passes that run ignored tests whose tools are present append to $extra.
-# Tests that need perf are #[ignore]d with their reason and named perf_*; they run here when
-# perf can record system-wide tracepoints (as root).
-if [ "$(id -u)" = 0 ] && perf record -a -q -e sched:sched_switch -o /dev/null -- true >/dev/null 2>&1; then
-  echo "perf records tracepoints here: running the perf_ tests"
-  cargo test --release --workspace --locked --no-fail-fast -- --ignored perf_ 2>&1 | tee "$extra"
-else
-  echo "perf cannot record tracepoints here (not installed, or not root): perf_ tests stay skipped"
-fi
 # Tests that need qemu-user and the aarch64 cross tools are #[ignore]d and named cross_*.
 if command -v qemu-aarch64 >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then
   echo "qemu-aarch64 and aarch64-linux-gnu-gcc are here: running the cross_ tests"
@@ -117,6 +109,15 @@ if [ -n "$pip_pid" ]; then
 else
   echo "no python3 with pip: the Python package's tests stay skipped"
   echo "crates/kharden-py/tests: no python3 with pip" >"$pyskips"
+fi
+# Tests that need perf are #[ignore]d with their reason and named perf_*; they run here when
+# perf can record system-wide tracepoints (as root). Last, on a quiet host: they measure it,
+# and a compile beside them (the Python package's, above) makes perf lose records.
+if [ "$(id -u)" = 0 ] && perf record -a -q -e sched:sched_switch -o /dev/null -- true >/dev/null 2>&1; then
+  echo "perf records tracepoints here: running the perf_ tests"
+  cargo test --release --workspace --locked --no-fail-fast -- --ignored perf_ 2>&1 | tee -a "$extra"
+else
+  echo "perf cannot record tracepoints here (not installed, or not root): perf_ tests stay skipped"
 fi
 # Ignored tests that did not run in those passes are the skipped ones, listed with why.
 ran_ignored=$(grep -c '^test .* \.\.\. \(ok\|FAILED\)$' "$extra" || true)

@@ -44,6 +44,8 @@ fn record_scenario(scenario: &str, scale: &str) -> (PathBuf, Footprints) {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Shown with a failing test's output: the recorder's warnings (perf lost records).
+    eprint!("{}", String::from_utf8_lossy(&o.stderr));
     // This host's detected profile lies beside the file, which names it.
     let f = Footprints::load(Some(out.to_str().unwrap())).unwrap();
     assert!(d.join("k-host.toml").exists());

@@ -257,7 +257,7 @@ pub fn read_samples(data: &Path, k: &Kallsyms, comm: Option<&str>) -> kharden::R
         .args(["script", "-F", "comm,pid,tid,time,ip", "--ns", "-i"])
         .arg(data)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| kharden::Error::new(format!("perf script: {e}")))?;
     let out = child.stdout.take().expect("piped stdout");
@@ -268,9 +268,21 @@ pub fn read_samples(data: &Path, k: &Kallsyms, comm: Option<&str>) -> kharden::R
         flag,
         |c| comm.map_or(true, |want| c == want),
     );
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
     child
         .wait()
         .map_err(|e| kharden::Error::new(format!("perf script: {e}")))?;
+    // perf's "Processed N events and lost M chunks!": a busy host starved its writer.
+    if let Some(lost) = stderr.lines().find(|l| l.contains(" lost ")) {
+        eprintln!(
+            "kharden: warning: {}: {}; the paths' sample counts are short, and forks whose records were lost leave their children's samples unnamed (record on a quiet host)",
+            data.display(),
+            lost.trim()
+        );
+    }
     Ok(samples)
 }
 

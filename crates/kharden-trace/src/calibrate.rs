@@ -26,7 +26,13 @@ const FAULTS_BEGIN: u32 = 1001;
 const FAULTS_END: u32 = 1002;
 const READS_BEGIN: u32 = 1003;
 const READS_END: u32 = 1004;
+const PROCS_BEGIN: u32 = 1005;
+const PROCS_END: u32 = 1006;
 const READ_NR: u32 = 0;
+/// The program each process of the process phase runs; the phase is left out without it.
+const TRUE: &str = "/bin/true";
+const PROC_BATCHES: usize = 8;
+const PER_PROC_BATCH: usize = 16;
 const BATCHES: usize = 20;
 const PER_BATCH: usize = 5000;
 const ROUNDS: usize = 16;
@@ -40,6 +46,10 @@ pub struct LoopTimes {
     /// A 4 KiB read of /dev/zero, per call.
     pub read_ns: Vec<f64>,
     pub fault_ns: Vec<f64>,
+    /// A posix_spawn (glibc: a vfork-like clone and exec) of /bin/true and its wait, per
+    /// batch (empty: no /bin/true).
+    #[serde(default)]
+    pub process_ns: Vec<f64>,
 }
 
 #[inline(never)]
@@ -116,8 +126,60 @@ pub fn run_loop(out: &Path) -> Result<()> {
             libc::munmap(p, PAGES * 4096);
         }
     }
+    t.process_ns = process_batches()?;
     let json = serde_json::to_vec(&t).map_err(|e| Error::new(e.to_string()))?;
     std::fs::write(out, json).map_err(|e| Error::at(out.display(), e))
+}
+
+/// Batches of posix_spawn of /bin/true and wait, pinned to this CPU so that the parent and
+/// each child share it and the elapsed time is their CPU time; none without /bin/true.
+fn process_batches() -> Result<Vec<f64>> {
+    if !Path::new(TRUE).exists() {
+        return Ok(Vec::new());
+    }
+    let prog = std::ffi::CString::new(TRUE).expect("no NUL");
+    let argv = [prog.as_ptr(), std::ptr::null()];
+    let envp: [*const libc::c_char; 1] = [std::ptr::null()];
+    // SAFETY: a zeroed cpu_set_t filled by the kernel, then one CPU set in a fresh one.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        if cpu >= 0 {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        }
+    }
+    let mut batches = Vec::with_capacity(PROC_BATCHES);
+    marker(PROCS_BEGIN);
+    for _ in 0..PROC_BATCHES {
+        let start = Instant::now();
+        for _ in 0..PER_PROC_BATCH {
+            let mut pid = 0;
+            // SAFETY: argv and envp are NULL-terminated arrays of NUL-terminated strings
+            // that outlive the call; no file actions or attributes.
+            let err = unsafe {
+                libc::posix_spawn(
+                    &mut pid,
+                    prog.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    argv.as_ptr() as *const *mut libc::c_char,
+                    envp.as_ptr() as *const *mut libc::c_char,
+                )
+            };
+            if err != 0 {
+                return Err(Error::new(format!(
+                    "calibration loop: posix_spawn {TRUE} failed (error {err})"
+                )));
+            }
+            let mut status = 0;
+            // SAFETY: reaping our own child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+        }
+        batches.push(start.elapsed().as_nanos() as f64 / PER_PROC_BATCH as f64);
+    }
+    marker(PROCS_END);
+    Ok(batches)
 }
 
 /// Reads the loop's own timings.
@@ -174,6 +236,17 @@ struct Traced {
     read_user_ns: Vec<f64>,
     /// Each fault round: on-CPU ns between the markers, faults, other events.
     rounds: Vec<(f64, u64, u64)>,
+    /// The process phase: on-CPU ns of the root and its children, processes, syscalls
+    /// and other events (as a replay counts them).
+    processes: Option<ProcessPhase>,
+}
+
+#[derive(Debug, Default)]
+struct ProcessPhase {
+    on_cpu_ns: u64,
+    processes: u64,
+    syscalls: u64,
+    events: u64,
 }
 
 fn read_traced(trace: &Path) -> Result<Traced> {
@@ -187,12 +260,18 @@ fn read_traced(trace: &Path) -> Result<Traced> {
     let mut reading = false;
     let mut last_exit_read = false;
     let mut round: Option<(u64, u64)> = None;
+    // The process phase: its children, each with the time it came on the CPU.
+    let mut phase: Option<ProcessPhase> = None;
+    let mut children: std::collections::HashMap<u32, Option<u64>> = Default::default();
     for ev in reader {
         let ev = ev?;
         if root.is_none() {
             if let Op::TaskNew { parent: None, .. } = ev.op {
                 root = Some(ev.tid);
             }
+        }
+        if let Some(p) = phase.as_mut() {
+            count_process_event(p, &mut children, root, &ev);
         }
         if Some(ev.tid) != root {
             continue;
@@ -222,6 +301,15 @@ fn read_traced(trace: &Path) -> Result<Traced> {
                         out.rounds.push((acc as f64, faults, events));
                     }
                 }
+                if nr == PROCS_END {
+                    if let Some(mut p) = phase.take() {
+                        p.on_cpu_ns += acc;
+                        out.processes = Some(p);
+                    }
+                }
+                if phase.is_some() {
+                    phase.as_mut().expect("checked").on_cpu_ns += acc;
+                }
                 acc = 0;
             }
             Op::SysExit { nr, .. } => {
@@ -234,6 +322,11 @@ fn read_traced(trace: &Path) -> Result<Traced> {
                 }
                 if nr == FAULTS_BEGIN {
                     round = Some((0, 0));
+                }
+                if nr == PROCS_BEGIN {
+                    phase = Some(ProcessPhase::default());
+                } else if let Some(p) = phase.as_mut() {
+                    p.on_cpu_ns += acc;
                 }
                 last_exit_empty = nr == EMPTY_NR;
                 acc = 0;
@@ -271,6 +364,53 @@ fn read_traced(trace: &Path) -> Result<Traced> {
         ));
     }
     Ok(out)
+}
+
+/// Counts `ev` into the process phase: a child's time on the CPU, and the syscalls and
+/// other events of the root and its children that a replay charges the recorder's
+/// per-call and per-event figures for (as replay/split.rs does).
+fn count_process_event(
+    p: &mut ProcessPhase,
+    children: &mut std::collections::HashMap<u32, Option<u64>>,
+    root: Option<u32>,
+    ev: &format::Event,
+) {
+    let t = ev.time_ns;
+    if let Op::TaskNew { parent, .. } = &ev.op {
+        if parent.is_some() && *parent == root {
+            children.insert(ev.tid, None);
+            p.processes += 1;
+            // The parent's event.
+            p.events += 1;
+        }
+        return;
+    }
+    let child = children.get_mut(&ev.tid);
+    if Some(ev.tid) != root && child.is_none() {
+        return;
+    }
+    if let Some(since) = child {
+        match ev.op {
+            Op::SwitchIn { .. } => *since = Some(t),
+            Op::SwitchOut { .. } | Op::Exit => {
+                if let Some(s) = since.take() {
+                    p.on_cpu_ns += t.saturating_sub(s);
+                }
+            }
+            _ => {}
+        }
+    }
+    match ev.op {
+        Op::SysEnter { nr, .. } if nr < EMPTY_NR => p.syscalls += 1,
+        Op::SwitchOut { .. }
+        | Op::TlbFlush { .. }
+        | Op::Exec { .. }
+        | Op::PageFault { .. }
+        | Op::PageAlloc { .. }
+        | Op::PageFree { .. }
+        | Op::Migrate { .. } => p.events += 1,
+        _ => {}
+    }
 }
 
 /// Batch means of `v` (`BATCHES` batches): their spread is the figure's standard error.
@@ -320,6 +460,35 @@ pub fn analyse(untraced: &LoopTimes, trace: &Path) -> Result<TracerCost> {
         })
         .collect();
     let (event, event_se) = median_se(&per_event);
+    // A process: its traced time on the CPU (parent and child) less the untraced time and
+    // less what the figures above already charge for its syscalls and events. A syscall's
+    // figures hold its entry and exit code, which the untraced run spends too.
+    let call = kernel + (user - user_loop) - entry_exit;
+    let process = traced
+        .processes
+        .as_ref()
+        .filter(|p| p.processes > 0 && !untraced.process_ns.is_empty())
+        .map(|p| {
+            let n = p.processes as f64;
+            let (alone, alone_se) = median_se(&untraced.process_ns);
+            let (calls, events) = (p.syscalls as f64 / n, p.events as f64 / n);
+            let figures = calls * call + events * event;
+            let se = (alone_se.powi(2)
+                + (calls * kernel_se).powi(2)
+                + (calls * user_se).powi(2)
+                + (events * event_se).powi(2))
+            .sqrt();
+            (p.on_cpu_ns as f64 / n - alone - figures, se, p, calls, events)
+        });
+    let process_method = match &process {
+        Some((ns, _, p, calls, events)) => format!(
+            "; {} processes (posix_spawn of {TRUE} and wait, pinned to one CPU): {:.0} ns each on the CPU traced, {:.0} untraced, {calls:.1} syscalls and {events:.1} other events each charged by the figures above, {ns:.0} ns left per process",
+            p.processes,
+            p.on_cpu_ns as f64 / p.processes as f64,
+            median(&untraced.process_ns)
+        ),
+        None => format!("; no process phase ({TRUE} missing, or none traced): no cost per process"),
+    };
     Ok(TracerCost {
         syscall_kernel_ns: kernel,
         syscall_kernel_se_ns: kernel_se,
@@ -327,6 +496,8 @@ pub fn analyse(untraced: &LoopTimes, trace: &Path) -> Result<TracerCost> {
         syscall_user_se_ns: user_se,
         event_ns: event,
         event_se_ns: event_se,
+        process_ns: process.as_ref().map_or(0.0, |p| p.0),
+        process_se_ns: process.as_ref().map_or(0.0, |p| p.1),
         entry_exit_ns: entry_exit,
         user_loop_ns: user_loop,
         method: format!(
@@ -338,7 +509,7 @@ pub fn analyse(untraced: &LoopTimes, trace: &Path) -> Result<TracerCost> {
             rk - read_body,
             read_user.0 - user_loop,
             traced.rounds.len()
-        ),
+        ) + &process_method,
     })
 }
 

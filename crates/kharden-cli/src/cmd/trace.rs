@@ -154,8 +154,8 @@ pub fn record(args: RecordArgs) -> Result<()> {
     );
     if let Some(t) = &s.tracer {
         eprintln!(
-            "kharden: the recorder's own cost here: {:.0} ns in each syscall's kernel interval, {:.0} ns in the user time around it (entry and exit code included), {:.0} ns per other event",
-            t.syscall_kernel_ns, t.syscall_user_ns, t.event_ns
+            "kharden: the recorder's own cost here: {:.0} ns in each syscall's kernel interval, {:.0} ns in the user time around it (entry and exit code included), {:.0} ns per other event, {:.0} ns per process beyond them (charged to its exec)",
+            t.syscall_kernel_ns, t.syscall_user_ns, t.event_ns, t.process_ns
         );
     }
     let f = s.convert.fds;

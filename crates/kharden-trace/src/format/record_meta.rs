@@ -137,6 +137,14 @@ pub struct TracerCost {
     /// flush, a context switch), in whichever interval it falls.
     pub event_ns: f64,
     pub event_se_ns: f64,
+    /// What a process's life (fork, exec, exit) costs beyond its syscalls' and events'
+    /// figures: the side-band records perf writes for a sampling event (the task's fork,
+    /// comm, mappings and exit), charged to its exec. Zero in a trace recorded before it
+    /// was measured, or where the loop found no /bin/true to run.
+    #[serde(default)]
+    pub process_ns: f64,
+    #[serde(default)]
+    pub process_se_ns: f64,
     /// The untraced empty syscall's round trip less the loop's own user work: the entry
     /// and exit code a replay's model charges per syscall.
     pub entry_exit_ns: f64,
@@ -163,6 +171,7 @@ impl TracerCost {
                 self.syscall_user_se_ns,
             ),
             ("other events", self.event_ns, self.event_se_ns),
+            ("each process", self.process_ns, self.process_se_ns),
             ("entry and exit", self.entry_exit_ns, 0.0),
         ]
         .into_iter()
@@ -280,6 +289,8 @@ mod tests {
             syscall_user_se_ns: 5.0,
             event_ns: 0.0,
             event_se_ns: 1.0,
+            process_ns: 0.0,
+            process_se_ns: 0.0,
             entry_exit_ns: 90.0,
             user_loop_ns: 2.0,
             method: String::new(),

@@ -32,6 +32,8 @@ fn tracer() -> TracerCost {
         syscall_user_se_ns: 0.0,
         event_ns: TRACER_EVENT_NS as f64,
         event_se_ns: 0.0,
+        process_ns: 0.0,
+        process_se_ns: 0.0,
         entry_exit_ns: 0.0,
         user_loop_ns: 0.0,
         method: "synthetic".into(),
@@ -234,4 +236,45 @@ fn an_unmeasured_recorder_cost_leaves_the_intervals_as_traced() {
     close(rec.user_ns, rec.traced_user_ns, "user time");
     close(user_cycles, rec.traced_user_ns, "user cycles replayed");
     close(rec.system_ns, rec.traced_system_ns, "system time");
+}
+
+/// A process's own recorder cost (the sampling event's side-band records of its fork,
+/// comm, mappings and exit) is charged to its exec: an execve whose recorded interval holds
+/// it and the exec event's cost gives back the untraced call.
+#[test]
+fn a_known_per_process_cost_comes_out_of_the_exec() {
+    const EXECVE_NS: u64 = 50_000;
+    const TRACER_PROCESS_NS: u64 = 30_000;
+    let mut t = tracer();
+    t.process_ns = TRACER_PROCESS_NS as f64;
+    let meta = Meta {
+        tracer: Some(t),
+        ..Meta::default()
+    };
+    let dir = scratch("process");
+    let trace = dir.join("t.trace");
+    {
+        let f = std::io::BufWriter::new(File::create(&trace).unwrap());
+        let mut w = TraceWriter::new(f, &meta).unwrap();
+        w.set_syscall_name(59, "execve");
+        let mut put = |time_ns, op| w.write(&Event { time_ns, tid: 10, op }).unwrap();
+        let comm = Arc::from("sh");
+        put(0, T::TaskNew { pid: 10, parent: None, comm });
+        put(0, T::SwitchIn { cpu: 0 });
+        put(1000, T::sys_enter(59));
+        put(2000, T::Exec { filename: Arc::from("/bin/true") });
+        let end = 1000 + EXECVE_NS + TRACER_KERNEL_NS + TRACER_EVENT_NS + TRACER_PROCESS_NS;
+        put(end, T::sys_exit(59, 0));
+        put(end, T::Exit);
+        w.finish().unwrap();
+    }
+    let paths = &kharden::kernel::paths::recording::Recording::committed().paths;
+    let s = split(&trace, &dir.join("ops"), paths).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    close(
+        s.recorded.traced_system_ns,
+        (EXECVE_NS + TRACER_KERNEL_NS + TRACER_EVENT_NS + TRACER_PROCESS_NS) as f64,
+        "execve as traced",
+    );
+    close(s.recorded.system_ns, EXECVE_NS as f64, "execve, corrected");
 }

@@ -35,6 +35,8 @@ struct Costs {
     syscall_user: f64,
     syscall_kernel: f64,
     event: f64,
+    /// A process's own recorder cost, charged to its exec.
+    process: f64,
     entry_exit: f64,
     /// Native latency of an anonymous, a copy-on-write and a file fault.
     fault: [f64; 3],
@@ -125,11 +127,16 @@ impl TaskState {
 
     /// The cost of one recorded event, in the mode the task is in.
     fn event(&mut self, costs: &Costs) {
+        self.charge(costs.event);
+    }
+
+    /// `ns` of the recorder's, in the interval the task is in.
+    fn charge(&mut self, ns: f64) {
         if let Some(c) = self.call.as_mut() {
-            self.kernel_debt += costs.event;
-            c.removed += costs.event;
+            self.kernel_debt += ns;
+            c.removed += ns;
         } else {
-            self.user_debt += costs.event;
+            self.user_debt += ns;
         }
     }
 
@@ -212,6 +219,7 @@ fn costs_of(meta: &format::Meta, paths: &KernelPaths) -> Costs {
         c.syscall_user = t.syscall_user_ns.max(0.0);
         c.syscall_kernel = t.syscall_kernel_ns.max(0.0);
         c.event = t.event_ns.max(0.0);
+        c.process = t.process_ns.max(0.0);
         c.entry_exit = t.entry_exit_ns.max(0.0);
     }
     c
@@ -378,7 +386,7 @@ pub fn split(trace: &Path, dir: &Path, paths: &KernelPaths) -> Result<Split> {
                 }
             }
             TraceOp::Exec { filename } => {
-                st.event(&costs);
+                st.charge(costs.event + costs.process);
                 st.started.push(Started::Exec);
                 if st.call.is_none() {
                     st.write_started(0.0, 0.0);

@@ -428,12 +428,21 @@ fn perf_a_compressed_perf_data_is_refused_or_read() {
         .expect("perf runs");
     assert!(recorded.success(), "perf record -z failed");
     let out = d.join("out.trace");
-    let args = ["trace", "convert", data.to_str().unwrap(), "-o", out.to_str().unwrap()];
+    let args = [
+        "trace",
+        "convert",
+        data.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ];
     if cfg!(feature = "zstd") {
         // Read: whatever else it says of a recording this bare, not that it cannot parse it.
         let o = kharden(&args);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!err.contains("perf record -z") && !err.contains("cannot parse"), "{err}");
+        assert!(
+            !err.contains("perf record -z") && !err.contains("cannot parse"),
+            "{err}"
+        );
     } else {
         fails_with(&args, "written with `perf record -z`");
     }

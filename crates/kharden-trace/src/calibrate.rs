@@ -478,7 +478,13 @@ pub fn analyse(untraced: &LoopTimes, trace: &Path) -> Result<TracerCost> {
                 + (calls * user_se).powi(2)
                 + (events * event_se).powi(2))
             .sqrt();
-            (p.on_cpu_ns as f64 / n - alone - figures, se, p, calls, events)
+            (
+                p.on_cpu_ns as f64 / n - alone - figures,
+                se,
+                p,
+                calls,
+                events,
+            )
         });
     let process_method = match &process {
         Some((ns, _, p, calls, events)) => format!(

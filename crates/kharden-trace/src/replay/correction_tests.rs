@@ -257,12 +257,31 @@ fn a_known_per_process_cost_comes_out_of_the_exec() {
         let f = std::io::BufWriter::new(File::create(&trace).unwrap());
         let mut w = TraceWriter::new(f, &meta).unwrap();
         w.set_syscall_name(59, "execve");
-        let mut put = |time_ns, op| w.write(&Event { time_ns, tid: 10, op }).unwrap();
+        let mut put = |time_ns, op| {
+            w.write(&Event {
+                time_ns,
+                tid: 10,
+                op,
+            })
+            .unwrap()
+        };
         let comm = Arc::from("sh");
-        put(0, T::TaskNew { pid: 10, parent: None, comm });
+        put(
+            0,
+            T::TaskNew {
+                pid: 10,
+                parent: None,
+                comm,
+            },
+        );
         put(0, T::SwitchIn { cpu: 0 });
         put(1000, T::sys_enter(59));
-        put(2000, T::Exec { filename: Arc::from("/bin/true") });
+        put(
+            2000,
+            T::Exec {
+                filename: Arc::from("/bin/true"),
+            },
+        );
         let end = 1000 + EXECVE_NS + TRACER_KERNEL_NS + TRACER_EVENT_NS + TRACER_PROCESS_NS;
         put(end, T::sys_exit(59, 0));
         put(end, T::Exit);

@@ -107,7 +107,10 @@ fn qemu_linux_maps_its_image_as_the_model_assumes() {
     // automatically; and the same with pti=on. The two guests boot side by side.
     let (auto, forced) = std::thread::scope(|s| {
         let forced = s.spawn(|| boot("Nehalem", &["pti=on"]));
-        (boot("Nehalem", &[]), forced.join().expect("the pti=on boot"))
+        (
+            boot("Nehalem", &[]),
+            forced.join().expect("the pti=on boot"),
+        )
     });
     assert!(auto.pti, "PTI should be on by default on a Nehalem");
     let (text, etext) = (auto.sym("_text"), auto.sym("_etext"));

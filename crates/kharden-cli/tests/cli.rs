@@ -639,17 +639,25 @@ fn cpuid_tlbs_reads_a_published_dump_and_refuses_what_is_not_one() {
 fn run_takes_its_kernel_paths_from_the_footprints_given() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let ns = |extra: &[&str]| -> f64 {
+    // The run's figure, and the recording its JSON says it ran.
+    let run = |extra: &[&str]| -> (f64, String) {
         let o = getppid_loop(extra);
         assert!(o.status.success(), "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v["ns_per_iteration"].as_f64().unwrap()
+        let footprints = v["footprints"].as_str().unwrap().to_string();
+        (v["ns_per_iteration"].as_f64().unwrap(), footprints)
     };
-    let committed = ns(&[]);
+    let ns = |extra: &[&str]| run(extra).0;
+    let (committed, place) = run(&[]);
+    assert_eq!(place, kharden::kernel::footprints::footprint::BUILTIN_PLACE);
     let builtin = kharden::kernel::footprints::footprint::BUILTIN;
     let same = d.join("same.toml");
     std::fs::write(&same, builtin).unwrap();
-    assert_eq!(ns(&["--footprints", same.to_str().unwrap()]), committed);
+    let same_path = same.to_str().unwrap();
+    assert_eq!(
+        run(&["--footprints", same_path]),
+        (committed, same_path.to_string())
+    );
 
     let cut = builtin.find("name = \"getppid\"").unwrap();
     let at = cut + builtin[cut..].find("latency_ns = [").unwrap();

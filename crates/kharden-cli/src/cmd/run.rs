@@ -224,6 +224,7 @@ pub fn run(args: Args) -> Result<()> {
             "ns_per_iteration": elapsed * 1e9 / iters as f64,
             "repeated_iterations": repeated,
             "violations": k.violations, "stats": total,
+            "footprints": params.recording().place,
             "set": overrides.to_json(), "params": params.to_json(),
         });
         return print_json(&v);
@@ -499,6 +500,7 @@ fn run_kernel_op(
             "caches": caches.name(), "node": node, "defense": k.defense_names(),
             "iterations": op.iterations(), "seconds": elapsed, "violations": k.violations,
             "repeated_iterations": r.repeated, "stats": r.stats,
+            "footprints": params.recording().place,
             "set": overrides.to_json(), "params": params.to_json(),
         });
         return print_json(&v);

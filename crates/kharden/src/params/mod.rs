@@ -404,10 +404,6 @@ pub struct Overrides {
 }
 
 impl Overrides {
-    pub fn is_empty(&self) -> bool {
-        self.software.is_empty() && self.machine.is_empty() && self.recording.is_none()
-    }
-
     /// Applies the software assignments and the recording.
     pub fn apply(&self, params: &mut Params) -> Result<()> {
         for (path, value) in &self.software {

@@ -8,10 +8,11 @@
 //! 4 KiB reads of /dev/zero (a call that moves data: how the tracer's cost divides between
 //! the two sides of its timestamps moves with what the call does to the caches, so the two
 //! kinds of call are averaged and half their difference is part of the figure's error),
-//! and rounds of first writes to fresh anonymous pages (a page fault and a page allocation
-//! each). Marker syscalls (1001-1004) delimit the phases. Untraced, the loop times itself;
-//! traced, the trace's own on-CPU intervals are used (`analyse`), so time the loop spent
-//! preempted counts in neither.
+//! rounds of first writes to fresh anonymous pages (a page fault and a page allocation
+//! each), and batches of posix_spawn of /bin/true and its wait (what a process's life costs
+//! beyond its syscalls and events). Marker syscalls (1001-1006) delimit the phases.
+//! Untraced, the loop times itself; traced, the trace's own on-CPU intervals are used
+//! (`analyse`), so time the loop spent preempted counts in neither.
 
 use crate::format::{self, Op, TracerCost};
 use kharden::{Error, Result};
@@ -140,7 +141,7 @@ fn process_batches() -> Result<Vec<f64>> {
     let prog = std::ffi::CString::new(TRUE).expect("no NUL");
     let argv = [prog.as_ptr(), std::ptr::null()];
     let envp: [*const libc::c_char; 1] = [std::ptr::null()];
-    // SAFETY: a zeroed cpu_set_t filled by the kernel, then one CPU set in a fresh one.
+    // SAFETY: a zeroed cpu_set_t with one CPU set, passed with its size.
     unsafe {
         let cpu = libc::sched_getcpu();
         if cpu >= 0 {
@@ -307,8 +308,8 @@ fn read_traced(trace: &Path) -> Result<Traced> {
                         out.processes = Some(p);
                     }
                 }
-                if phase.is_some() {
-                    phase.as_mut().expect("checked").on_cpu_ns += acc;
+                if let Some(p) = phase.as_mut() {
+                    p.on_cpu_ns += acc;
                 }
                 acc = 0;
             }

@@ -42,17 +42,8 @@ fn tracer() -> TracerCost {
 
 /// The program as a recording sees it: every interval stretched by the recorder's cost.
 fn write_traced(path: &Path, meta: &Meta) {
-    let f = std::io::BufWriter::new(File::create(path).unwrap());
-    let mut w = TraceWriter::new(f, meta).unwrap();
-    w.set_syscall_name(39, "getpid");
-    let mut put = |time_ns, op| {
-        w.write(&Event {
-            time_ns,
-            tid: 10,
-            op,
-        })
-        .unwrap()
-    };
+    let mut events = Vec::new();
+    let mut put = |time_ns, op| events.push((time_ns, op));
     put(
         0,
         T::TaskNew {
@@ -77,6 +68,22 @@ fn write_traced(path: &Path, meta: &Meta) {
         put(t, T::sys_exit(39, 10));
     }
     put(t, T::Exit);
+    write_task(path, meta, (39, "getpid"), events);
+}
+
+/// A trace of one task (tid 10) whose syscall `nr` is named `name`: `events` in order.
+fn write_task(path: &Path, meta: &Meta, (nr, name): (u32, &str), events: Vec<(u64, T)>) {
+    let f = std::io::BufWriter::new(File::create(path).unwrap());
+    let mut w = TraceWriter::new(f, meta).unwrap();
+    w.set_syscall_name(nr, name);
+    for (time_ns, op) in events {
+        w.write(&Event {
+            time_ns,
+            tid: 10,
+            op,
+        })
+        .unwrap();
+    }
     w.finish().unwrap();
 }
 
@@ -253,40 +260,29 @@ fn a_known_per_process_cost_comes_out_of_the_exec() {
     };
     let dir = scratch("process");
     let trace = dir.join("t.trace");
-    {
-        let f = std::io::BufWriter::new(File::create(&trace).unwrap());
-        let mut w = TraceWriter::new(f, &meta).unwrap();
-        w.set_syscall_name(59, "execve");
-        let mut put = |time_ns, op| {
-            w.write(&Event {
-                time_ns,
-                tid: 10,
-                op,
-            })
-            .unwrap()
-        };
-        let comm = Arc::from("sh");
-        put(
+    let end = 1000 + EXECVE_NS + TRACER_KERNEL_NS + TRACER_EVENT_NS + TRACER_PROCESS_NS;
+    let comm = Arc::from("sh");
+    let events = vec![
+        (
             0,
             T::TaskNew {
                 pid: 10,
                 parent: None,
                 comm,
             },
-        );
-        put(0, T::SwitchIn { cpu: 0 });
-        put(1000, T::sys_enter(59));
-        put(
+        ),
+        (0, T::SwitchIn { cpu: 0 }),
+        (1000, T::sys_enter(59)),
+        (
             2000,
             T::Exec {
                 filename: Arc::from("/bin/true"),
             },
-        );
-        let end = 1000 + EXECVE_NS + TRACER_KERNEL_NS + TRACER_EVENT_NS + TRACER_PROCESS_NS;
-        put(end, T::sys_exit(59, 0));
-        put(end, T::Exit);
-        w.finish().unwrap();
-    }
+        ),
+        (end, T::sys_exit(59, 0)),
+        (end, T::Exit),
+    ];
+    write_task(&trace, &meta, (59, "execve"), events);
     let paths = &kharden::kernel::paths::recording::Recording::committed().paths;
     let s = split(&trace, &dir.join("ops"), paths).unwrap();
     std::fs::remove_dir_all(&dir).ok();

@@ -261,6 +261,13 @@ pub fn read_samples(data: &Path, k: &Kallsyms, comm: Option<&str>) -> kharden::R
         .spawn()
         .map_err(|e| kharden::Error::new(format!("perf script: {e}")))?;
     let out = child.stdout.take().expect("piped stdout");
+    // Read beside stdout, so that a perf writing much to stderr never blocks on a full pipe.
+    let err = child.stderr.take().expect("piped stderr");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut { err }, &mut text);
+        text
+    });
     let flags: Vec<u8> = k.functions.iter().map(|f| context::of(&f.name)).collect();
     let flag = |ip: u64| k.lookup(ip).map_or(0, |i| flags[i]);
     let samples = parse_script(
@@ -268,10 +275,7 @@ pub fn read_samples(data: &Path, k: &Kallsyms, comm: Option<&str>) -> kharden::R
         flag,
         |c| comm.map_or(true, |want| c == want),
     );
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
-    }
+    let stderr = stderr.join().unwrap_or_default();
     child
         .wait()
         .map_err(|e| kharden::Error::new(format!("perf script: {e}")))?;

@@ -252,14 +252,23 @@ fn perf_unusable() -> Option<String> {
     None
 }
 
+/// Fails `test` with the reason where perf, or `more` (another tool it needs, if missing),
+/// cannot run: scripts/test.sh runs the perf_ tests only where perf records.
+fn need_perf(test: &str, more: Option<String>) {
+    if let Some(why) = perf_unusable().or(more) {
+        panic!("{test} cannot run here: {why}");
+    }
+}
+
 /// Run by scripts/test.sh (`--ignored perf_`) where perf records system-wide tracepoints.
 #[test]
 #[ignore = "needs perf (system-wide tracepoints, as root) and gcc"]
 fn perf_records_a_real_compile() {
-    let no_gcc = || Command::new("gcc").arg("--version").output().is_err();
-    if let Some(why) = perf_unusable().or_else(|| no_gcc().then(|| "gcc is not installed".into())) {
-        panic!("perf_records_a_real_compile cannot run here: {why}");
-    }
+    let no_gcc = Command::new("gcc").arg("--version").output().is_err();
+    need_perf(
+        "perf_records_a_real_compile",
+        no_gcc.then(|| "gcc is not installed".into()),
+    );
     let d = scratch("compile");
     let src = d.join("prog.c");
     std::fs::write(&src, "#include <stdio.h>\nint square(int x) { return x * x; }\nint main(void) { printf(\"%d\\n\", square(7)); return 0; }\n").unwrap();
@@ -359,9 +368,7 @@ fn perf_records_a_real_compile() {
 #[test]
 #[ignore = "needs perf (system-wide tracepoints, as root)"]
 fn perf_a_task_runs_whenever_its_own_events_happen() {
-    if let Some(why) = perf_unusable() {
-        panic!("perf_a_task_runs_whenever_its_own_events_happen cannot run here: {why}");
-    }
+    need_perf("perf_a_task_runs_whenever_its_own_events_happen", None);
     let d = scratch("sleeper");
     let trace = d.join("sleeper.trace");
     let script = "for i in $(seq 20); do sleep 0.005; cat /proc/self/stat > /dev/null; done";
@@ -415,9 +422,7 @@ fn perf_a_task_runs_whenever_its_own_events_happen() {
 #[test]
 #[ignore = "needs perf (system-wide tracepoints, as root)"]
 fn perf_a_compressed_perf_data_is_refused_or_read() {
-    if let Some(why) = perf_unusable() {
-        panic!("perf_a_compressed_perf_data_is_refused_or_read cannot run here: {why}");
-    }
+    need_perf("perf_a_compressed_perf_data_is_refused_or_read", None);
     let d = scratch("compressed");
     let data = d.join("perf.data");
     let recorded = Command::new("perf")
